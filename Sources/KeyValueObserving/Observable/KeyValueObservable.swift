@@ -1,0 +1,68 @@
+import Synchronization
+
+/// The base class of observable objects: Foundation's `NSObject` for key-value observing, without
+/// the Objective-C runtime.
+///
+/// Subclass it and mark the properties that notify with `@Observed`:
+///
+/// ```swift
+/// final class AudioPlayer: KeyValueObservable {
+///     @Observed var volume = 0.5
+/// }
+///
+/// let player = AudioPlayer()
+/// let token = player.observe(\.volume, options: [.new]) { player, change in
+///     print(change.newValue!)
+/// }
+/// player.volume = 0.7   // prints 0.7
+/// ```
+///
+/// An instance costs one pointer more than an empty class until the first observer registers; only
+/// then is its observer registry allocated. The class imposes no isolation: subclasses choose their
+/// own (a `@MainActor` subclass works, and its handlers run wherever its properties are set).
+///
+/// `KeyValueObservable` is not `Sendable`; its registry is thread-safe, so registration, removal and
+/// notification may happen on any thread, while the property values follow the subclass's rules.
+open class KeyValueObservable {
+    /// The observer registry, `nil` until the first registration. Owned (+1) by this object.
+    @usableFromInline
+    final let _kvoRegistry = Atomic<Unmanaged<_ObserverRegistry>?>(nil)
+
+    public init() {}
+
+    deinit {
+        if let registry = _kvoRegistry.load(ordering: .acquiring) {
+            registry.takeRetainedValue().tearDown()
+        }
+    }
+
+    /// The registry, created on first use. Creation races are settled by compare-and-exchange.
+    final func _registryCreatingIfNeeded() -> _ObserverRegistry {
+        if let registry = _kvoRegistry.load(ordering: .acquiring) {
+            return registry.takeUnretainedValue()
+        }
+        let created = Unmanaged.passRetained(_ObserverRegistry())
+        let (exchanged, original) = _kvoRegistry.compareExchange(
+            expected: nil,
+            desired: created,
+            ordering: .acquiringAndReleasing
+        )
+        if exchanged {
+            return created.takeUnretainedValue()
+        }
+        created.release()
+        return original!.takeUnretainedValue()
+    }
+
+    /// The registry if one exists, without creating it.
+    final var _existingRegistry: _ObserverRegistry? {
+        _kvoRegistry.load(ordering: .acquiring)?.takeUnretainedValue()
+    }
+}
+
+/// The protocol through which `observe` hands handlers the concrete `Self` type, the way Foundation's
+/// KVO overlay does with `_KeyValueCodingAndObserving`. Only `KeyValueObservable` conforms; you do not
+/// conform to it yourself.
+public protocol KeyValueObservableProtocol: AnyObject {}
+
+extension KeyValueObservable: KeyValueObservableProtocol {}

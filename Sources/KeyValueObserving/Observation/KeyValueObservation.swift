@@ -1,0 +1,38 @@
+/// The token of one observation, the `NSKeyValueObservation` of this package. Keep it for as long
+/// as you want to observe: when it is deallocated, the observation ends.
+///
+/// ```swift
+/// final class Controller {
+///     private var tokens: [KeyValueObservation] = []
+///
+///     func start(_ player: AudioPlayer) {
+///         tokens.append(player.observe(\.volume, options: [.new]) { _, change in print(change.newValue!) })
+///     }
+/// }
+/// ```
+///
+/// The token does not keep the observed object alive. It keeps the handler (and what the handler
+/// captures) alive until it is invalidated or deallocated; a handler that captures its own token
+/// strongly therefore lives until `invalidate()` is called, as in Foundation.
+public final class KeyValueObservation: Sendable {
+    private let registry: _ObserverRegistry?
+    private let id: UInt64
+
+    init(registry: _ObserverRegistry?, id: UInt64) {
+        self.registry = registry
+        self.id = id
+    }
+
+    /// Ends the observation and releases the handler.
+    ///
+    /// Idempotent and thread-safe; it may be called from inside a handler, its own included, and after
+    /// the observed object has been deallocated. After it returns, no new delivery to this observer
+    /// starts; a delivery that another thread had already started may still be running.
+    public func invalidate() {
+        registry?.remove(id: id)
+    }
+
+    deinit {
+        registry?.remove(id: id)
+    }
+}

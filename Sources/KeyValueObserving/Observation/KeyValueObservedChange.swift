@@ -1,0 +1,50 @@
+/// The kind of a change, as in Foundation's `NSKeyValueChange`.
+public enum KeyValueChangeKind: Sendable, Hashable {
+    /// The value was assigned (every change of a plain `@Observed` property).
+    case setting
+    /// Elements were inserted into a to-many (array) property, at `indexes`.
+    case insertion
+    /// Elements were removed from a to-many property, at `indexes`.
+    case removal
+    /// Elements of a to-many property were replaced, at `indexes`.
+    case replacement
+}
+
+/// One notification of a change, the `NSKeyValueObservedChange` of this package.
+///
+/// Which of `newValue` and `oldValue` are filled depends on the `KeyValueObservingOptions` the
+/// observer registered with.
+public struct KeyValueObservedChange<Value> {
+    /// What kind of change happened.
+    public let kind: KeyValueChangeKind
+
+    /// The value after the change, if the observer asked for `.new` (and this is not a prior notification).
+    public let newValue: Value?
+
+    /// The value before the change, if the observer asked for `.old`.
+    public let oldValue: Value?
+
+    /// For to-many changes, the indexes of the affected elements; `nil` for `.setting`.
+    public let indexes: RangeSet<Int>?
+
+    /// `true` for the notification sent before a change to observers that asked for `.prior`.
+    public let isPrior: Bool
+
+    @inlinable
+    public init(
+        kind: KeyValueChangeKind = .setting,
+        newValue: Value? = nil,
+        oldValue: Value? = nil,
+        indexes: RangeSet<Int>? = nil,
+        isPrior: Bool = false
+    ) {
+        self.kind = kind
+        self.newValue = newValue
+        self.oldValue = oldValue
+        self.indexes = indexes
+        self.isPrior = isPrior
+    }
+}
+
+extension KeyValueObservedChange: Sendable where Value: Sendable {}
+extension KeyValueObservedChange: Equatable where Value: Equatable {}

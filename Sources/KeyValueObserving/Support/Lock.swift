@@ -1,0 +1,99 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A mutual-exclusion lock over `pthread_mutex_t` (`os_unfair_lock` on Darwin).
+///
+/// We use our own lock rather than `Synchronization.Mutex` because the thread sanitizer on Linux does
+/// not understand `Mutex` (futex based) and reports false races on correctly locked code, while it
+/// does understand pthread mutexes. The lock is not recursive: never call out to user code while
+/// holding it.
+package final class Lock: @unchecked Sendable {
+    // Invariant: `primitive` is allocated in `init`, destroyed in `deinit` and otherwise only
+    // touched by `lock()`/`unlock()`, which are themselves thread-safe.
+    @usableFromInline
+    let primitive: LockPrimitive
+
+    package init() {
+        primitive = LockPrimitive()
+    }
+
+    deinit {
+        primitive.destroy()
+    }
+
+    @inlinable
+    package func lock() {
+        primitive.lock()
+    }
+
+    @inlinable
+    package func unlock() {
+        primitive.unlock()
+    }
+
+    /// Runs `body` with the lock held. `body` must not call out to code that could take the lock again.
+    @inlinable
+    package func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
+        primitive.lock()
+        defer { primitive.unlock() }
+        return try body()
+    }
+}
+
+/// The raw lock, for types that embed it to save an allocation and an indirection. The owner calls
+/// `destroy()` exactly once, in its `deinit`.
+@usableFromInline
+package struct LockPrimitive: @unchecked Sendable {
+    // Invariant: the pointee is only accessed through the platform lock functions, which are
+    // thread-safe; the pointer itself never changes after init.
+    #if canImport(Darwin)
+    @usableFromInline let pointer: UnsafeMutablePointer<os_unfair_lock>
+    #else
+    @usableFromInline let pointer: UnsafeMutablePointer<pthread_mutex_t>
+    #endif
+
+    package init() {
+        #if canImport(Darwin)
+        pointer = .allocate(capacity: 1)
+        pointer.initialize(to: os_unfair_lock())
+        #else
+        pointer = .allocate(capacity: 1)
+        pointer.initialize(to: pthread_mutex_t())
+        let error = pthread_mutex_init(pointer, nil)
+        precondition(error == 0, "pthread_mutex_init failed with error \(error)")
+        #endif
+    }
+
+    package func destroy() {
+        #if !canImport(Darwin)
+        pthread_mutex_destroy(pointer)
+        #endif
+        pointer.deinitialize(count: 1)
+        pointer.deallocate()
+    }
+
+    @inlinable
+    package func lock() {
+        #if canImport(Darwin)
+        os_unfair_lock_lock(pointer)
+        #else
+        let error = pthread_mutex_lock(pointer)
+        precondition(error == 0, "pthread_mutex_lock failed with error \(error)")
+        #endif
+    }
+
+    @inlinable
+    package func unlock() {
+        #if canImport(Darwin)
+        os_unfair_lock_unlock(pointer)
+        #else
+        let error = pthread_mutex_unlock(pointer)
+        precondition(error == 0, "pthread_mutex_unlock failed with error \(error)")
+        #endif
+    }
+}
