@@ -1,0 +1,150 @@
+import KeyValueObserving
+import Testing
+
+@Suite("Thread safety of registration, removal and notification")
+struct ConcurrencyTests {
+    /// Eight threads, ten thousand operations each, on one shared object: each thread owns one key
+    /// and sets it, while all of them register observers on every key and invalidate each other's.
+    @Test func registerInvalidateAndNotifyFromManyThreadsAtOnce() {
+        let threads = 8
+        let operations = 10_000
+        let shared = Counter8()
+        let pool = Locked<[KeyValueObservation]>([])
+        let violations = Locked<[String]>([])
+        let deliveries = Counter(0)
+        let sets = Locked<[Int]>(Array(repeating: 0, count: threads))
+
+        TestThread.run(threads) { me in
+            var generator = SplitMix(seed: UInt64(me + 1))
+            let myKey = Counter8.keys[me]
+            var mySets = 0
+            for step in 0..<operations {
+                switch step % 4 {
+                case 0:
+                    let key = Counter8.keys[Int(generator.next() % UInt64(threads))]
+                    let last = Locked<Int>(-1)
+                    let token = shared.observe(key, options: [.old, .new]) { _, change in
+                        deliveries.increment()
+                        let new = change.newValue!
+                        let old = change.oldValue!
+                        last.withLock { last in
+                            // One thread sets each key, so one observer sees its values in order.
+                            if new != old + 1 || new <= last {
+                                violations.append("key delivered \(old)→\(new) after \(last)")
+                            }
+                            last = new
+                        }
+                    }
+                    pool.append(token)
+                case 1:
+                    let victim = pool.withLock { tokens -> KeyValueObservation? in
+                        tokens.isEmpty ? nil : tokens.remove(at: Int(generator.next() % UInt64(tokens.count)))
+                    }
+                    victim?.invalidate()
+                default:
+                    shared[keyPath: myKey] += 1
+                    mySets += 1
+                }
+            }
+            sets.withLock { $0[me] = mySets }
+        }
+
+        #expect(violations.current == [])
+        #expect(deliveries.current > 0)
+        for (index, key) in Counter8.keys.enumerated() {
+            #expect(shared[keyPath: key] == sets.current[index])
+        }
+        let remaining = pool.withLock { tokens in defer { tokens = [] }; return tokens }
+        #expect(shared.observedKeyPaths.values.reduce(0, +) == remaining.count)
+        remaining.forEach { $0.invalidate() }
+        #expect(shared.observedKeyPaths.isEmpty)
+        let before = deliveries.current
+        shared.k0 += 1
+        #expect(deliveries.current == before)
+    }
+
+    /// Objects are created, observed, changed and released on some threads while their tokens are
+    /// invalidated on others, so teardown races with removal.
+    @Test func objectsDieWhileOtherThreadsInvalidateTheirTokens() {
+        let pool = Locked<[KeyValueObservation]>([])
+        let deliveries = Counter(0)
+        TestThread.run(8) { me in
+            var generator = SplitMix(seed: UInt64(100 + me))
+            for step in 0..<2_000 {
+                if me % 2 == 0 {
+                    let player = AudioPlayer()
+                    let token = player.observe(\.volume, options: [.new]) { _, _ in deliveries.increment() }
+                    player.volume = Double(step)
+                    pool.append(token)
+                } else {
+                    let victim = pool.withLock { tokens -> KeyValueObservation? in
+                        tokens.isEmpty ? nil : tokens.remove(at: Int(generator.next() % UInt64(tokens.count)))
+                    }
+                    victim?.invalidate()
+                }
+            }
+        }
+        #expect(deliveries.current == 4 * 2_000)
+        pool.withLock { $0 = [] }
+    }
+
+    /// The registry is created lazily; threads racing to register first all end up in one registry.
+    @Test func concurrentFirstRegistrationsShareOneRegistry() {
+        for _ in 0..<100 {
+            let player = AudioPlayer()
+            let tokens = Locked<[KeyValueObservation]>([])
+            let calls = Counter(0)
+            TestThread.run(4) { _ in
+                tokens.append(player.observe(\.volume) { _, _ in calls.increment() })
+            }
+            #expect(player.observedKeyPaths == [\AudioPlayer.volume: 4])
+            player.volume = 1
+            #expect(calls.current == 4)
+            tokens.current.forEach { $0.invalidate() }
+        }
+    }
+
+    /// After `invalidate()` returns no delivery starts; at most the one another thread had already
+    /// started can still finish.
+    @Test func noDeliveryStartsAfterInvalidateReturns() {
+        let player = AudioPlayer()
+        let calls = Counter(0)
+        let stop = Locked(false)
+        let setsDone = Counter(0)
+        let token = player.observe(\.volume) { _, _ in calls.increment() }
+        let setter = TestThread {
+            var value = 0.0
+            while !stop.current {
+                value += 1
+                player.volume = value
+                setsDone.increment()
+            }
+        }
+        while calls.current < 1_000 {}
+        token.invalidate()
+        let atInvalidate = calls.current
+        // Let the setter go on for a while after the invalidation.
+        let setsAtInvalidate = setsDone.current
+        while setsDone.current < setsAtInvalidate + 1_000 {}
+        stop.withLock { $0 = true }
+        setter.join()
+        #expect(calls.current <= atInvalidate + 1)
+    }
+}
+
+/// A small deterministic random number generator, so a failing interleaving's choices repeat.
+struct SplitMix {
+    private var state: UInt64
+
+    init(seed: UInt64) {
+        state = seed
+    }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
