@@ -6,41 +6,6 @@ import Glibc
 import Musl
 #endif
 
-/// A mistake found at registration that Foundation's KVO makes silently.
-public struct KeyValueObservingDiagnostic: @unchecked Sendable, CustomStringConvertible {
-    // Invariant: every stored property is immutable; key-path objects are immutable and safe to share.
-    /// What is wrong.
-    public struct Kind: Sendable, Hashable, CustomStringConvertible {
-        let name: String
-
-        /// The observed key is not `@Observed` and reads no `@Observed` property: nothing can ever
-        /// notify its observers.
-        public static let unobservableKey = Kind(name: "unobservableKey")
-
-        /// The observed key is computed from `@Observed` properties but is not itself `@Observed`:
-        /// changes of its inputs do not notify its observers.
-        public static let undeclaredDependencies = Kind(name: "undeclaredDependencies")
-
-        public var description: String { name }
-    }
-
-    /// What is wrong.
-    public let kind: Kind
-    /// The type of the observed object.
-    public let objectType: Any.Type
-    /// The key that was observed.
-    public let keyPath: AnyKeyPath
-    /// The `@Observed` keys the observed key read at registration (empty for `.unobservableKey`).
-    public let reads: [AnyKeyPath]
-    /// Where `observe` was called.
-    public let fileID: String
-    public let line: UInt
-    /// One line that names the key and the fix.
-    public let message: String
-
-    public var description: String { message }
-}
-
 /// Where diagnostics go. By default each distinct diagnostic (per type, key and call site) is printed
 /// once to standard error; install a handler to collect them instead, globally or for the duration
 /// of a closure (tests use the latter).

@@ -45,7 +45,7 @@ public struct Observed<Value> {
             if let registry = object._kvoRegistry.load(ordering: .acquiring) {
                 registry._withUnsafeGuaranteedRef { registry in
                     if registry.probeCount.load(ordering: .relaxed) != 0 {
-                        registry.recordRead(wrappedKeyPath)
+                        registry.recordRead(wrappedKeyPath, storage: storageKeyPath)
                     }
                 }
             }

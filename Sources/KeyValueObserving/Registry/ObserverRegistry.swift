@@ -40,7 +40,14 @@ final class _ObserverRegistry: @unchecked Sendable {
 
     private struct Probe {
         let thread: pthread_t
-        var reads: [AnyKeyPath]
+        var reads: [ProbedRead]
+    }
+
+    /// An `@Observed` key read during a probe, with its storage key path (`\Type._name`), whose
+    /// description names the property.
+    struct ProbedRead {
+        let key: AnyKeyPath
+        let storage: AnyKeyPath
     }
 
     init() {}
@@ -161,7 +168,7 @@ final class _ObserverRegistry: @unchecked Sendable {
 
     /// Runs `read` (which reads the observed key once) and returns the `@Observed` keys of this object
     /// that it read on this thread, in order, duplicates included.
-    func probe(_ read: () -> Void) -> [AnyKeyPath] {
+    func probe(_ read: () -> Void) -> [ProbedRead] {
         let thread = pthread_self()
         mutex.lock()
         probes.append(Probe(thread: thread, reads: []))
@@ -178,11 +185,11 @@ final class _ObserverRegistry: @unchecked Sendable {
 
     /// Called by the `@Observed` getter while a probe runs somewhere on this object.
     @usableFromInline
-    func recordRead(_ key: AnyKeyPath) {
+    func recordRead(_ key: AnyKeyPath, storage: AnyKeyPath) {
         let thread = pthread_self()
         mutex.lock()
         if let index = probes.lastIndex(where: { pthread_equal($0.thread, thread) != 0 }) {
-            probes[index].reads.append(key)
+            probes[index].reads.append(ProbedRead(key: key, storage: storage))
         }
         mutex.unlock()
     }

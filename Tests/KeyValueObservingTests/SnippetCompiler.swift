@@ -1,0 +1,94 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Compiles a piece of client code against the `KeyValueObserving` module this test binary was
+/// built with, the way a user's module would, to test what compiles, what does not, and what a whole
+/// program prints.
+enum SnippetCompiler {
+    struct Output {
+        let status: Int32
+        let standardOutput: String
+        let standardError: String
+    }
+
+    /// The package's root folder.
+    static let packageRoot = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent()
+        .deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    /// The build folder holding `Modules/` and `KeyValueObserving.build/`: the test binary's folder.
+    static var buildFolder: URL {
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        return executable.deletingLastPathComponent()
+    }
+
+    /// Type-checks `source` as a client of `KeyValueObserving`.
+    static func typecheck(_ source: String) throws -> Output {
+        let folder = try temporaryFolder()
+        let file = folder.appendingPathComponent("snippet.swift")
+        try source.write(to: file, atomically: true, encoding: .utf8)
+        return try run("/usr/bin/env", ["swiftc", "-typecheck", "-swift-version", "6",
+                                         "-I", buildFolder.appendingPathComponent("Modules").path, file.path])
+    }
+
+    /// Compiles `source` as the `main.swift` of a program linked with `KeyValueObserving`, runs it and
+    /// returns what it printed.
+    static func compileAndRun(_ source: String) throws -> Output {
+        let folder = try temporaryFolder()
+        let file = folder.appendingPathComponent("main.swift")
+        try source.write(to: file, atomically: true, encoding: .utf8)
+        let objects = try FileManager.default
+            .contentsOfDirectory(atPath: buildFolder.appendingPathComponent("KeyValueObserving.build").path)
+            .filter { $0.hasSuffix(".swift.o") }
+            .map { buildFolder.appendingPathComponent("KeyValueObserving.build").appendingPathComponent($0).path }
+        let executable = folder.appendingPathComponent("snippet").path
+        var arguments = ["swiftc", "-swift-version", "6", "-I", buildFolder.appendingPathComponent("Modules").path,
+                         file.path] + objects + ["-o", executable]
+        if isThreadSanitized { arguments.append("-sanitize=thread") }
+        let build = try run("/usr/bin/env", arguments)
+        guard build.status == 0 else {
+            return build
+        }
+        return try run(executable, [])
+    }
+
+    /// Whether this test binary runs under the thread sanitizer (its objects then need it to link).
+    private static var isThreadSanitized: Bool {
+        dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__tsan_init") != nil
+    }
+
+    private static func temporaryFolder() throws -> URL {
+        let folder = FileManager.default.temporaryDirectory
+            .appendingPathComponent("kvo-snippet-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        return folder
+    }
+
+    private static func run(_ executable: String, _ arguments: [String]) throws -> Output {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        // Read both pipes to the end before waiting, so a chatty compiler cannot fill one and block.
+        let errData = Locked(Data())
+        let reader = TestThread { errData.withLock { $0 = err.fileHandleForReading.readDataToEndOfFile() } }
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        reader.join()
+        process.waitUntilExit()
+        return Output(
+            status: process.terminationStatus,
+            standardOutput: String(decoding: outData, as: UTF8.self),
+            standardError: String(decoding: errData.current, as: UTF8.self)
+        )
+    }
+}
