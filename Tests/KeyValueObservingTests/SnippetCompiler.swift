@@ -16,6 +16,16 @@ enum SnippetCompiler {
         let standardError: String
     }
 
+    /// Whether snippets can be built here: the build folder is found through `/proc/self/exe` and
+    /// programs link against the objects SwiftPM leaves there, as it does on Linux.
+    static var isSupported: Bool {
+        #if os(Linux)
+        return true
+        #else
+        return false
+        #endif
+    }
+
     /// The package's root folder.
     static let packageRoot = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent()
@@ -60,7 +70,11 @@ enum SnippetCompiler {
 
     /// Whether this test binary runs under the thread sanitizer (its objects then need it to link).
     private static var isThreadSanitized: Bool {
-        dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__tsan_init") != nil
+        #if os(Linux)
+        return dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__tsan_init") != nil
+        #else
+        return false
+        #endif
     }
 
     private static func temporaryFolder() throws -> URL {

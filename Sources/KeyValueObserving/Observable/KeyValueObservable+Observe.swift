@@ -33,6 +33,7 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     ///   - changeHandler: Called with the object and the change.
     /// - Returns: The token. Keep it: the observation ends when it is invalidated or deallocated.
     /// - Complexity: O(*k*) in the number of keys of this object already observed.
+    @inlinable
     public func observe<Value>(
         _ keyPath: KeyPath<Self, Value>,
         options: KeyValueObservingOptions = [],
@@ -40,23 +41,65 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         line: UInt = #line,
         changeHandler: @escaping @Sendable (Self, KeyValueObservedChange<Value>) -> Void
     ) -> KeyValueObservation {
-        let registry = _registryCreatingIfNeeded()
-        let id = registry.makeID()
-        let route = _ObservationRoute.find(for: keyPath, of: self, in: registry, fileID: fileID, line: line)
+        // Inlinable so that the handler's wrapper below is specialised in the client: the set path
+        // then calls concrete code, with no value-witness calls for the change record.
+        let registration = _Registration.begin(observing: keyPath, of: self, fileID: fileID, line: line)
         let entry: _ObserverEntry
-        switch route {
-        case .direct:
-            entry = _DirectObserver<Value>(id: id, options: options) { object, change in
+        if registration.isDirect {
+            entry = _DirectObserver<Value>(id: registration.id, options: options) { object, change in
                 changeHandler(unsafeDowncast(object, to: Self.self), change)
             }
-        case .throughKeyPath:
-            entry = _KeyPathObserver<Self, Value>(id: id, options: options, keyPath: keyPath, handler: changeHandler)
+        } else {
+            entry = _Registration.keyPathObserver(id: registration.id, options: options, keyPath: keyPath, handler: changeHandler)
         }
-        let added = registry.add(entry, for: route.key, matchesByEquality: route.matchesByEquality)
-        assert(added, "an object being observed cannot have been deallocated")
+        let token = registration.finish(adding: entry)
         if options.contains(.initial) {
-            changeHandler(self, KeyValueObservedChange(newValue: options.contains(.new) ? self[keyPath: keyPath] : nil))
+            changeHandler(self, KeyValueObservedChange(settingNew: options.contains(.new) ? self[keyPath: keyPath] : nil, old: nil))
         }
+        return token
+    }
+}
+
+/// The non-generic-over-the-handler part of `observe`, kept out of the client.
+@usableFromInline
+struct _Registration {
+    @usableFromInline let registry: _ObserverRegistry
+    @usableFromInline let id: UInt64
+    let route: _ObservationRoute
+
+    @usableFromInline
+    var isDirect: Bool {
+        if case .direct = route { return true }
+        return false
+    }
+
+    /// Creates the registry if needed and finds where observers of `keyPath` go.
+    @usableFromInline
+    static func begin<Root: KeyValueObservable, Value>(
+        observing keyPath: KeyPath<Root, Value>,
+        of object: Root,
+        fileID: String,
+        line: UInt
+    ) -> _Registration {
+        let registry = object._registryCreatingIfNeeded()
+        let route = _ObservationRoute.find(for: keyPath, of: object, in: registry, fileID: fileID, line: line)
+        return _Registration(registry: registry, id: registry.makeID(), route: route)
+    }
+
+    @usableFromInline
+    static func keyPathObserver<Root: AnyObject, Value>(
+        id: UInt64,
+        options: KeyValueObservingOptions,
+        keyPath: KeyPath<Root, Value>,
+        handler: @escaping @Sendable (Root, KeyValueObservedChange<Value>) -> Void
+    ) -> _ObserverEntry {
+        _KeyPathObserver(id: id, options: options, keyPath: keyPath, handler: handler)
+    }
+
+    @usableFromInline
+    func finish(adding entry: _ObserverEntry) -> KeyValueObservation {
+        let added = registry.add(entry, for: route.slot)
+        precondition(added, "KeyValueObserving: an object cannot be deallocated while it registers an observer")
         return KeyValueObservation(registry: registry, id: id)
     }
 }

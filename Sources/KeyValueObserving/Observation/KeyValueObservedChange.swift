@@ -25,12 +25,20 @@ public struct KeyValueObservedChange<Value> {
     public let oldValue: Value?
 
     /// For to-many changes, the indexes of the affected elements; `nil` for `.setting`.
-    public let indexes: RangeSet<Int>?
+    public var indexes: RangeSet<Int>? {
+        _indexes?.ranges
+    }
+
+    // `RangeSet` is not frozen: stored inline it would make this struct's layout unknown to
+    // clients, and every change record on the set path would go through value witnesses. A
+    // reference to a box keeps the layout fixed and costs nothing for `.setting` (always `nil`).
+    @usableFromInline
+    let _indexes: _IndexesBox?
 
     /// `true` for the notification sent before a change to observers that asked for `.prior`.
     public let isPrior: Bool
 
-    @inlinable
+    /// Creates a change record.
     public init(
         kind: KeyValueChangeKind = .setting,
         newValue: Value? = nil,
@@ -41,10 +49,37 @@ public struct KeyValueObservedChange<Value> {
         self.kind = kind
         self.newValue = newValue
         self.oldValue = oldValue
-        self.indexes = indexes
+        self._indexes = indexes.map(_IndexesBox.init)
+        self.isPrior = isPrior
+    }
+
+    /// The set path's initializer: a `.setting` change, with no `RangeSet` in its signature.
+    @inlinable
+    init(settingNew newValue: Value?, old oldValue: Value?, isPrior: Bool = false) {
+        self.kind = .setting
+        self.newValue = newValue
+        self.oldValue = oldValue
+        self._indexes = nil
         self.isPrior = isPrior
     }
 }
 
 extension KeyValueObservedChange: Sendable where Value: Sendable {}
-extension KeyValueObservedChange: Equatable where Value: Equatable {}
+
+extension KeyValueObservedChange: Equatable where Value: Equatable {
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        lhs.kind == rhs.kind && lhs.newValue == rhs.newValue && lhs.oldValue == rhs.oldValue
+            && lhs.indexes == rhs.indexes && lhs.isPrior == rhs.isPrior
+    }
+}
+
+/// Holds the indexes of a to-many change (see `KeyValueObservedChange._indexes`).
+@usableFromInline
+final class _IndexesBox: Sendable {
+    let ranges: RangeSet<Int>
+
+    @usableFromInline
+    init(_ ranges: RangeSet<Int>) {
+        self.ranges = ranges
+    }
+}

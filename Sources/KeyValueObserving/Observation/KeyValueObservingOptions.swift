@@ -17,15 +17,19 @@ public struct KeyValueObservingOptions: OptionSet, Sendable, Hashable {
     }
 
     /// Fill `KeyValueObservedChange.newValue` with the value after the change.
-    public static let new = KeyValueObservingOptions(rawValue: 1 << 0)
+    @inlinable
+    public static var new: KeyValueObservingOptions { KeyValueObservingOptions(rawValue: 1 << 0) }
 
     /// Fill `KeyValueObservedChange.oldValue` with the value before the change.
-    public static let old = KeyValueObservingOptions(rawValue: 1 << 1)
+    @inlinable
+    public static var old: KeyValueObservingOptions { KeyValueObservingOptions(rawValue: 1 << 1) }
 
     /// Deliver the current value once, synchronously, before `observe` returns.
-    public static let initial = KeyValueObservingOptions(rawValue: 1 << 2)
+    @inlinable
+    public static var initial: KeyValueObservingOptions { KeyValueObservingOptions(rawValue: 1 << 2) }
 
     /// Also deliver a notification *before* each change, with `isPrior == true`, while the old value
     /// is still stored (`oldValue` is filled if `.old` is also given; `newValue` is always `nil`).
-    public static let prior = KeyValueObservingOptions(rawValue: 1 << 3)
+    @inlinable
+    public static var prior: KeyValueObservingOptions { KeyValueObservingOptions(rawValue: 1 << 3) }
 }

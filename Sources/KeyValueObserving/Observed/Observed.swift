@@ -42,100 +42,74 @@ public struct Observed<Value> {
         storage storageKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Observed<Value>>
     ) -> Value {
         @inline(__always) get {
+            // The storage key path must not escape (no object of it may reach a function): then the
+            // optimiser drops the dynamic exclusivity checks on the storage in the whole module.
             if let registry = object._kvoRegistry.load(ordering: .acquiring) {
                 registry._withUnsafeGuaranteedRef { registry in
                     if registry.probeCount.load(ordering: .relaxed) != 0 {
-                        registry.recordRead(wrappedKeyPath, storage: storageKeyPath)
+                        registry.recordRead(
+                            offset: _storageOffset(object, storageKeyPath),
+                            key: wrappedKeyPath,
+                            storageType: Observed<Value>.self
+                        )
                     }
                 }
             }
             return object[keyPath: storageKeyPath]._value
         }
         @inline(__always) set {
+            // The unobserved path is a load, a test and the store, small enough to be inlined into
+            // every caller. The storage key path is a literal here, so the optimiser turns the store
+            // into a direct one and `_storageOffset` into a constant; the registry identifies the
+            // property by that offset. No key-path object may be used on this path: any use would
+            // make every set, observed or not, materialise it (`swift_getKeyPath`).
             guard let registry = object._kvoRegistry.load(ordering: .acquiring) else {
                 object[keyPath: storageKeyPath]._value = newValue
                 return
             }
-            _set(newValue, on: object, registry: registry, key: wrappedKeyPath, storage: storageKeyPath)
+            _setObserved(newValue, on: object, storageOffset: _storageOffset(object, storageKeyPath), registry: registry)
         }
     }
 
-    /// The observed set path: take the key's snapshot, deliver `.prior`, store, deliver.
+    /// The set path of an object that has a registry: find the property's observers, deliver
+    /// `.prior`, store, deliver. Specialised per value type in the client, never inlined.
     @inlinable
-    static func _set<EnclosingSelf: KeyValueObservable>(
+    @inline(never)
+    static func _setObserved(
         _ newValue: Value,
-        on object: EnclosingSelf,
-        registry: Unmanaged<_ObserverRegistry>,
-        key: ReferenceWritableKeyPath<EnclosingSelf, Value>,
-        storage: ReferenceWritableKeyPath<EnclosingSelf, Observed<Value>>
+        on object: KeyValueObservable,
+        storageOffset: Int,
+        registry: Unmanaged<_ObserverRegistry>
     ) {
-        guard let snapshot = registry._withUnsafeGuaranteedRef({ $0.snapshot(for: key) }) else {
-            object[keyPath: storage]._value = newValue
+        let storage = UnsafeMutableRawPointer(Unmanaged.passUnretained(object).toOpaque())
+            .advanced(by: storageOffset)
+            .assumingMemoryBound(to: Observed<Value>.self)
+        guard let snapshot = registry._withUnsafeGuaranteedRef({ $0.snapshot(forStorageAt: storageOffset) }) else {
+            storage.pointee._value = newValue
             return
         }
         if snapshot.isPlain {
-            object[keyPath: storage]._value = newValue
-            for entry in snapshot.entries {
-                let observer = unsafeDowncast(entry, to: _DirectObserver<Value>.self)
-                guard observer.isActive else { continue }
-                observer.handler(
-                    object,
-                    KeyValueObservedChange(newValue: observer.options.contains(.new) ? newValue : nil)
-                )
-            }
+            storage.pointee._value = newValue
+            snapshot.deliverPlain(newValue, on: object)
             return
         }
-        _setNotifyingGeneral(newValue, on: object, snapshot: snapshot, storage: storage)
+        let oldValue: Value? = snapshot.needsOld ? storage.pointee._value : nil
+        let pending = snapshot.willChange(on: object, oldValue: oldValue)
+        storage.pointee._value = newValue
+        snapshot.didChange(newValue, oldValue: oldValue, pending: pending, on: object)
     }
 
-    /// The set path when some observer wants `.old` or `.prior`, or reads through its own key path.
+    /// The byte offset of the property's storage in `object`: what identifies an `@Observed`
+    /// property in its object's registry. Distinct properties of one object have distinct offsets,
+    /// and for a literal storage key path the optimiser folds this to a constant.
     @inlinable
-    static func _setNotifyingGeneral<EnclosingSelf: KeyValueObservable>(
-        _ newValue: Value,
-        on object: EnclosingSelf,
-        snapshot: _ObserverSnapshot,
-        storage: ReferenceWritableKeyPath<EnclosingSelf, Observed<Value>>
-    ) {
-        let oldValue: Value? = snapshot.needsOld ? object[keyPath: storage]._value : nil
-        var indirectOld: ContiguousArray<Any?> = []
-        if snapshot.needsWillChange {
-            if snapshot.hasIndirect {
-                indirectOld.reserveCapacity(snapshot.entries.count)
-            }
-            for entry in snapshot.entries {
-                if entry.isDirect {
-                    let options = entry.options
-                    if options.contains(.prior), entry.isActive {
-                        let observer = unsafeDowncast(entry, to: _DirectObserver<Value>.self)
-                        observer.handler(
-                            object,
-                            KeyValueObservedChange(oldValue: options.contains(.old) ? oldValue : nil, isPrior: true)
-                        )
-                    }
-                    if snapshot.hasIndirect { indirectOld.append(nil) }
-                } else {
-                    indirectOld.append(entry.willChange(object))
-                }
-            }
-        }
-        object[keyPath: storage]._value = newValue
-        for index in snapshot.entries.indices {
-            let entry = snapshot.entries[index]
-            if entry.isDirect {
-                guard entry.isActive else { continue }
-                let options = entry.options
-                let observer = unsafeDowncast(entry, to: _DirectObserver<Value>.self)
-                observer.handler(
-                    object,
-                    KeyValueObservedChange(
-                        newValue: options.contains(.new) ? newValue : nil,
-                        oldValue: options.contains(.old) ? oldValue : nil
-                    )
-                )
-            } else {
-                entry.didChange(object, old: indirectOld[index])
-            }
-        }
+    @inline(__always)
+    static func _storageOffset<EnclosingSelf: KeyValueObservable>(
+        _ object: EnclosingSelf,
+        _ storageKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Observed<Value>>
+    ) -> Int {
+        let base = UnsafeRawPointer(Unmanaged.passUnretained(object).toOpaque())
+        return withUnsafeMutablePointer(to: &object[keyPath: storageKeyPath]) { UnsafeRawPointer($0) - base }
     }
 }
 

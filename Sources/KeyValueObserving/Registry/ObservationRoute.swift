@@ -1,25 +1,29 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
 /// How a registration is attached to the registry.
 enum _ObservationRoute {
-    /// An `@Observed` key of the object: values come from the setter.
-    case direct(key: AnyKeyPath, matchesByEquality: Bool)
-    /// Any other key: values are read through the observer's key path around changes of `key`.
-    case throughKeyPath(key: AnyKeyPath, matchesByEquality: Bool)
+    /// An `@Observed` property of the object: values come from the setter.
+    case direct(_SlotKey)
+    /// Any other key: values are read through the observer's key path around changes of the slot.
+    case throughKeyPath(_SlotKey)
 
-    var key: AnyKeyPath {
+    var slot: _SlotKey {
         switch self {
-        case .direct(let key, _), .throughKeyPath(let key, _): key
+        case .direct(let slot), .throughKeyPath(let slot): slot
         }
     }
 
-    var matchesByEquality: Bool {
-        switch self {
-        case .direct(_, let byEquality), .throughKeyPath(_, let byEquality): byEquality
-        }
-    }
-
-    /// Finds which `@Observed` key (if any) notifies observers of `keyPath`, by reading the value once
-    /// while the `@Observed` getters of the object report what they are asked for, and reports a key
-    /// that can never notify through `KeyValueObservingDiagnostics`.
+    /// Finds which `@Observed` property (if any) notifies observers of `keyPath`, by reading the value
+    /// once while the `@Observed` getters of the object report what they are asked for, and reports a
+    /// key that can never notify through `KeyValueObservingDiagnostics`.
+    ///
+    /// The probe reads the property, like `.initial` does: register where reading it is safe.
     static func find<Root: KeyValueObservable, Value>(
         for keyPath: KeyPath<Root, Value>,
         of object: Root,
@@ -27,36 +31,41 @@ enum _ObservationRoute {
         fileID: String,
         line: UInt
     ) -> _ObservationRoute {
+        if let offset = _ObservedKeyCache.offset(of: keyPath) {
+            return .direct(.storage(offset: offset, keyPath: keyPath))
+        }
         var reads: [_ObserverRegistry.ProbedRead] = []
-        for read in registry.probe({ _ = object[keyPath: keyPath] }) where !reads.contains(where: { $0.key == read.key }) {
+        for read in registry.probe({ _ = object[keyPath: keyPath] }) where !reads.contains(where: { $0.offset == read.offset }) {
             reads.append(read)
         }
         if reads.count == 1 {
-            let read = reads[0].key
-            if read === keyPath {
-                return .direct(key: read, matchesByEquality: false)
+            let read = reads[0]
+            let slot = _SlotKey.storage(offset: read.offset, keyPath: read.key)
+            if read.key === keyPath {
+                // A uniqued key-path literal: remember it, so the next registration skips the probe.
+                _ObservedKeyCache.insert(keyPath, offset: read.offset)
+                return .direct(slot)
             }
-            if read == keyPath {
-                // Equal but not identical: a generic class (whose key paths are not uniqued) or a key
-                // path built at run time. Read again to learn whether the accessor's key is uniqued.
-                let again = registry.probe { _ = object[keyPath: keyPath] }
-                return .direct(key: read, matchesByEquality: again.first.map { $0.key !== read } ?? true)
+            if read.key == keyPath {
+                // Equal but not identical: a generic class, whose key paths are not uniqued, or a key
+                // path built at run time.
+                return .direct(slot)
             }
-            if isInherited(read, by: keyPath) {
+            if isInherited(read.key, by: keyPath) {
                 // `\Subclass.property` for a property declared in a superclass is a different key-path
                 // object, which cannot be told apart from a subclass's computed property that reads
                 // that one property; reading through the observer's own key path is right for both.
-                return .throughKeyPath(key: read, matchesByEquality: false)
+                return .throughKeyPath(slot)
             }
         }
         KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
             objectType: type(of: object),
             keyPath: keyPath,
-            reads: reads.map { ($0.key, _propertyName(storage: $0.storage)) },
+            reads: reads.map { ($0.key, _propertyName(of: $0, in: object)) },
             fileID: fileID,
             line: line
         ))
-        return .throughKeyPath(key: keyPath, matchesByEquality: true)
+        return .throughKeyPath(.keyPath(keyPath))
     }
 
     private static func isInherited(_ read: AnyKeyPath, by keyPath: AnyKeyPath) -> Bool {
@@ -74,11 +83,58 @@ enum _ObservationRoute {
     }
 }
 
-/// The name of an `@Observed` property, from its storage key path (`\Person._firstName` →
-/// `firstName`): the runtime describes stored-property key paths with their field names.
-func _propertyName(storage: AnyKeyPath) -> String {
-    let description = "\(storage)"
-    guard let dot = description.lastIndex(of: ".") else { return description }
-    let field = description[description.index(after: dot)...]
-    return String(field.hasPrefix("_") ? field.dropFirst() : field)
+/// The name of the `@Observed` property read at `read.offset`, for diagnostics.
+///
+/// Key paths of computed properties (which `@Observed` properties are) carry no name, but the
+/// object's `Mirror` lists the wrapper storages (`_firstName: Observed<String>`). The one meant is the
+/// storage of the right type, or, among several of that type, the one whose bytes are those at the
+/// offset. When that is still ambiguous (equal values), the name says only the type.
+func _propertyName(of read: _ObserverRegistry.ProbedRead, in object: AnyObject) -> String {
+    var candidates: [(label: String, value: Any)] = []
+    var mirror: Mirror? = Mirror(reflecting: object)
+    while let current = mirror {
+        for child in current.children where type(of: child.value) == read.storageType {
+            if let label = child.label { candidates.append((label, child.value)) }
+        }
+        mirror = current.superclassMirror
+    }
+    func name(_ label: String) -> String {
+        String(label.hasPrefix("_") ? label.dropFirst() : Substring(label))
+    }
+    if candidates.count == 1 {
+        return name(candidates[0].label)
+    }
+    let base = UnsafeRawPointer(Unmanaged.passUnretained(object).toOpaque()) + read.offset
+    func bytesMatch<Storage>(_ value: Storage) -> Bool {
+        withUnsafeBytes(of: value) { bytes in
+            memcmp(bytes.baseAddress!, base, bytes.count) == 0
+        }
+    }
+    let matching = candidates.filter { _openExistential($0.value, do: bytesMatch) }
+    if matching.count == 1 {
+        return name(matching[0].label)
+    }
+    return "an @Observed property of type \(read.storageType)"
+}
+
+/// The key-path objects known to be `@Observed` keys, with their storage offsets, so that registering
+/// again with the same key path (on any instance of its root class) skips the probe.
+///
+/// Only objects that *are* the key an `@Observed` accessor receives are recorded: uniqued key-path
+/// literals of non-generic classes, whose root class fixes the storage offset and which the runtime
+/// keeps alive for the life of the process anyway, so the cache is bounded by the number of
+/// `@Observed` properties in the program.
+enum _ObservedKeyCache {
+    private static let lock = Lock()
+    // Invariant: only accessed with `lock` held. The entries keep the identified objects alive, so
+    // an identifier is never reused for another key path.
+    nonisolated(unsafe) private static var entries: [ObjectIdentifier: (keyPath: AnyKeyPath, offset: Int)] = [:]
+
+    static func offset(of keyPath: AnyKeyPath) -> Int? {
+        lock.withLock { entries[ObjectIdentifier(keyPath)]?.offset }
+    }
+
+    static func insert(_ keyPath: AnyKeyPath, offset: Int) {
+        lock.withLock { entries[ObjectIdentifier(keyPath)] = (keyPath, offset) }
+    }
 }

@@ -17,6 +17,7 @@ class _ObserverEntry: @unchecked Sendable {
     final let id: UInt64
     @usableFromInline final let _active = Atomic<Bool>(true)
 
+    @usableFromInline
     init(id: UInt64, options: KeyValueObservingOptions, isDirect: Bool) {
         self.id = id
         self.options = options
@@ -51,6 +52,7 @@ final class _DirectObserver<Value>: _ObserverEntry, @unchecked Sendable {
     // Invariant: immutable after init (see `_ObserverEntry`).
     @usableFromInline let handler: @Sendable (AnyObject, KeyValueObservedChange<Value>) -> Void
 
+    @usableFromInline
     init(
         id: UInt64,
         options: KeyValueObservingOptions,
@@ -86,7 +88,7 @@ final class _KeyPathObserver<Root: AnyObject, Value>: _ObserverEntry, @unchecked
         let root = unsafeDowncast(object, to: Root.self)
         let old = root[keyPath: keyPath]
         if wantsPrior, isActive {
-            handler(root, KeyValueObservedChange(oldValue: wantsOld ? old : nil, isPrior: true))
+            handler(root, KeyValueObservedChange(settingNew: nil, old: wantsOld ? old : nil, isPrior: true))
         }
         return wantsOld ? old : nil
     }
@@ -95,6 +97,6 @@ final class _KeyPathObserver<Root: AnyObject, Value>: _ObserverEntry, @unchecked
         guard isActive else { return }
         let root = unsafeDowncast(object, to: Root.self)
         let new: Value? = options.contains(.new) ? root[keyPath: keyPath] : nil
-        handler(root, KeyValueObservedChange(newValue: new, oldValue: old.map { $0 as! Value }))
+        handler(root, KeyValueObservedChange(settingNew: new, old: old.map { $0 as! Value }))
     }
 }

@@ -11,9 +11,10 @@ import Musl
 /// The observers of one object, created on its first registration and owned by the object (one
 /// strong reference, released in `KeyValueObservable.deinit`) and by each live token.
 ///
-/// Keys are the key-path objects the `@Observed` accessors receive. Key-path literals are uniqued by
-/// the runtime, so a setter finds its key by pointer identity, without hashing; key paths of generic
-/// classes are not uniqued, and their slots are marked to be matched by equality instead.
+/// An `@Observed` property is identified by the byte offset of its storage in the object, which the
+/// setter computes for free (it folds to a constant), so a set finds its observers by comparing
+/// integers, with no key-path object and no hashing. Keys that are not `@Observed` properties (their
+/// observers can only be notified manually) are identified by key-path equality.
 ///
 /// All mutable state is guarded by `mutex`. No user code runs under it: handlers are called by the
 /// setter after it has taken a snapshot and unlocked, and entries (which own the handlers and what
@@ -22,20 +23,31 @@ import Musl
 final class _ObserverRegistry: @unchecked Sendable {
     // Invariant: `slots`, `isTornDown` and `probes` are only accessed with `mutex` held; `probeCount`
     // and `nextID` are atomic; `mutex` is destroyed in deinit, when no one else can reach `self`.
+    // The mutex makes every access exclusive, so the dynamic exclusivity checks (a thread-local
+    // access set, on every set of an observed property) are redundant: `@exclusivity(unchecked)`.
     private let mutex = LockPrimitive()
-    private var slots: ContiguousArray<Slot> = []
-    private var equalitySlotCount = 0
-    private var isTornDown = false
-    private var probes: [Probe] = []
+    @exclusivity(unchecked) private var slots: ContiguousArray<Slot> = []
+    @exclusivity(unchecked) private var isTornDown = false
+    @exclusivity(unchecked) private var probes: [Probe] = []
     /// How many registration probes are running on this object, on any thread. The `@Observed`
     /// getter reads it (relaxed) and only takes the lock when it is non-zero.
     @usableFromInline let probeCount = Atomic<Int>(0)
     private let nextID = Atomic<UInt64>(1)
 
     private struct Slot {
-        let key: AnyKeyPath
-        let matchesByEquality: Bool
+        /// The storage offset of an `@Observed` property, or `Int.min` for a key matched by `keyPath`.
+        let offset: Int
+        /// The key as the declaring class's accessor names it (for introspection), or the observed
+        /// key path of a key that is not `@Observed`.
+        let keyPath: AnyKeyPath
         var snapshot: _ObserverSnapshot
+
+        func matches(_ key: _SlotKey) -> Bool {
+            switch key {
+            case .storage(let offset, _): self.offset == offset
+            case .keyPath(let keyPath): self.offset == Int.min && self.keyPath == keyPath
+            }
+        }
     }
 
     private struct Probe {
@@ -43,11 +55,12 @@ final class _ObserverRegistry: @unchecked Sendable {
         var reads: [ProbedRead]
     }
 
-    /// An `@Observed` key read during a probe, with its storage key path (`\Type._name`), whose
-    /// description names the property.
+    /// An `@Observed` property read during a probe: its storage offset, the key path its accessor
+    /// received, and the type of its storage (`Observed<Value>`).
     struct ProbedRead {
+        let offset: Int
         let key: AnyKeyPath
-        let storage: AnyKeyPath
+        let storageType: Any.Type
     }
 
     init() {}
@@ -62,24 +75,16 @@ final class _ObserverRegistry: @unchecked Sendable {
 
     // MARK: The set path
 
-    /// The observers of `key` now, or `nil` if it has none.
+    /// The observers of the `@Observed` property stored at `offset`, or `nil` if it has none.
     ///
-    /// - Complexity: O(*k*) in the number of observed keys of this object, by pointer comparison.
+    /// - Complexity: O(*k*) in the number of observed keys of this object, by integer comparison.
     @usableFromInline
-    func snapshot(for key: AnyKeyPath) -> _ObserverSnapshot? {
+    func snapshot(forStorageAt offset: Int) -> _ObserverSnapshot? {
         mutex.lock()
-        let id = ObjectIdentifier(key)
-        for index in slots.indices where ObjectIdentifier(slots[index].key) == id {
+        for index in slots.indices where slots[index].offset == offset {
             let snapshot = slots[index].snapshot
             mutex.unlock()
             return snapshot
-        }
-        if equalitySlotCount > 0 {
-            for index in slots.indices where slots[index].matchesByEquality && slots[index].key == key {
-                let snapshot = slots[index].snapshot
-                mutex.unlock()
-                return snapshot
-            }
         }
         mutex.unlock()
         return nil
@@ -88,24 +93,26 @@ final class _ObserverRegistry: @unchecked Sendable {
     // MARK: Registration
 
     /// Adds `entry` to the observers of `key`. Returns `false` if the object is already gone.
-    func add(_ entry: _ObserverEntry, for key: AnyKeyPath, matchesByEquality: Bool) -> Bool {
+    func add(_ entry: _ObserverEntry, for key: _SlotKey) -> Bool {
         mutex.lock()
         guard !isTornDown else {
             mutex.unlock()
             return false
         }
-        let index = slots.firstIndex { slot in
-            slot.key === key || ((slot.matchesByEquality || matchesByEquality) && slot.key == key)
-        }
         var old: _ObserverSnapshot?
-        if let index {
+        if let index = slots.firstIndex(where: { $0.matches(key) }) {
             old = slots[index].snapshot
             var entries = slots[index].snapshot.entries
             entries.append(entry)
             slots[index].snapshot = _ObserverSnapshot(entries: entries)
         } else {
-            slots.append(Slot(key: key, matchesByEquality: matchesByEquality, snapshot: _ObserverSnapshot(entries: [entry])))
-            if matchesByEquality { equalitySlotCount += 1 }
+            let snapshot = _ObserverSnapshot(entries: [entry])
+            switch key {
+            case .storage(let offset, let keyPath):
+                slots.append(Slot(offset: offset, keyPath: keyPath, snapshot: snapshot))
+            case .keyPath(let keyPath):
+                slots.append(Slot(offset: Int.min, keyPath: keyPath, snapshot: snapshot))
+            }
         }
         mutex.unlock()
         withExtendedLifetime(old) {}
@@ -125,7 +132,6 @@ final class _ObserverRegistry: @unchecked Sendable {
                 oldSnapshot = slots[slotIndex].snapshot
                 removed!.deactivate()
                 if entries.count == 1 {
-                    if slots[slotIndex].matchesByEquality { equalitySlotCount -= 1 }
                     slots.remove(at: slotIndex)
                 } else {
                     var remaining = entries
@@ -147,7 +153,6 @@ final class _ObserverRegistry: @unchecked Sendable {
         isTornDown = true
         let gone = slots
         slots = []
-        equalitySlotCount = 0
         for slot in gone {
             for entry in slot.snapshot.entries { entry.deactivate() }
         }
@@ -161,7 +166,7 @@ final class _ObserverRegistry: @unchecked Sendable {
     func observerCounts() -> [(key: AnyKeyPath, count: Int)] {
         mutex.lock()
         defer { mutex.unlock() }
-        return slots.map { ($0.key, $0.snapshot.entries.count) }
+        return slots.map { ($0.keyPath, $0.snapshot.entries.count) }
     }
 
     // MARK: Registration probe
@@ -185,12 +190,20 @@ final class _ObserverRegistry: @unchecked Sendable {
 
     /// Called by the `@Observed` getter while a probe runs somewhere on this object.
     @usableFromInline
-    func recordRead(_ key: AnyKeyPath, storage: AnyKeyPath) {
+    func recordRead(offset: Int, key: AnyKeyPath, storageType: Any.Type) {
         let thread = pthread_self()
         mutex.lock()
         if let index = probes.lastIndex(where: { pthread_equal($0.thread, thread) != 0 }) {
-            probes[index].reads.append(ProbedRead(key: key, storage: storage))
+            probes[index].reads.append(ProbedRead(offset: offset, key: key, storageType: storageType))
         }
         mutex.unlock()
     }
+}
+
+/// Where a registration goes in the registry.
+enum _SlotKey {
+    /// The `@Observed` property stored at `offset` (named `keyPath` by its declaring class).
+    case storage(offset: Int, keyPath: AnyKeyPath)
+    /// A key that is not an `@Observed` property, matched by key-path equality.
+    case keyPath(AnyKeyPath)
 }

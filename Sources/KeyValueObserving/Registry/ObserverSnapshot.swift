@@ -12,23 +12,89 @@ final class _ObserverSnapshot: @unchecked Sendable {
     /// Some entry needs work before the change: a direct `.prior`, or any indirect entry.
     @usableFromInline let needsWillChange: Bool
     @usableFromInline let hasIndirect: Bool
+    /// Some indirect entry needs its value before the change (`.old` or `.prior`).
+    @usableFromInline let indirectNeedsWillChange: Bool
 
     init(entries: ContiguousArray<_ObserverEntry>) {
         self.entries = entries
         var needsOld = false
         var needsPrior = false
         var hasIndirect = false
+        var indirectNeedsWillChange = false
         for entry in entries {
+            let wantsBefore = !entry.options.isDisjoint(with: [.old, .prior])
             if entry.isDirect {
-                needsOld = needsOld || !entry.options.isDisjoint(with: [.old, .prior])
+                needsOld = needsOld || wantsBefore
                 needsPrior = needsPrior || entry.options.contains(.prior)
             } else {
                 hasIndirect = true
+                indirectNeedsWillChange = indirectNeedsWillChange || wantsBefore
             }
         }
+        self.indirectNeedsWillChange = indirectNeedsWillChange
         self.needsOld = needsOld
         self.hasIndirect = hasIndirect
-        self.needsWillChange = needsPrior || hasIndirect
+        self.needsWillChange = needsPrior || indirectNeedsWillChange
         self.isPlain = !needsOld && !hasIndirect
+    }
+}
+
+// The delivery loops, called by the `@Observed` setter. They are generic over the value, never over a
+// key path, and inlinable so that the client specialises them. Entries are borrowed with
+// `unowned(unsafe)`: the caller holds the snapshot, which holds them, for the whole loop.
+extension _ObserverSnapshot {
+    /// Delivers a change to a snapshot of direct observers that want no old value.
+    @inlinable
+    func deliverPlain<Value>(_ newValue: Value, on object: AnyObject) {
+        for index in entries.indices {
+            unowned(unsafe) let observer = unsafeDowncast(entries[index], to: _DirectObserver<Value>.self)
+            guard observer.isActive else { continue }
+            observer.handler(object, KeyValueObservedChange(settingNew: observer.options.contains(.new) ? newValue : nil, old: nil))
+        }
+    }
+
+    /// Before the store: prior notifications, in registration order, and the old values of observers
+    /// that read through their key paths (indexed like `entries`), or `nil` if none needs one.
+    @inlinable
+    func willChange<Value>(on object: AnyObject, oldValue: Value?) -> ContiguousArray<Any?>? {
+        guard needsWillChange else { return nil }
+        var pending: ContiguousArray<Any?>?
+        if indirectNeedsWillChange {
+            pending = ContiguousArray(repeating: nil, count: entries.count)
+        }
+        for index in entries.indices {
+            unowned(unsafe) let entry = entries[index]
+            if entry.isDirect {
+                let options = entry.options
+                guard options.contains(.prior), entry.isActive else { continue }
+                unowned(unsafe) let observer = unsafeDowncast(entry, to: _DirectObserver<Value>.self)
+                observer.handler(object, KeyValueObservedChange(settingNew: nil, old: options.contains(.old) ? oldValue : nil, isPrior: true))
+            } else if pending != nil {
+                pending![index] = entry.willChange(object)
+            }
+        }
+        return pending
+    }
+
+    /// After the store: the change notifications, in registration order.
+    @inlinable
+    func didChange<Value>(_ newValue: Value, oldValue: Value?, pending: ContiguousArray<Any?>?, on object: AnyObject) {
+        for index in entries.indices {
+            unowned(unsafe) let entry = entries[index]
+            if entry.isDirect {
+                guard entry.isActive else { continue }
+                let options = entry.options
+                unowned(unsafe) let observer = unsafeDowncast(entry, to: _DirectObserver<Value>.self)
+                observer.handler(
+                    object,
+                    KeyValueObservedChange(
+                        settingNew: options.contains(.new) ? newValue : nil,
+                        old: options.contains(.old) ? oldValue : nil
+                    )
+                )
+            } else {
+                entry.didChange(object, old: pending?[index] ?? nil)
+            }
+        }
     }
 }

@@ -1,0 +1,165 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+// MARK: Keeping the optimiser honest
+
+/// The benchmark's black hole: returns its argument through a call the optimiser cannot see
+/// through (`@_optimize(none)` keeps the body opaque to inter-procedural analysis too), so an object
+/// built by a scenario is not known to the loop that uses it and no store to it can be folded away.
+/// Every loop's effect is then read back and checked after the loop.
+@inline(never) @_optimize(none)
+func opaque<T>(_ value: T) -> T { value }
+
+// MARK: Time
+
+/// Monotonic time in nanoseconds.
+@inline(__always)
+func monotonicNanoseconds() -> UInt64 {
+    var time = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &time)
+    return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
+}
+
+// MARK: Sampling
+
+/// How long and how often to measure.
+struct SamplingPlan {
+    /// Number of timed samples per scenario.
+    var samples: Int
+    /// Wall time one sample should take; the batch size is calibrated to it.
+    var sampleNanoseconds: UInt64
+    /// Wall time spent running the workload, untimed, before sampling (calibration included).
+    var warmUpNanoseconds: UInt64
+
+    static let full = SamplingPlan(samples: 31, sampleNanoseconds: 10_000_000, warmUpNanoseconds: 100_000_000)
+    static let quick = SamplingPlan(samples: 7, sampleNanoseconds: 1_000_000, warmUpNanoseconds: 3_000_000)
+}
+
+/// The measured cost of one scenario.
+struct Measurement {
+    let scenario: String
+    let iterationsPerSample: Int
+    /// ns/op of each sample, sorted ascending.
+    let sortedNanosecondsPerOp: [Double]
+
+    var p50: Double { percentile(0.50) }
+    var p90: Double { percentile(0.90) }
+    var p99: Double { percentile(0.99) }
+
+    /// Nearest-rank percentile (with fewer than 100 samples, p99 is the slowest sample).
+    func percentile(_ fraction: Double) -> Double {
+        let count = sortedNanosecondsPerOp.count
+        let rank = Int((fraction * Double(count)).rounded(.up))
+        return sortedNanosecondsPerOp[min(max(rank, 1), count) - 1]
+    }
+}
+
+/// A failed result check: the loop did not do what it claims to measure.
+struct CheckFailure: Error, CustomStringConvertible {
+    let scenario: String
+    let iterations: Int
+    let problem: String
+
+    var description: String {
+        "\(scenario): result check failed after a loop of \(iterations) iterations: \(problem)"
+    }
+}
+
+/// Runs `workload` once for `iterations` and checks its result.
+func runChecked(_ scenario: Scenario, _ workload: Workload, iterations: Int) throws(CheckFailure) {
+    workload.run(iterations)
+    if let problem = workload.check(iterations) {
+        throw CheckFailure(scenario: scenario.name, iterations: iterations, problem: problem)
+    }
+}
+
+/// A scenario ready to be sampled: its workload built, warmed up, and a batch size calibrated.
+private struct Prepared {
+    let scenario: Scenario
+    let workload: Workload
+    let iterations: Int
+    var samples: [Double] = []
+}
+
+/// Builds the workload, warms it up and calibrates a batch size to `plan.sampleNanoseconds`. Every
+/// batch's result is checked.
+private func prepare(_ scenario: Scenario, plan: SamplingPlan) throws(CheckFailure) -> Prepared {
+    let workload = scenario.makeWorkload()
+    let warmUpStart = monotonicNanoseconds()
+    func timedBatch(_ iterations: Int) throws(CheckFailure) -> Double {
+        let start = monotonicNanoseconds()
+        workload.run(iterations)
+        let end = monotonicNanoseconds()
+        if let problem = workload.check(iterations) {
+            throw CheckFailure(scenario: scenario.name, iterations: iterations, problem: problem)
+        }
+        return Double(end - start) / Double(iterations)
+    }
+    func batchSize(nanosecondsPerOp: Double) -> Int {
+        max(1, Int(Double(plan.sampleNanoseconds) / max(nanosecondsPerOp, 0.01)))
+    }
+
+    // One-time costs (type metadata, key-path objects, lazy binding) must not be mistaken for the
+    // speed of the loop: pay them first, untimed.
+    try runChecked(scenario, workload, iterations: 1)
+
+    // A first estimate: double the batch until it takes a tenth of a sample.
+    var iterations = 1
+    var nanosecondsPerOp = try timedBatch(iterations)
+    while nanosecondsPerOp * Double(iterations) < Double(plan.sampleNanoseconds / 10), iterations < 1 << 30 {
+        iterations *= 2
+        nanosecondsPerOp = try timedBatch(iterations)
+    }
+    iterations = batchSize(nanosecondsPerOp: nanosecondsPerOp)
+
+    // Warm up with full batches (at least one), and size the batch from their median speed.
+    var estimates: [Double] = []
+    repeat {
+        estimates.append(try timedBatch(iterations))
+    } while monotonicNanoseconds() - warmUpStart < plan.warmUpNanoseconds
+    estimates.sort()
+    iterations = batchSize(nanosecondsPerOp: estimates[estimates.count / 2])
+    return Prepared(scenario: scenario, workload: workload, iterations: iterations)
+}
+
+/// Measures `scenarios` with their samples interleaved: each round times one batch of every
+/// scenario in turn, so that a busy spell of a shared machine slows a scenario and its baseline
+/// alike instead of skewing their ratio. Every batch's result is checked, outside the timed region.
+func measure(
+    _ scenarios: [Scenario],
+    plan: SamplingPlan,
+    progress: (String) -> Void = { _ in }
+) throws(CheckFailure) -> [String: Measurement] {
+    var prepared: [Prepared] = []
+    for scenario in scenarios {
+        progress("warming up \(scenario.name)")
+        prepared.append(try prepare(scenario, plan: plan))
+    }
+    for round in 0..<plan.samples {
+        progress("sampling, round \(round + 1) of \(plan.samples)")
+        for index in prepared.indices {
+            let entry = prepared[index]
+            let start = monotonicNanoseconds()
+            entry.workload.run(entry.iterations)
+            let end = monotonicNanoseconds()
+            if let problem = entry.workload.check(entry.iterations) {
+                throw CheckFailure(scenario: entry.scenario.name, iterations: entry.iterations, problem: problem)
+            }
+            prepared[index].samples.append(Double(end - start) / Double(entry.iterations))
+        }
+    }
+    var measurements: [String: Measurement] = [:]
+    for entry in prepared {
+        measurements[entry.scenario.name] = Measurement(
+            scenario: entry.scenario.name,
+            iterationsPerSample: entry.iterations,
+            sortedNanosecondsPerOp: entry.samples.sorted()
+        )
+    }
+    return measurements
+}

@@ -1,0 +1,347 @@
+import Foundation
+import KeyValueObserving
+import Observation
+
+// MARK: Scenario model
+
+/// One benchmark: a named operation, timed per iteration.
+struct Scenario {
+    enum Group: String, CaseIterable {
+        case baselines = "Baselines"
+        case setPath = "Set path"
+        case registration = "Registration"
+    }
+
+    enum Target {
+        /// p50 at most this multiple of the baseline's p50.
+        case ratioAtMost(Double)
+        /// p50 at most this many nanoseconds.
+        case nanosecondsAtMost(Double)
+    }
+
+    let name: String
+    let group: Group
+    let summary: String
+    /// The scenario this one's ratio is computed against.
+    var baseline: String? = nil
+    var target: Target? = nil
+    /// Further scenarios to compare against, shown as "how many times faster" rows.
+    var comparisons: [String] = []
+    /// Builds the objects (outside the timed region) and returns the loop.
+    let makeWorkload: () -> Workload
+
+    /// This scenario's name and those of the scenarios its ratios need.
+    var dependencies: [String] {
+        (baseline.map { [$0] } ?? []) + comparisons
+    }
+}
+
+/// The loop of a scenario and the check of its result.
+final class Workload {
+    /// Runs the operation `iterations` times.
+    let run: (_ iterations: Int) -> Void
+    /// Called after `run(iterations)`: a description of what went wrong, or `nil` if the loop did
+    /// exactly what it claims to measure.
+    let check: (_ iterations: Int) -> String?
+    /// Objects that must live as long as the loop (observation tokens).
+    let retained: [AnyObject]
+
+    init(
+        retaining retained: [AnyObject] = [],
+        run: @escaping (_ iterations: Int) -> Void,
+        check: @escaping (_ iterations: Int) -> String?
+    ) {
+        self.retained = retained
+        self.run = run
+        self.check = check
+    }
+}
+
+// MARK: The observed classes: defined here, in a client module, as real users define them
+
+final class Player: KeyValueObservable {
+    @Observed var volume = 0.5
+    @Observed var other = 0
+}
+
+class Base: KeyValueObservable {
+    @Observed var x = 0
+}
+
+final class Sub: Base {}
+
+final class PlainPlayer {
+    var volume = 0.5
+}
+
+final class DidSetPlayer {
+    let onChange: (Double) -> Void
+    var volume = 0.5 {
+        didSet { onChange(volume) }
+    }
+
+    init(onChange: @escaping (Double) -> Void) {
+        self.onChange = onChange
+    }
+}
+
+// Unchecked: the benchmark touches it from one thread only; `Sendable` is needed because
+// `withObservationTracking`'s `onChange` closure, which re-arms the tracking, is `@Sendable`.
+@Observable
+final class ObservablePlayer: @unchecked Sendable {
+    var volume = 0.5
+}
+
+/// What handlers record. Unchecked `Sendable` and unchecked exclusivity: every scenario runs on the
+/// main thread only (handlers are called synchronously, on the setting thread), and the fields are
+/// never accessed re-entrantly; the dynamic exclusivity check would otherwise be part of every
+/// handler's cost in ours and in the baselines alike.
+final class Counter: @unchecked Sendable {
+    @exclusivity(unchecked) var count = 0
+    @exclusivity(unchecked) var last: Double? = nil
+
+    func reset() {
+        count = 0
+        last = nil
+    }
+}
+
+/// Hands out consecutive integers across batches, so that no set assigns the value already stored
+/// (Observation does not notify an assignment of an equal value; the others would not care).
+final class Values {
+    /// The last value handed out.
+    private(set) var last = -1
+
+    func next(_ count: Int) -> Range<Int> {
+        defer { last += count }
+        return (last + 1)..<(last + 1 + count)
+    }
+}
+
+// MARK: The operations, behind calls the optimiser may not inline, so nothing is folded away
+
+@inline(never) func setVolume(_ player: PlainPlayer, _ value: Double) { player.volume = value }
+@inline(never) func setVolume(_ player: DidSetPlayer, _ value: Double) { player.volume = value }
+@inline(never) func setVolume(_ player: ObservablePlayer, _ value: Double) { player.volume = value }
+@inline(never) func setVolume(_ player: Player, _ value: Double) { player.volume = value }
+@inline(never) func setOther(_ player: Player, _ value: Int) { player.other = value }
+@inline(never) func setX(_ sub: Sub, _ value: Int) { sub.x = value }
+
+/// Tracks `model.volume` once; the change handler counts and tracks again, so every set fires.
+func trackVolume(of model: ObservablePlayer, counting counter: Counter) {
+    withObservationTracking {
+        _ = model.volume
+    } onChange: {
+        counter.count &+= 1
+        trackVolume(of: model, counting: counter)
+    }
+}
+
+// MARK: Checks
+
+private func expectCalls(_ counter: Counter, _ expected: Int, last: Double?) -> String? {
+    if counter.count != expected { return "handler ran \(counter.count) times, expected \(expected)" }
+    if counter.last != last {
+        return "last delivered value is \(counter.last.map { "\($0)" } ?? "nil"), expected \(last.map { "\($0)" } ?? "nil")"
+    }
+    return nil
+}
+
+// MARK: The scenarios
+
+enum Scenarios {
+    static func named(_ name: String) -> Scenario? {
+        list.first { $0.name == name }
+    }
+
+    /// Every scenario, in run order (baselines first, so ratios compare within one run).
+    static var list: [Scenario] {
+        [
+            // Baselines
+            Scenario(
+                name: "plain-set", group: .baselines,
+                summary: "stored Double set on a final class, through a non-inlined call (the floor)"
+            ) {
+                let player = opaque(PlainPlayer())
+                let values = Values()
+                return Workload { iterations in
+                    for i in values.next(iterations) { setVolume(player, Double(i)) }
+                } check: { iterations in
+                    player.volume == Double(values.last) ? nil : "volume is \(player.volume), expected \(values.last)"
+                }
+            },
+            Scenario(
+                name: "didset-closure", group: .baselines,
+                summary: "didSet { closure(volume) } calling a stored closure (the floor of an observed set)"
+            ) {
+                let counter = Counter()
+                let player = opaque(DidSetPlayer { value in
+                    counter.count &+= 1
+                    counter.last = value
+                })
+                let values = Values()
+                return Workload { iterations in
+                    counter.reset()
+                    for i in values.next(iterations) { setVolume(player, Double(i)) }
+                } check: { iterations in
+                    expectCalls(counter, iterations, last: Double(values.last))
+                }
+            },
+            Scenario(
+                name: "observation-rearmed", group: .baselines,
+                summary: "@Observable set; onChange re-arms withObservationTracking (set + re-arm)"
+            ) {
+                let counter = Counter()
+                let model = opaque(ObservablePlayer())
+                trackVolume(of: model, counting: counter)
+                let values = Values()
+                return Workload { iterations in
+                    counter.reset()
+                    for i in values.next(iterations) { setVolume(model, Double(i)) }
+                } check: { iterations in
+                    if counter.count != iterations { return "onChange ran \(counter.count) times, expected \(iterations)" }
+                    return model.volume == Double(values.last) ? nil : "volume is \(model.volume), expected \(values.last)"
+                }
+            },
+            Scenario(
+                name: "notificationcenter-post", group: .baselines,
+                summary: "NotificationCenter.post(name:object:) to one block observer (no userInfo)"
+            ) {
+                let counter = Counter()
+                let center = NotificationCenter()
+                let name = Notification.Name("kvo-bench.volume")
+                let sender = opaque(PlainPlayer())
+                let observer = center.addObserver(forName: name, object: sender, queue: nil) { _ in
+                    counter.count &+= 1
+                }
+                return Workload(retaining: [center, observer as AnyObject]) { iterations in
+                    counter.reset()
+                    for _ in 0..<iterations { center.post(name: name, object: sender) }
+                } check: { iterations in
+                    expectCalls(counter, iterations, last: nil)
+                }
+            },
+
+            // Ours: the set path
+            Scenario(
+                name: "unobserved-set", group: .setPath,
+                summary: "@Observed set, no observer ever registered on the object",
+                baseline: "plain-set", target: .ratioAtMost(2)
+            ) {
+                let player = opaque(Player())
+                let values = Values()
+                return Workload { iterations in
+                    for i in values.next(iterations) { setVolume(player, Double(i)) }
+                } check: { iterations in
+                    player.volume == Double(values.last) ? nil : "volume is \(player.volume), expected \(values.last)"
+                }
+            },
+            observedSet("observed-set-new", options: [.new], summary: "one observe(\\.volume, options: [.new]) handler",
+                        target: .ratioAtMost(4), comparisons: ["observation-rearmed", "notificationcenter-post"]),
+            observedSet("observed-set-none", options: [], summary: "one handler, options []"),
+            observedSet("observed-set-old-new", options: [.old, .new], summary: "one handler, options [.old, .new]"),
+            observedSet("observed-set-prior", options: [.prior, .old, .new],
+                        summary: "one handler, options [.prior, .old, .new] (two calls per set)"),
+            Scenario(
+                name: "observed-other-key", group: .setPath,
+                summary: "set `other` of an object whose `volume` is observed",
+                baseline: "unobserved-set"
+            ) {
+                let counter = Counter()
+                let player = opaque(Player())
+                let token = player.observe(\.volume, options: [.new]) { _, change in
+                    counter.count &+= 1
+                    counter.last = change.newValue
+                }
+                let values = Values()
+                return Workload(retaining: [token]) { iterations in
+                    counter.reset()
+                    for i in values.next(iterations) { setOther(player, i) }
+                } check: { iterations in
+                    if counter.count != 0 { return "the volume handler ran \(counter.count) times, expected 0" }
+                    return player.other == values.last ? nil : "other is \(player.other), expected \(values.last)"
+                }
+            },
+            observedSet("observed-set-10-observers", options: [.new], observers: 10,
+                        summary: "ten [.new] handlers on the same key", baseline: "observed-set-new"),
+            Scenario(
+                name: "inherited-key", group: .setPath,
+                summary: "observe \\Sub.x (declared in a superclass) with [.new]: the key-path route",
+                baseline: "observed-set-new"
+            ) {
+                let counter = Counter()
+                let sub = opaque(Sub())
+                let token = sub.observe(\Sub.x, options: [.new]) { _, change in
+                    counter.count &+= 1
+                    counter.last = change.newValue.map(Double.init)
+                }
+                let values = Values()
+                return Workload(retaining: [token]) { iterations in
+                    counter.reset()
+                    for i in values.next(iterations) { setX(sub, i) }
+                } check: { iterations in
+                    expectCalls(counter, iterations, last: Double(values.last))
+                }
+            },
+
+            // Ours: registration
+            Scenario(
+                name: "register-invalidate", group: .registration,
+                summary: "observe(\\.volume, [.new]) + invalidate(), on an object with no other observer",
+                target: .nanosecondsAtMost(1000)
+            ) {
+                let operations = Counter()
+                let deliveries = Counter()
+                let player = opaque(Player())
+                return Workload { iterations in
+                    operations.reset()
+                    for _ in 0..<iterations {
+                        let token = player.observe(\.volume, options: [.new]) { _, _ in deliveries.count &+= 1 }
+                        token.invalidate()
+                        operations.count &+= 1
+                    }
+                } check: { iterations in
+                    if operations.count != iterations { return "\(operations.count) registrations, expected \(iterations)" }
+                    deliveries.reset()
+                    setVolume(player, 1)
+                    return deliveries.count == 0 ? nil : "an invalidated handler ran \(deliveries.count) times"
+                }
+            },
+        ]
+    }
+
+    /// `observers` handlers with `options` on `Player.volume`, counting calls and recording the
+    /// last delivered new value.
+    private static func observedSet(
+        _ name: String,
+        options: KeyValueObservingOptions,
+        observers: Int = 1,
+        summary: String,
+        baseline: String = "didset-closure",
+        target: Scenario.Target? = nil,
+        comparisons: [String] = []
+    ) -> Scenario {
+        Scenario(
+            name: name, group: .setPath, summary: summary,
+            baseline: baseline, target: target, comparisons: comparisons
+        ) {
+            let counter = Counter()
+            let player = opaque(Player())
+            let tokens = (0..<observers).map { _ in
+                player.observe(\.volume, options: options) { _, change in
+                    counter.count &+= 1
+                    counter.last = change.newValue
+                }
+            }
+            let callsPerSet = options.contains(.prior) ? 2 * observers : observers
+            let expectsValue = options.contains(.new)
+            let values = Values()
+            return Workload(retaining: tokens) { iterations in
+                counter.reset()
+                for i in values.next(iterations) { setVolume(player, Double(i)) }
+            } check: { iterations in
+                expectCalls(counter, callsPerSet * iterations, last: expectsValue ? Double(values.last) : nil)
+            }
+        }
+    }
+}
