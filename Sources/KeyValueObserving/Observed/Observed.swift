@@ -42,14 +42,17 @@ public struct Observed<Value> {
         storage storageKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Observed<Value>>
     ) -> Value {
         @inline(__always) get {
-            // The storage key path must not escape (no object of it may reach a function): then the
-            // optimiser drops the dynamic exclusivity checks on the storage in the whole module.
+            // Neither key-path object may be used directly here. The wrapped key path is handed over
+            // in a closure, which the optimiser specialises so that the object is only created when
+            // a registration probe runs; a direct use would make every read create it
+            // (`swift_getKeyPath`, ~100 instructions). The storage key path must not escape at all:
+            // then the optimiser drops the dynamic exclusivity checks on the storage.
             if let registry = object._kvoRegistry.load(ordering: .acquiring) {
                 registry._withUnsafeGuaranteedRef { registry in
-                    if registry.probeCount.load(ordering: .relaxed) != 0 {
+                    if _slowPath(registry.probeCount.load(ordering: .relaxed) != 0) {
                         registry.recordRead(
                             offset: _storageOffset(object, storageKeyPath),
-                            key: wrappedKeyPath,
+                            key: { wrappedKeyPath },
                             storageType: Observed<Value>.self
                         )
                     }

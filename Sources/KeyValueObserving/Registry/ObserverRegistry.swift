@@ -190,7 +190,8 @@ final class _ObserverRegistry: @unchecked Sendable {
 
     /// Called by the `@Observed` getter while a probe runs somewhere on this object.
     @usableFromInline
-    func recordRead(offset: Int, key: AnyKeyPath, storageType: Any.Type) {
+    func recordRead(offset: Int, key: () -> AnyKeyPath, storageType: Any.Type) {
+        let key = key()
         let thread = pthread_self()
         mutex.lock()
         if let index = probes.lastIndex(where: { pthread_equal($0.thread, thread) != 0 }) {
