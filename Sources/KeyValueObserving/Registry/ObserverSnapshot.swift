@@ -40,16 +40,19 @@ final class _ObserverSnapshot: @unchecked Sendable {
 }
 
 // The delivery loops, called by the `@Observed` setter. They are generic over the value, never over a
-// key path, and inlinable so that the client specialises them. Entries are borrowed with
-// `unowned(unsafe)`: the caller holds the snapshot, which holds them, for the whole loop.
+// key path, and inlinable so that the client specialises them. Entries are borrowed without a
+// retain (`_withUnsafeGuaranteedRef`), and so are their handlers: the caller holds the snapshot, which
+// holds them, for the whole loop.
 extension _ObserverSnapshot {
     /// Delivers a change to a snapshot of direct observers that want no old value.
     @inlinable
     func deliverPlain<Value>(_ newValue: Value, on object: AnyObject) {
         for index in entries.indices {
-            unowned(unsafe) let observer = unsafeDowncast(entries[index], to: _DirectObserver<Value>.self)
-            guard observer.isActive else { continue }
-            observer.handler(object, KeyValueObservedChange(settingNew: observer.options.contains(.new) ? newValue : nil, old: nil))
+            Unmanaged.passUnretained(entries[index])._withUnsafeGuaranteedRef { entry in
+                let observer = unsafeDowncast(entry, to: _DirectObserver<Value>.self)
+                guard observer.isActive else { return }
+                observer.handler(object, KeyValueObservedChange(settingNew: observer.options.contains(.new) ? newValue : nil, old: nil))
+            }
         }
     }
 
@@ -58,19 +61,19 @@ extension _ObserverSnapshot {
     @inlinable
     func willChange<Value>(on object: AnyObject, oldValue: Value?) -> ContiguousArray<Any?>? {
         guard needsWillChange else { return nil }
-        var pending: ContiguousArray<Any?>?
-        if indirectNeedsWillChange {
-            pending = ContiguousArray(repeating: nil, count: entries.count)
-        }
+        var pending: ContiguousArray<Any?>? = indirectNeedsWillChange ? ContiguousArray(repeating: nil, count: entries.count) : nil
         for index in entries.indices {
-            unowned(unsafe) let entry = entries[index]
-            if entry.isDirect {
-                let options = entry.options
-                guard options.contains(.prior), entry.isActive else { continue }
-                unowned(unsafe) let observer = unsafeDowncast(entry, to: _DirectObserver<Value>.self)
-                observer.handler(object, KeyValueObservedChange(settingNew: nil, old: options.contains(.old) ? oldValue : nil, isPrior: true))
-            } else if pending != nil {
-                pending![index] = entry.willChange(object)
+            Unmanaged.passUnretained(entries[index])._withUnsafeGuaranteedRef { entry in
+                if entry.isDirect {
+                    let options = entry.options
+                    guard options.contains(.prior), entry.isActive else { return }
+                    unsafeDowncast(entry, to: _DirectObserver<Value>.self).handler(
+                        object,
+                        KeyValueObservedChange(settingNew: nil, old: options.contains(.old) ? oldValue : nil, isPrior: true)
+                    )
+                } else if pending != nil {
+                    pending![index] = entry.willChange(object)
+                }
             }
         }
         return pending
@@ -80,20 +83,20 @@ extension _ObserverSnapshot {
     @inlinable
     func didChange<Value>(_ newValue: Value, oldValue: Value?, pending: ContiguousArray<Any?>?, on object: AnyObject) {
         for index in entries.indices {
-            unowned(unsafe) let entry = entries[index]
-            if entry.isDirect {
-                guard entry.isActive else { continue }
-                let options = entry.options
-                unowned(unsafe) let observer = unsafeDowncast(entry, to: _DirectObserver<Value>.self)
-                observer.handler(
-                    object,
-                    KeyValueObservedChange(
-                        settingNew: options.contains(.new) ? newValue : nil,
-                        old: options.contains(.old) ? oldValue : nil
+            Unmanaged.passUnretained(entries[index])._withUnsafeGuaranteedRef { entry in
+                if entry.isDirect {
+                    guard entry.isActive else { return }
+                    let options = entry.options
+                    unsafeDowncast(entry, to: _DirectObserver<Value>.self).handler(
+                        object,
+                        KeyValueObservedChange(
+                            settingNew: options.contains(.new) ? newValue : nil,
+                            old: options.contains(.old) ? oldValue : nil
+                        )
                     )
-                )
-            } else {
-                entry.didChange(object, old: pending?[index] ?? nil)
+                } else {
+                    entry.didChange(object, old: pending?[index] ?? nil)
+                }
             }
         }
     }
