@@ -50,11 +50,7 @@ public struct Observed<Value> {
             if let registry = object._kvoRegistry.load(ordering: .acquiring) {
                 registry._withUnsafeGuaranteedRef { registry in
                     if _slowPath(registry.probeCount.load(ordering: .relaxed) != 0) {
-                        registry.recordRead(
-                            offset: _storageOffset(object, storageKeyPath),
-                            key: { wrappedKeyPath },
-                            storageType: Observed<Value>.self
-                        )
+                        registry.recordRead(key: { wrappedKeyPath }, storageType: Observed<Value>.self)
                     }
                 }
             }
@@ -63,14 +59,21 @@ public struct Observed<Value> {
         @inline(__always) set {
             // The unobserved path is a load, a test and the store, small enough to be inlined into
             // every caller. The storage key path is a literal here, so the optimiser turns the store
-            // into a direct one and `_storageOffset` into a constant; the registry identifies the
-            // property by that offset. No key-path object may be used on this path: any use would
-            // make every set, observed or not, materialise it (`swift_getKeyPath`).
+            // into a direct one and `_storageOffset` into a constant: the registry finds the
+            // property's observers by that offset. The wrapped key path is handed over in a closure,
+            // called once per property and object; a direct use of it would make every set, observed
+            // or not, create the key-path object (`swift_getKeyPath`).
             guard let registry = object._kvoRegistry.load(ordering: .acquiring) else {
                 object[keyPath: storageKeyPath]._value = newValue
                 return
             }
-            _setObserved(newValue, on: object, storageOffset: _storageOffset(object, storageKeyPath), registry: registry)
+            _setObserved(
+                newValue,
+                on: object,
+                storageOffset: _storageOffset(object, storageKeyPath),
+                key: { wrappedKeyPath },
+                registry: registry
+            )
         }
     }
 
@@ -82,12 +85,13 @@ public struct Observed<Value> {
         _ newValue: Value,
         on object: KeyValueObservable,
         storageOffset: Int,
+        key: () -> AnyKeyPath,
         registry: Unmanaged<_ObserverRegistry>
     ) {
         let storage = UnsafeMutableRawPointer(Unmanaged.passUnretained(object).toOpaque())
             .advanced(by: storageOffset)
             .assumingMemoryBound(to: Observed<Value>.self)
-        guard let snapshot = registry._withUnsafeGuaranteedRef({ $0.snapshot(forStorageAt: storageOffset) }) else {
+        guard let snapshot = registry._withUnsafeGuaranteedRef({ $0.snapshot(forStorageAt: storageOffset, key: key) }) else {
             storage.pointee._value = newValue
             return
         }

@@ -1,11 +1,3 @@
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
-
 /// How a registration is attached to the registry.
 enum _ObservationRoute {
     /// An `@Observed` property of the object: values come from the setter.
@@ -31,19 +23,19 @@ enum _ObservationRoute {
         fileID: String,
         line: UInt
     ) -> _ObservationRoute {
-        if let offset = _ObservedKeyCache.offset(of: keyPath) {
-            return .direct(.storage(offset: offset, keyPath: keyPath))
+        if _ObservedKeyCache.contains(keyPath) {
+            return .direct(.observedProperty(keyPath))
         }
         var reads: [_ObserverRegistry.ProbedRead] = []
-        for read in registry.probe({ _ = object[keyPath: keyPath] }) where !reads.contains(where: { $0.offset == read.offset }) {
+        for read in registry.probe({ _ = object[keyPath: keyPath] }) where !reads.contains(where: { _sameKey($0.key, read.key) }) {
             reads.append(read)
         }
         if reads.count == 1 {
             let read = reads[0]
-            let slot = _SlotKey.storage(offset: read.offset, keyPath: read.key)
+            let slot = _SlotKey.observedProperty(read.key)
             if read.key === keyPath {
                 // A uniqued key-path literal: remember it, so the next registration skips the probe.
-                _ObservedKeyCache.insert(keyPath, offset: read.offset)
+                _ObservedKeyCache.insert(keyPath)
                 return .direct(slot)
             }
             if read.key == keyPath {
@@ -83,13 +75,16 @@ enum _ObservationRoute {
     }
 }
 
-/// The name of the `@Observed` property read at `read.offset`, for diagnostics.
+/// The name of the `@Observed` property of `read`, for diagnostics.
 ///
 /// Key paths of computed properties (which `@Observed` properties are) carry no name, but the
 /// object's `Mirror` lists the wrapper storages (`_firstName: Observed<String>`). The one meant is the
-/// storage of the right type, or, among several of that type, the one whose bytes are those at the
-/// offset. When that is still ambiguous (equal values), the name says only the type.
-func _propertyName(of read: _ObserverRegistry.ProbedRead, in object: AnyObject) -> String {
+/// storage of the right type whose value is the one the property's key path reads, compared byte for
+/// byte. When that is still ambiguous (equal values), the name says only the type.
+func _propertyName<Root: AnyObject>(of read: _ObserverRegistry.ProbedRead, in object: Root) -> String {
+    func name(_ label: String) -> String {
+        String(label.hasPrefix("_") ? label.dropFirst() : Substring(label))
+    }
     var candidates: [(label: String, value: Any)] = []
     var mirror: Mirror? = Mirror(reflecting: object)
     while let current = mirror {
@@ -98,43 +93,44 @@ func _propertyName(of read: _ObserverRegistry.ProbedRead, in object: AnyObject) 
         }
         mirror = current.superclassMirror
     }
-    func name(_ label: String) -> String {
-        String(label.hasPrefix("_") ? label.dropFirst() : Substring(label))
-    }
     if candidates.count == 1 {
         return name(candidates[0].label)
     }
-    let base = UnsafeRawPointer(Unmanaged.passUnretained(object).toOpaque()) + read.offset
-    func bytesMatch<Storage>(_ value: Storage) -> Bool {
-        withUnsafeBytes(of: value) { bytes in
-            memcmp(bytes.baseAddress!, base, bytes.count) == 0
-        }
+    guard let current = object[keyPath: read.key] else {
+        return "an @Observed property of type \(read.storageType)"
     }
-    let matching = candidates.filter { _openExistential($0.value, do: bytesMatch) }
+    // `Observed<Value>` is a struct with the value as its only stored property: same bytes.
+    func bytes<T>(_ value: T) -> [UInt8] {
+        withUnsafeBytes(of: value) { Array($0) }
+    }
+    let wanted: [UInt8] = _openExistential(current, do: bytes)
+    let matching = candidates.filter { candidate in
+        let candidateBytes: [UInt8] = _openExistential(candidate.value, do: bytes)
+        return candidateBytes == wanted
+    }
     if matching.count == 1 {
         return name(matching[0].label)
     }
     return "an @Observed property of type \(read.storageType)"
 }
 
-/// The key-path objects known to be `@Observed` keys, with their storage offsets, so that registering
-/// again with the same key path (on any instance of its root class) skips the probe.
+/// The key-path objects known to be `@Observed` keys, so that registering again with the same key
+/// path (on any instance of its root class) skips the probe.
 ///
 /// Only objects that *are* the key an `@Observed` accessor receives are recorded: uniqued key-path
-/// literals of non-generic classes, whose root class fixes the storage offset and which the runtime
-/// keeps alive for the life of the process anyway, so the cache is bounded by the number of
-/// `@Observed` properties in the program.
+/// literals, which the runtime keeps alive for the life of the process anyway, so the cache is
+/// bounded by the number of `@Observed` properties in the program.
 enum _ObservedKeyCache {
     private static let lock = Lock()
-    // Invariant: only accessed with `lock` held. The entries keep the identified objects alive, so
-    // an identifier is never reused for another key path.
-    nonisolated(unsafe) private static var entries: [ObjectIdentifier: (keyPath: AnyKeyPath, offset: Int)] = [:]
+    // Invariant: only accessed with `lock` held. The values keep the identified objects alive, so an
+    // identifier is never reused for another key path.
+    nonisolated(unsafe) private static var keys: [ObjectIdentifier: AnyKeyPath] = [:]
 
-    static func offset(of keyPath: AnyKeyPath) -> Int? {
-        lock.withLock { entries[ObjectIdentifier(keyPath)]?.offset }
+    static func contains(_ keyPath: AnyKeyPath) -> Bool {
+        lock.withLock { keys[ObjectIdentifier(keyPath)] != nil }
     }
 
-    static func insert(_ keyPath: AnyKeyPath, offset: Int) {
-        lock.withLock { entries[ObjectIdentifier(keyPath)] = (keyPath, offset) }
+    static func insert(_ keyPath: AnyKeyPath) {
+        lock.withLock { keys[ObjectIdentifier(keyPath)] = keyPath }
     }
 }

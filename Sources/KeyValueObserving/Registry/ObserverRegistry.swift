@@ -11,10 +11,13 @@ import Musl
 /// The observers of one object, created on its first registration and owned by the object (one
 /// strong reference, released in `KeyValueObservable.deinit`) and by each live token.
 ///
-/// An `@Observed` property is identified by the byte offset of its storage in the object, which the
-/// setter computes for free (it folds to a constant), so a set finds its observers by comparing
-/// integers, with no key-path object and no hashing. Keys that are not `@Observed` properties (their
-/// observers can only be notified manually) are identified by key-path equality.
+/// Registrations name an `@Observed` property by the key path its accessor receives (learned by the
+/// registration probe). The setter names it by the byte offset of its storage, which costs nothing
+/// (it folds to a constant), and hands over the key path only lazily, in a closure: the first set of
+/// each property on this object calls it, and the registry learns which offset is which key path.
+/// From then on a set finds its observers by comparing integers, with no key-path object and no
+/// hashing. Keys that are not `@Observed` properties (their observers can only be notified
+/// manually) never match a setter.
 ///
 /// All mutable state is guarded by `mutex`. No user code runs under it: handlers are called by the
 /// setter after it has taken a snapshot and unlocked, and entries (which own the handlers and what
@@ -27,6 +30,9 @@ final class _ObserverRegistry: @unchecked Sendable {
     // access set, on every set of an observed property) are redundant: `@exclusivity(unchecked)`.
     private let mutex = LockPrimitive()
     @exclusivity(unchecked) private var slots: ContiguousArray<Slot> = []
+    /// The storage offsets of this object's `@Observed` properties that have been set while it had a
+    /// registry, with their keys.
+    @exclusivity(unchecked) private var learnedOffsets: ContiguousArray<(offset: Int, key: AnyKeyPath)> = []
     @exclusivity(unchecked) private var isTornDown = false
     @exclusivity(unchecked) private var probes: [Probe] = []
     /// How many registration probes are running on this object, on any thread. The `@Observed`
@@ -35,17 +41,19 @@ final class _ObserverRegistry: @unchecked Sendable {
     private let nextID = Atomic<UInt64>(1)
 
     private struct Slot {
-        /// The storage offset of an `@Observed` property, or `Int.min` for a key matched by `keyPath`.
-        let offset: Int
-        /// The key as the declaring class's accessor names it (for introspection), or the observed
-        /// key path of a key that is not `@Observed`.
+        /// For an `@Observed` property, the storage offset once a set has revealed it; `nil` before,
+        /// and always for a key that is not `@Observed`.
+        var offset: Int?
+        /// The key: as the declaring class's accessor names it for an `@Observed` property, else the
+        /// observed key path.
         let keyPath: AnyKeyPath
+        let isObservedProperty: Bool
         var snapshot: _ObserverSnapshot
 
         func matches(_ key: _SlotKey) -> Bool {
             switch key {
-            case .storage(let offset, _): self.offset == offset
-            case .keyPath(let keyPath): self.offset == Int.min && self.keyPath == keyPath
+            case .observedProperty(let keyPath): isObservedProperty && _sameKey(self.keyPath, keyPath)
+            case .keyPath(let keyPath): !isObservedProperty && self.keyPath == keyPath
             }
         }
     }
@@ -58,7 +66,6 @@ final class _ObserverRegistry: @unchecked Sendable {
     /// An `@Observed` property read during a probe: its storage offset, the key path its accessor
     /// received, and the type of its storage (`Observed<Value>`).
     struct ProbedRead {
-        let offset: Int
         let key: AnyKeyPath
         let storageType: Any.Type
     }
@@ -76,17 +83,39 @@ final class _ObserverRegistry: @unchecked Sendable {
     // MARK: The set path
 
     /// The observers of the `@Observed` property stored at `offset`, or `nil` if it has none.
+    /// `key` is called only the first time this object sees `offset`.
     ///
     /// - Complexity: O(*k*) in the number of observed keys of this object, by integer comparison.
     @usableFromInline
-    func snapshot(forStorageAt offset: Int) -> _ObserverSnapshot? {
+    func snapshot(forStorageAt offset: Int, key: () -> AnyKeyPath) -> _ObserverSnapshot? {
         mutex.lock()
         for index in slots.indices where slots[index].offset == offset {
             let snapshot = slots[index].snapshot
             mutex.unlock()
             return snapshot
         }
+        if learnedOffsets.contains(where: { $0.offset == offset }) {
+            mutex.unlock()
+            return nil
+        }
         mutex.unlock()
+        return learn(offset: offset, key: key())
+    }
+
+    /// Records which key is stored at `offset`, resolves the slot waiting for it, and returns that
+    /// slot's observers.
+    private func learn(offset: Int, key: AnyKeyPath) -> _ObserverSnapshot? {
+        mutex.lock()
+        defer { mutex.unlock() }
+        if !learnedOffsets.contains(where: { $0.offset == offset }) {
+            learnedOffsets.append((offset, key))
+        }
+        for index in slots.indices where slots[index].isObservedProperty && slots[index].offset == nil {
+            if _sameKey(slots[index].keyPath, key) {
+                slots[index].offset = offset
+                return slots[index].snapshot
+            }
+        }
         return nil
     }
 
@@ -108,10 +137,11 @@ final class _ObserverRegistry: @unchecked Sendable {
         } else {
             let snapshot = _ObserverSnapshot(entries: [entry])
             switch key {
-            case .storage(let offset, let keyPath):
-                slots.append(Slot(offset: offset, keyPath: keyPath, snapshot: snapshot))
+            case .observedProperty(let keyPath):
+                let offset = learnedOffsets.first { _sameKey($0.key, keyPath) }?.offset
+                slots.append(Slot(offset: offset, keyPath: keyPath, isObservedProperty: true, snapshot: snapshot))
             case .keyPath(let keyPath):
-                slots.append(Slot(offset: Int.min, keyPath: keyPath, snapshot: snapshot))
+                slots.append(Slot(offset: nil, keyPath: keyPath, isObservedProperty: false, snapshot: snapshot))
             }
         }
         mutex.unlock()
@@ -190,12 +220,12 @@ final class _ObserverRegistry: @unchecked Sendable {
 
     /// Called by the `@Observed` getter while a probe runs somewhere on this object.
     @usableFromInline
-    func recordRead(offset: Int, key: () -> AnyKeyPath, storageType: Any.Type) {
+    func recordRead(key: () -> AnyKeyPath, storageType: Any.Type) {
         let key = key()
         let thread = pthread_self()
         mutex.lock()
         if let index = probes.lastIndex(where: { pthread_equal($0.thread, thread) != 0 }) {
-            probes[index].reads.append(ProbedRead(offset: offset, key: key, storageType: storageType))
+            probes[index].reads.append(ProbedRead(key: key, storageType: storageType))
         }
         mutex.unlock()
     }
@@ -203,8 +233,14 @@ final class _ObserverRegistry: @unchecked Sendable {
 
 /// Where a registration goes in the registry.
 enum _SlotKey {
-    /// The `@Observed` property stored at `offset` (named `keyPath` by its declaring class).
-    case storage(offset: Int, keyPath: AnyKeyPath)
+    /// An `@Observed` property, named by the key path its accessor receives.
+    case observedProperty(AnyKeyPath)
     /// A key that is not an `@Observed` property, matched by key-path equality.
     case keyPath(AnyKeyPath)
+}
+
+/// Whether two keys name the same property: the same object for uniqued key-path literals, else
+/// equal (key paths of generic classes are not uniqued).
+func _sameKey(_ a: AnyKeyPath, _ b: AnyKeyPath) -> Bool {
+    a === b || a == b
 }
