@@ -110,31 +110,26 @@ struct ConcurrencyTests {
         }
     }
 
-    /// After `invalidate()` returns no delivery starts; at most the one another thread had already
-    /// started can still finish.
+    /// After `invalidate()` returns no delivery starts, even one for a change that another thread
+    /// has already begun to deliver: the first observer holds the setting thread inside the
+    /// delivery while the main thread invalidates the second.
     @Test func noDeliveryStartsAfterInvalidateReturns() {
         let player = AudioPlayer()
-        let calls = Counter(0)
-        let stop = Locked(false)
-        let setsDone = Counter(0)
-        let token = player.observe(\.volume) { _, _ in calls.increment() }
-        let setter = TestThread {
-            var value = 0.0
-            while !stop.current {
-                value += 1
-                player.volume = value
-                setsDone.increment()
-            }
+        let inFirstHandler = Locked(false)
+        let mayContinue = Locked(false)
+        let secondCalls = Counter(0)
+        let first = player.observe(\.volume) { _, _ in
+            inFirstHandler.withLock { $0 = true }
+            while !mayContinue.current {}
         }
-        while calls.current < 1_000 {}
-        token.invalidate()
-        let atInvalidate = calls.current
-        // Let the setter go on for a while after the invalidation.
-        let setsAtInvalidate = setsDone.current
-        while setsDone.current < setsAtInvalidate + 1_000 {}
-        stop.withLock { $0 = true }
+        let second = player.observe(\.volume) { _, _ in secondCalls.increment() }
+        let setter = TestThread { player.volume = 1 }
+        while !inFirstHandler.current {}
+        second.invalidate()
+        mayContinue.withLock { $0 = true }
         setter.join()
-        #expect(calls.current <= atInvalidate + 1)
+        #expect(secondCalls.current == 0)
+        first.invalidate()
     }
 }
 

@@ -70,8 +70,13 @@ struct DeliveryTests {
         let second = AudioPlayer()
         let calls = Counter(0)
         let token = first.observe(\.volume) { _, _ in calls.increment() }
+        // Give the second object a registry of its own, so its set takes the observed path.
+        let other = second.observe(\.isMuted) { _, _ in }
         second.volume = 0.9
         #expect(calls.current == 0)
+        first.volume = 0.8
+        #expect(calls.current == 1)
         token.invalidate()
+        other.invalidate()
     }
 }

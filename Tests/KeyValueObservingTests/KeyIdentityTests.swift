@@ -84,3 +84,92 @@ struct KeyIdentityTests {
         token?.invalidate()
     }
 }
+
+private struct Marker: Equatable, Sendable {}
+
+private enum Phase: Equatable, Sendable {
+    case only
+}
+
+private final class ZeroSized: KeyValueObservable {
+    @Observed var a = Marker()
+    @Observed var b = Marker()
+    @Observed var phase = Phase.only
+    @Observed var count = 0
+}
+
+class Node: KeyValueObservable {
+    @Observed var label = 0
+    @Observed fileprivate(set) var revision = 0
+
+    func bump() {
+        revision += 1
+    }
+}
+
+final class SubNode: Node {}
+
+@Suite("Zero-sized and inherited properties")
+struct SpecialPropertiesTests {
+    @Test func zeroSizedPropertiesAreToldApartThoughTheyShareAnOffset() {
+        let object = ZeroSized()
+        let log = Locked<[String]>([])
+        let a = object.observe(\.a) { _, _ in log.append("a") }
+        let b = object.observe(\.b) { _, _ in log.append("b") }
+        let phase = object.observe(\.phase, options: [.old, .new]) { _, change in
+            log.append("phase \(change.oldValue!)→\(change.newValue!)")
+        }
+        let count = object.observe(\.count, options: [.new]) { _, change in log.append("count \(change.newValue!)") }
+        object.b = Marker()
+        object.a = Marker()
+        object.count = 1
+        object.phase = .only
+        object.b = Marker()
+        #expect(log.current == ["b", "a", "count 1", "phase only→only", "b"])
+        [a, b, phase, count].forEach { $0.invalidate() }
+    }
+
+    @Test func anInheritedWritablePropertyObservedThroughTheSubclassTakesTheDirectRoute() {
+        let node = SubNode()
+        let values = Locked<[Int?]>([])
+        let token = node.observe(\.label, options: [.new]) { _, change in values.append(change.newValue) }
+        node.label = 3
+        #expect(values.current == [3])
+        #expect(node.observedKeyPaths == [\Node.label: 1])
+        token.invalidate()
+    }
+
+    @Test func anInheritedPropertyReadOnlyFromOutsideIsObservedThroughItsKeyPath() {
+        // `revision` is `fileprivate(set)`: from here `\SubNode.revision` is writable, so use a
+        // read-only key path to it, as code outside the file would get.
+        let node = SubNode()
+        let readOnly: KeyPath<SubNode, Int> = \SubNode.revision
+        let values = Locked<[Int?]>([])
+        let token = node.observe(readOnly, options: [.prior, .old, .new]) { _, change in
+            values.append(change.isPrior ? -(change.oldValue ?? 0) - 100 : change.newValue)
+        }
+        node.bump()
+        node.bump()
+        #expect(values.current == [-100, 1, -101, 2])
+        token.invalidate()
+    }
+
+    @Test func theSameUnobservableKeyPathBuiltTwiceSharesOneKey() {
+        let player = AudioPlayer()
+        let collected = Locked<[KeyValueObservingDiagnostic]>([])
+        var tokens: [KeyValueObservation] = []
+        KeyValueObservingDiagnostics.withHandler({ collected.append($0) }) {
+            let root: KeyPath<AudioPlayer, AudioPlayer> = \AudioPlayer.self
+            for _ in 0..<2 {
+                // Built at run time: equal, but distinct objects.
+                let key = root.appending(path: \AudioPlayer.balance)
+                tokens.append(player.observe(key) { _, _ in })
+            }
+        }
+        #expect(collected.current.count == 2)
+        #expect(player.observedKeyPaths.count == 1)
+        #expect(player.observedKeyPaths.values.first == 2)
+        tokens.forEach { $0.invalidate() }
+        #expect(player.observedKeyPaths.isEmpty)
+    }
+}

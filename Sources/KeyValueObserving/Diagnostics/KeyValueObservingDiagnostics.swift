@@ -6,8 +6,8 @@ import Glibc
 import Musl
 #endif
 
-/// Where diagnostics go. By default each distinct diagnostic (per type, key and call site) is printed
-/// once to standard error; install a handler to collect them instead, globally or for the duration
+/// Where diagnostics go. By default each distinct diagnostic (per type and key, however many call
+/// sites register it) is printed once to standard error, naming the first call site; install a handler to collect them instead, globally or for the duration
 /// of a closure (tests use the latter).
 ///
 /// ```swift
@@ -45,7 +45,7 @@ public enum KeyValueObservingDiagnostics {
             return
         }
         let (handler, isFirst): ((@Sendable (KeyValueObservingDiagnostic) -> Void)?, Bool) = lock.withLock {
-            let id = "\(diagnostic.kind)|\(diagnostic.objectType)|\(diagnostic.keyPath)|\(diagnostic.fileID):\(diagnostic.line)"
+            let id = "\(diagnostic.kind)|\(diagnostic.objectType)|\(diagnostic.keyPath)"
             return (globalHandler, printed.insert(id).inserted)
         }
         if let handler {

@@ -15,7 +15,8 @@ import Synchronization
 /// A notification (other than a `.prior` one) is sent after the new value is stored, so a handler
 /// that reads the object sees the new state.
 ///
-/// While an object has no observers, a set costs one atomic load more than a plain stored property.
+/// Until an object's first registration, a set costs one load and one test more than a plain stored
+/// property; after it, a set of a property that has no observers also reads an atomic mask.
 ///
 /// The wrapper only works inside a `KeyValueObservable` subclass: it reaches its enclosing instance
 /// through `static subscript(_enclosingInstance:wrapped:storage:)`, and the wrapped key path is the
@@ -50,7 +51,11 @@ public struct Observed<Value> {
             if let registry = object._kvoRegistry.load(ordering: .acquiring) {
                 registry._withUnsafeGuaranteedRef { registry in
                     if _slowPath(registry.probeCount.load(ordering: .relaxed) != 0) {
-                        registry.recordRead(key: { wrappedKeyPath }, storageType: Observed<Value>.self)
+                        registry.recordRead(
+                            key: { wrappedKeyPath },
+                            storageType: Observed<Value>.self,
+                            isZeroSized: MemoryLayout<Value>.size == 0
+                        )
                     }
                 }
             }
@@ -91,7 +96,16 @@ public struct Observed<Value> {
         let storage = UnsafeMutableRawPointer(Unmanaged.passUnretained(object).toOpaque())
             .advanced(by: storageOffset)
             .assumingMemoryBound(to: Observed<Value>.self)
-        guard let snapshot = registry._withUnsafeGuaranteedRef({ $0.snapshot(forStorageAt: storageOffset, key: key) }) else {
+        let found: _ObserverSnapshot?
+        if MemoryLayout<Value>.size == 0 {
+            // Zero-sized properties may share their offset with another property.
+            found = registry._withUnsafeGuaranteedRef { $0.snapshot(forZeroSizedKey: key()) }
+        } else if registry._withUnsafeGuaranteedRef({ $0.mayHaveObservers(atOffset: storageOffset) }) {
+            found = registry._withUnsafeGuaranteedRef { $0.snapshot(forStorageAt: storageOffset, key: key) }
+        } else {
+            found = nil
+        }
+        guard let snapshot = found else {
             storage.pointee._value = newValue
             return
         }

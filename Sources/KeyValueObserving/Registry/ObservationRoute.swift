@@ -23,8 +23,8 @@ enum _ObservationRoute {
         fileID: String,
         line: UInt
     ) -> _ObservationRoute {
-        if _ObservedKeyCache.contains(keyPath) {
-            return .direct(.observedProperty(keyPath))
+        if let isZeroSized = _ObservedKeyCache.isZeroSized(keyPath) {
+            return .direct(.observedProperty(keyPath, isZeroSized: isZeroSized))
         }
         var reads: [_ObserverRegistry.ProbedRead] = []
         for read in registry.probe({ _ = object[keyPath: keyPath] }) where !reads.contains(where: { _sameKey($0.key, read.key) }) {
@@ -32,10 +32,10 @@ enum _ObservationRoute {
         }
         if reads.count == 1 {
             let read = reads[0]
-            let slot = _SlotKey.observedProperty(read.key)
+            let slot = _SlotKey.observedProperty(read.key, isZeroSized: read.isZeroSized)
             if read.key === keyPath {
                 // A uniqued key-path literal: remember it, so the next registration skips the probe.
-                _ObservedKeyCache.insert(keyPath)
+                _ObservedKeyCache.insert(keyPath, isZeroSized: read.isZeroSized)
                 return .direct(slot)
             }
             if read.key == keyPath {
@@ -45,9 +45,13 @@ enum _ObservationRoute {
             }
             if isInherited(read.key, by: keyPath) {
                 // `\Subclass.property` for a property declared in a superclass is a different key-path
-                // object, which cannot be told apart from a subclass's computed property that reads
-                // that one property; reading through the observer's own key path is right for both.
-                return .throughKeyPath(slot)
+                // object from the accessor's `\Superclass.property`, and the runtime offers no way to
+                // compare the two. A writable one is taken to be the inherited property itself (the
+                // exception, documented, is a settable computed property of the subclass that reads
+                // only that property, with its type). A read-only one may be the property seen from
+                // outside a `private(set)`, or a computed property: reading through the observer's
+                // own key path delivers the right values for both.
+                return keyPath is ReferenceWritableKeyPath<Root, Value> ? .direct(slot) : .throughKeyPath(slot)
             }
         }
         KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
@@ -122,15 +126,16 @@ func _propertyName<Root: AnyObject>(of read: _ObserverRegistry.ProbedRead, in ob
 /// bounded by the number of `@Observed` properties in the program.
 enum _ObservedKeyCache {
     private static let lock = Lock()
-    // Invariant: only accessed with `lock` held. The values keep the identified objects alive, so an
+    // Invariant: only accessed with `lock` held. The entries keep the identified objects alive, so an
     // identifier is never reused for another key path.
-    nonisolated(unsafe) private static var keys: [ObjectIdentifier: AnyKeyPath] = [:]
+    nonisolated(unsafe) private static var keys: [ObjectIdentifier: (keyPath: AnyKeyPath, isZeroSized: Bool)] = [:]
 
-    static func contains(_ keyPath: AnyKeyPath) -> Bool {
-        lock.withLock { keys[ObjectIdentifier(keyPath)] != nil }
+    /// Whether the property is zero-sized, if `keyPath` is a known `@Observed` key; else `nil`.
+    static func isZeroSized(_ keyPath: AnyKeyPath) -> Bool? {
+        lock.withLock { keys[ObjectIdentifier(keyPath)]?.isZeroSized }
     }
 
-    static func insert(_ keyPath: AnyKeyPath) {
-        lock.withLock { keys[ObjectIdentifier(keyPath)] = keyPath }
+    static func insert(_ keyPath: AnyKeyPath, isZeroSized: Bool) {
+        lock.withLock { keys[ObjectIdentifier(keyPath)] = (keyPath, isZeroSized) }
     }
 }

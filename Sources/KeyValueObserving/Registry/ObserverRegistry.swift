@@ -16,46 +16,56 @@ import Musl
 /// (it folds to a constant), and hands over the key path only lazily, in a closure: the first set of
 /// each property on this object calls it, and the registry learns which offset is which key path.
 /// From then on a set finds its observers by comparing integers, with no key-path object and no
-/// hashing. Keys that are not `@Observed` properties (their observers can only be notified
-/// manually) never match a setter.
+/// hashing; and `observedMask`, read without the lock, lets sets of properties nobody observes skip
+/// the lock altogether. Zero-sized properties share offsets, so they are matched by key path instead.
+/// Keys that are not `@Observed` properties (their observers can only be notified manually) never
+/// match a setter.
 ///
 /// All mutable state is guarded by `mutex`. No user code runs under it: handlers are called by the
-/// setter after it has taken a snapshot and unlocked, and entries (which own the handlers and what
-/// they capture) are released only after unlocking.
+/// setter after it has taken a snapshot and unlocked; entries and user key paths (which own handlers,
+/// captures and subscript arguments) are released only after unlocking; user key paths are compared
+/// (which may call a subscript argument's `==`) outside it.
 @usableFromInline
 final class _ObserverRegistry: @unchecked Sendable {
-    // Invariant: `slots`, `isTornDown` and `probes` are only accessed with `mutex` held; `probeCount`
-    // and `nextID` are atomic; `mutex` is destroyed in deinit, when no one else can reach `self`.
-    // The mutex makes every access exclusive, so the dynamic exclusivity checks (a thread-local
-    // access set, on every set of an observed property) are redundant: `@exclusivity(unchecked)`.
+    // Invariant: `slots`, `learnedOffsets`, `keyPathSlotsVersion`, `isTornDown` and `probes` are only
+    // accessed with `mutex` held; `observedMask`, `probeCount` and `nextID` are atomic; `mutex` is destroyed in deinit, when
+    // no one else can reach `self`. The mutex makes every access exclusive, so the dynamic
+    // exclusivity checks (a thread-local access set, on every set of an observed property) are
+    // redundant: `@exclusivity(unchecked)`.
     private let mutex = LockPrimitive()
     @exclusivity(unchecked) private var slots: ContiguousArray<Slot> = []
     /// The storage offsets of this object's `@Observed` properties that have been set while it had a
-    /// registry, with their keys.
+    /// registry and something was waiting to learn them, with their keys.
     @exclusivity(unchecked) private var learnedOffsets: ContiguousArray<(offset: Int, key: AnyKeyPath)> = []
+    /// Changes whenever a slot of kind `.keyPath` is added or removed.
+    @exclusivity(unchecked) private var keyPathSlotsVersion = 0
     @exclusivity(unchecked) private var isTornDown = false
     @exclusivity(unchecked) private var probes: [Probe] = []
+    /// One bit per storage offset class (`_maskBit(forOffset:)`) that may have observers; all bits
+    /// while some observed property's offset is still unknown. Written under the lock (releasing),
+    /// read by setters without it (acquiring).
+    @usableFromInline let observedMask = Atomic<UInt64>(0)
     /// How many registration probes are running on this object, on any thread. The `@Observed`
     /// getter reads it (relaxed) and only takes the lock when it is non-zero.
     @usableFromInline let probeCount = Atomic<Int>(0)
     private let nextID = Atomic<UInt64>(1)
 
     private struct Slot {
-        /// For an `@Observed` property, the storage offset once a set has revealed it; `nil` before,
-        /// and always for a key that is not `@Observed`.
+        enum Kind {
+            /// An `@Observed` property, found by storage offset once a set has revealed it.
+            case storage
+            /// A zero-sized `@Observed` property, found by key path on every set.
+            case zeroSizedStorage
+            /// A key that is not `@Observed`: no setter finds it.
+            case keyPath
+        }
+
+        let kind: Kind
         var offset: Int?
         /// The key: as the declaring class's accessor names it for an `@Observed` property, else the
         /// observed key path.
         let keyPath: AnyKeyPath
-        let isObservedProperty: Bool
         var snapshot: _ObserverSnapshot
-
-        func matches(_ key: _SlotKey) -> Bool {
-            switch key {
-            case .observedProperty(let keyPath): isObservedProperty && _sameKey(self.keyPath, keyPath)
-            case .keyPath(let keyPath): !isObservedProperty && self.keyPath == keyPath
-            }
-        }
     }
 
     private struct Probe {
@@ -63,11 +73,12 @@ final class _ObserverRegistry: @unchecked Sendable {
         var reads: [ProbedRead]
     }
 
-    /// An `@Observed` property read during a probe: its storage offset, the key path its accessor
-    /// received, and the type of its storage (`Observed<Value>`).
+    /// An `@Observed` property read during a probe: the key path its accessor received, the type of
+    /// its storage (`Observed<Value>`), and whether that is zero-sized.
     struct ProbedRead {
         let key: AnyKeyPath
         let storageType: Any.Type
+        let isZeroSized: Bool
     }
 
     init() {}
@@ -82,24 +93,39 @@ final class _ObserverRegistry: @unchecked Sendable {
 
     // MARK: The set path
 
+    /// Whether the property stored at `offset` may have observers; `false` is definite.
+    @inlinable
+    func mayHaveObservers(atOffset offset: Int) -> Bool {
+        observedMask.load(ordering: .acquiring) & _maskBit(forOffset: offset) != 0
+    }
+
     /// The observers of the `@Observed` property stored at `offset`, or `nil` if it has none.
-    /// `key` is called only the first time this object sees `offset`.
+    /// `key` is called only while this object still has to learn which property `offset` is.
     ///
     /// - Complexity: O(*k*) in the number of observed keys of this object, by integer comparison.
     @usableFromInline
     func snapshot(forStorageAt offset: Int, key: () -> AnyKeyPath) -> _ObserverSnapshot? {
         mutex.lock()
-        for index in slots.indices where slots[index].offset == offset {
-            let snapshot = slots[index].snapshot
-            mutex.unlock()
-            return snapshot
+        var needsLearning = false
+        for slot in slots where slot.kind == .storage {
+            if slot.offset == offset {
+                let snapshot = slot.snapshot
+                mutex.unlock()
+                return snapshot
+            }
+            needsLearning = needsLearning || slot.offset == nil
         }
-        if learnedOffsets.contains(where: { $0.offset == offset }) {
-            mutex.unlock()
-            return nil
-        }
+        needsLearning = needsLearning && !learnedOffsets.contains { $0.offset == offset }
         mutex.unlock()
-        return learn(offset: offset, key: key())
+        return needsLearning ? learn(offset: offset, key: key()) : nil
+    }
+
+    /// The observers of a zero-sized `@Observed` property, found by key path.
+    @usableFromInline
+    func snapshot(forZeroSizedKey key: AnyKeyPath) -> _ObserverSnapshot? {
+        mutex.lock()
+        defer { mutex.unlock() }
+        return slots.first { $0.kind == .zeroSizedStorage && _sameKey($0.keyPath, key) }?.snapshot
     }
 
     /// Records which key is stored at `offset`, resolves the slot waiting for it, and returns that
@@ -110,13 +136,27 @@ final class _ObserverRegistry: @unchecked Sendable {
         if !learnedOffsets.contains(where: { $0.offset == offset }) {
             learnedOffsets.append((offset, key))
         }
-        for index in slots.indices where slots[index].isObservedProperty && slots[index].offset == nil {
+        for index in slots.indices where slots[index].kind == .storage && slots[index].offset == nil {
             if _sameKey(slots[index].keyPath, key) {
                 slots[index].offset = offset
+                updateMask()
                 return slots[index].snapshot
             }
         }
         return nil
+    }
+
+    /// Recomputes `observedMask` from the slots. Called with the lock held, after every change.
+    private func updateMask() {
+        var mask: UInt64 = 0
+        for slot in slots where slot.kind == .storage {
+            guard let offset = slot.offset else {
+                mask = .max
+                break
+            }
+            mask |= _maskBit(forOffset: offset)
+        }
+        observedMask.store(mask, ordering: .releasing)
     }
 
     // MARK: Registration
@@ -128,41 +168,69 @@ final class _ObserverRegistry: @unchecked Sendable {
             mutex.unlock()
             return false
         }
-        var old: _ObserverSnapshot?
-        if let index = slots.firstIndex(where: { $0.matches(key) }) {
-            old = slots[index].snapshot
-            var entries = slots[index].snapshot.entries
-            entries.append(entry)
-            slots[index].snapshot = _ObserverSnapshot(entries: entries)
-        } else {
-            let snapshot = _ObserverSnapshot(entries: [entry])
-            switch key {
-            case .observedProperty(let keyPath):
-                let offset = learnedOffsets.first { _sameKey($0.key, keyPath) }?.offset
-                slots.append(Slot(offset: offset, keyPath: keyPath, isObservedProperty: true, snapshot: snapshot))
-            case .keyPath(let keyPath):
-                slots.append(Slot(offset: nil, keyPath: keyPath, isObservedProperty: false, snapshot: snapshot))
+        let index: Int
+        switch key {
+        case .observedProperty(let keyPath, let isZeroSized):
+            // `@Observed` keys are plain property key paths: comparing them runs no user code.
+            let kind: Slot.Kind = isZeroSized ? .zeroSizedStorage : .storage
+            guard let found = slots.firstIndex(where: { $0.kind == kind && _sameKey($0.keyPath, keyPath) }) else {
+                let offset = isZeroSized ? nil : learnedOffsets.first { _sameKey($0.key, keyPath) }?.offset
+                slots.append(Slot(kind: kind, offset: offset, keyPath: keyPath, snapshot: _ObserverSnapshot(entries: [entry])))
+                updateMask()
+                mutex.unlock()
+                return true
             }
+            index = found
+        case .keyPath(let keyPath):
+            guard let found = keyPathSlotIndex(for: keyPath) else {
+                slots.append(Slot(kind: .keyPath, offset: nil, keyPath: keyPath, snapshot: _ObserverSnapshot(entries: [entry])))
+                keyPathSlotsVersion &+= 1
+                mutex.unlock()
+                return true
+            }
+            index = found
         }
+        let old = slots[index].snapshot
+        var entries = old.entries
+        entries.append(entry)
+        slots[index].snapshot = _ObserverSnapshot(entries: entries)
         mutex.unlock()
         withExtendedLifetime(old) {}
         return true
+    }
+
+    /// The index of the slot of a key that is not `@Observed`, equal to `keyPath`. Called and returns
+    /// with the lock held, but compares outside it: a user's key path may have subscript arguments,
+    /// whose `==` is user code. Retries if the set of such slots changed meanwhile.
+    private func keyPathSlotIndex(for keyPath: AnyKeyPath) -> Int? {
+        while true {
+            let version = keyPathSlotsVersion
+            let candidates = slots.filter { $0.kind == .keyPath }.map(\.keyPath)
+            mutex.unlock()
+            let match = candidates.first { $0 == keyPath }
+            mutex.lock()
+            withExtendedLifetime(candidates) {}
+            guard version == keyPathSlotsVersion else { continue }
+            guard let match else { return nil }
+            return slots.firstIndex { $0.kind == .keyPath && $0.keyPath === match }
+        }
     }
 
     /// Removes the registration `id`, if it is still there. After this returns, the entry is inactive:
     /// no delivery to it starts any more.
     func remove(id: UInt64) {
         mutex.lock()
-        var removed: _ObserverEntry?
+        var removedSlot: Slot?
         var oldSnapshot: _ObserverSnapshot?
         search: for slotIndex in slots.indices {
             let entries = slots[slotIndex].snapshot.entries
             for entryIndex in entries.indices where entries[entryIndex].id == id {
-                removed = entries[entryIndex]
+                entries[entryIndex].deactivate()
                 oldSnapshot = slots[slotIndex].snapshot
-                removed!.deactivate()
                 if entries.count == 1 {
-                    slots.remove(at: slotIndex)
+                    removedSlot = slots.remove(at: slotIndex)
+                    if removedSlot?.kind == .keyPath { keyPathSlotsVersion &+= 1 }
+                    updateMask()
                 } else {
                     var remaining = entries
                     remaining.remove(at: entryIndex)
@@ -172,9 +240,9 @@ final class _ObserverRegistry: @unchecked Sendable {
             }
         }
         mutex.unlock()
-        // The handler and what it captured are released here, outside the lock: their deinit may
-        // run user code that registers or invalidates.
-        withExtendedLifetime((removed, oldSnapshot)) {}
+        // The handler, what it captured and the slot's key path are released here, outside the
+        // lock: their deinit may run user code that registers or invalidates.
+        withExtendedLifetime((removedSlot, oldSnapshot)) {}
     }
 
     /// Called once, from the object's deinit: every observer goes quiet and is released.
@@ -183,6 +251,7 @@ final class _ObserverRegistry: @unchecked Sendable {
         isTornDown = true
         let gone = slots
         slots = []
+        updateMask()
         for slot in gone {
             for entry in slot.snapshot.entries { entry.deactivate() }
         }
@@ -220,21 +289,28 @@ final class _ObserverRegistry: @unchecked Sendable {
 
     /// Called by the `@Observed` getter while a probe runs somewhere on this object.
     @usableFromInline
-    func recordRead(key: () -> AnyKeyPath, storageType: Any.Type) {
+    func recordRead(key: () -> AnyKeyPath, storageType: Any.Type, isZeroSized: Bool) {
         let key = key()
         let thread = pthread_self()
         mutex.lock()
         if let index = probes.lastIndex(where: { pthread_equal($0.thread, thread) != 0 }) {
-            probes[index].reads.append(ProbedRead(key: key, storageType: storageType))
+            probes[index].reads.append(ProbedRead(key: key, storageType: storageType, isZeroSized: isZeroSized))
         }
         mutex.unlock()
     }
 }
 
+/// The bit of `_ObserverRegistry.observedMask` for a storage offset. Distinct offsets may share a bit
+/// (then a set takes the lock to find out); an offset's bit is always the same.
+@inlinable
+func _maskBit(forOffset offset: Int) -> UInt64 {
+    1 &<< UInt64(truncatingIfNeeded: (offset &>> 3) & 63)
+}
+
 /// Where a registration goes in the registry.
 enum _SlotKey {
     /// An `@Observed` property, named by the key path its accessor receives.
-    case observedProperty(AnyKeyPath)
+    case observedProperty(AnyKeyPath, isZeroSized: Bool)
     /// A key that is not an `@Observed` property, matched by key-path equality.
     case keyPath(AnyKeyPath)
 }
