@@ -1,4 +1,5 @@
-/// A mistake found at registration that Foundation's KVO makes silently.
+/// A mistake that Foundation's KVO makes silently, found at registration or at a manual
+/// notification.
 ///
 /// Delivered to `KeyValueObservingDiagnostics`; by default printed once to standard error.
 public struct KeyValueObservingDiagnostic: @unchecked Sendable, CustomStringConvertible {
@@ -8,13 +9,20 @@ public struct KeyValueObservingDiagnostic: @unchecked Sendable, CustomStringConv
     public struct Kind: Sendable, Hashable, CustomStringConvertible {
         let name: String
 
-        /// The observed key is not `@Observed` and reads no `@Observed` property: nothing can ever
-        /// notify its observers.
+        /// The observed key is not `@Observed`, not a dependent key and reads no `@Observed`
+        /// property: nothing but manual notification can ever notify its observers.
         public static let unobservableKey = Kind(name: "unobservableKey")
 
-        /// The observed key is computed from `@Observed` properties but is not itself `@Observed`:
+        /// The observed key is computed from `@Observed` properties but declares no dependencies:
         /// changes of its inputs do not notify its observers.
         public static let undeclaredDependencies = Kind(name: "undeclaredDependencies")
+
+        /// The dependency table (`keyPathsAffecting`) has a cycle; the edge that closes it is ignored.
+        public static let dependencyCycle = Kind(name: "dependencyCycle")
+
+        /// `didChangeValue(for:)` without a matching `willChangeValue(for:)` on the same thread, or
+        /// not for the innermost pending key: no notification is sent for it.
+        public static let unbalancedChangeNotification = Kind(name: "unbalancedChangeNotification")
 
         public var description: String { name }
     }
@@ -23,17 +31,20 @@ public struct KeyValueObservingDiagnostic: @unchecked Sendable, CustomStringConv
     public let kind: Kind
     /// The type of the observed object.
     public let objectType: Any.Type
-    /// The key that was observed.
+    /// The key concerned.
     public let keyPath: AnyKeyPath
-    /// The `@Observed` keys the observed key read at registration (empty for `.unobservableKey`), as
-    /// the accessors of their declaring class name them.
+    /// For `.undeclaredDependencies`, the `@Observed` keys the key read, as the accessors of their
+    /// declaring class name them; for `.dependencyCycle`, the keys of the cycle, first key repeated
+    /// at the end; else empty.
     public let reads: [AnyKeyPath]
-    /// The names of the properties in `reads`, in the same order.
+    /// The names of the properties in `reads` (for `.undeclaredDependencies`), in the same order.
     public let readNames: [String]
-    /// The file (`#fileID`) where `observe` was called.
+    /// The file (`#fileID`) of the call that found the mistake.
     public let fileID: String
-    /// The line where `observe` was called.
+    /// The line of the call that found the mistake.
     public let line: UInt
+    /// What was wrong, in words, for kinds whose message is built where they are found.
+    let detail: String?
 
     init(objectType: Any.Type, keyPath: AnyKeyPath, reads: [(AnyKeyPath, String)], fileID: String, line: UInt) {
         self.kind = reads.isEmpty ? .unobservableKey : .undeclaredDependencies
@@ -43,21 +54,59 @@ public struct KeyValueObservingDiagnostic: @unchecked Sendable, CustomStringConv
         self.readNames = reads.map(\.1)
         self.fileID = fileID
         self.line = line
+        self.detail = nil
+    }
+
+    init(dependencyCycle cycle: [AnyKeyPath], objectType: Any.Type, fileID: String, line: UInt) {
+        self.kind = .dependencyCycle
+        self.objectType = objectType
+        self.keyPath = cycle[0]
+        self.reads = cycle
+        self.readNames = []
+        self.fileID = fileID
+        self.line = line
+        self.detail = nil
+    }
+
+    init(kind: Kind, objectType: Any.Type, keyPath: AnyKeyPath, detail: String, fileID: String, line: UInt) {
+        self.kind = kind
+        self.objectType = objectType
+        self.keyPath = keyPath
+        self.reads = []
+        self.readNames = []
+        self.fileID = fileID
+        self.line = line
+        self.detail = detail
     }
 
     /// One line that names the key, the call site and the fix.
     public var message: String {
-        let key = "\(keyPath)".contains("<computed") ? "a key path of type \(type(of: keyPath))" : "\(keyPath)"
+        let key = Self.describe(keyPath)
         let site = "\(fileID):\(line)"
-        if reads.isEmpty {
-            return "\(site): \(key) on \(objectType) is not @Observed and reads no @Observed property, "
-                + "so its observers will never be notified. Fix: declare the property @Observed."
+        switch kind {
+        case .unobservableKey:
+            return "\(site): \(key) on \(objectType) is not @Observed, not declared in keyPathsAffecting and reads "
+                + "no @Observed property, so only manual notification (willChangeValue/didChangeValue) can notify "
+                + "its observers. Fix: declare the property @Observed."
+        case .undeclaredDependencies:
+            let inputs = readNames.map { "`\($0)`" }.joined(separator: ", ")
+            return "\(site): \(key) on \(objectType) is computed: it reads \(inputs) but declares no dependencies, "
+                + "so changes of \(readNames.count == 1 ? "that input" : "those inputs") do not notify its observers. "
+                + "Fix: list them in `override class var keyPathsAffecting` "
+                + "([\\\(objectType).<key>: [\(readNames.map { "\\\(objectType).\($0)" }.joined(separator: ", "))]])."
+        case .dependencyCycle:
+            let cycle = reads.map(Self.describe).joined(separator: " → ")
+            return "\(site): keyPathsAffecting of \(objectType) has a dependency cycle: \(cycle). "
+                + "The edge back to the first key is ignored. Fix: remove one of these dependencies."
+        default:
+            return "\(site): \(key) on \(objectType): \(detail ?? kind.description)"
         }
-        let inputs = readNames.map { "`\($0)`" }.joined(separator: ", ")
-        return "\(site): \(key) on \(objectType) is computed: it reads \(inputs) but is not itself @Observed, "
-            + "so changes of \(readNames.count == 1 ? "that input" : "those inputs") do not notify its observers. "
-            + "Fix: observe \(inputs) instead, or store the value in an @Observed property."
     }
 
     public var description: String { message }
+
+    /// A key path as the runtime describes it, or its type where the runtime has no name for it.
+    static func describe(_ keyPath: AnyKeyPath) -> String {
+        "\(keyPath)".contains("<computed") ? "a key path of type \(type(of: keyPath))" : "\(keyPath)"
+    }
 }

@@ -98,8 +98,10 @@ struct _Registration {
 
     @usableFromInline
     func finish(adding entry: _ObserverEntry) -> KeyValueObservation {
-        let added = registry.add(entry, for: route.slot)
-        precondition(added, "KeyValueObserving: an object cannot be deallocated while it registers an observer")
+        for slot in route.slots {
+            let added = registry.add(entry, for: slot)
+            precondition(added, "KeyValueObserving: an object cannot be deallocated while it registers an observer")
+        }
         return KeyValueObservation(registry: registry, id: id)
     }
 }

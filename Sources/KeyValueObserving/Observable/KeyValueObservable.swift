@@ -30,6 +30,32 @@ open class KeyValueObservable {
 
     public init() {}
 
+    /// The computed keys of this class and, for each, the keys its value is computed from (the
+    /// `keyPathsForValuesAffecting<Key>` of Foundation, as one typed table).
+    ///
+    /// Observers of a computed key are notified whenever one of its inputs changes, with the value
+    /// computed before the change as `oldValue` (and in `.prior` notifications) and after it as
+    /// `newValue`. Inputs may themselves be computed keys listed here (they are expanded, and a cycle
+    /// is reported through `KeyValueObservingDiagnostics`). Each class's table is merged with its
+    /// superclasses' tables, so an override need not repeat them.
+    ///
+    /// ```swift
+    /// final class Contact: KeyValueObservable {
+    ///     @Observed var givenName = "Ada"
+    ///     @Observed var familyName = "Lovelace"
+    ///     var sortName: String { "\(familyName), \(givenName)" }
+    ///
+    ///     override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+    ///         [\Contact.sortName: [\Contact.givenName, \Contact.familyName]]
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// Key-path literals make a renamed property a compile error, unlike Foundation's string names.
+    open class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [:]
+    }
+
     deinit {
         if let registry = _kvoRegistry.load(ordering: .acquiring) {
             registry.takeRetainedValue().tearDown()

@@ -2,12 +2,14 @@
 enum _ObservationRoute {
     /// An `@Observed` property of the object: values come from the setter.
     case direct(_SlotKey)
-    /// Any other key: values are read through the observer's key path around changes of the slot.
-    case throughKeyPath(_SlotKey)
+    /// Any other key: values are read through the observer's key path around changes of any of the
+    /// slots (a dependent key has one slot per `@Observed` input).
+    case throughKeyPath([_SlotKey])
 
-    var slot: _SlotKey {
+    var slots: [_SlotKey] {
         switch self {
-        case .direct(let slot), .throughKeyPath(let slot): slot
+        case .direct(let slot): [slot]
+        case .throughKeyPath(let slots): slots
         }
     }
 
@@ -26,9 +28,16 @@ enum _ObservationRoute {
         if let isZeroSized = _ObservedKeyCache.isZeroSized(keyPath) {
             return .direct(.observedProperty(keyPath, isZeroSized: isZeroSized))
         }
+        let table = _DependencyTable.merged(for: type(of: object))
+        if table[keyPath] != nil {
+            return .throughKeyPath(dependencySlots(of: keyPath, in: table, object: object, fileID: fileID, line: line))
+        }
         var reads: [_ObserverRegistry.ProbedRead] = []
         for read in registry.probe({ _ = object[keyPath: keyPath] }) where !reads.contains(where: { _sameKey($0.key, read.key) }) {
             reads.append(read)
+        }
+        if !reads.isEmpty, let inherited = inheritedDependentKey(matching: keyPath, reads: reads, in: table, object: object) {
+            return .throughKeyPath(dependencySlots(of: inherited, in: table, object: object, fileID: fileID, line: line))
         }
         if reads.count == 1 {
             let read = reads[0]
@@ -51,7 +60,7 @@ enum _ObservationRoute {
                 // only that property, with its type). A read-only one may be the property seen from
                 // outside a `private(set)`, or a computed property: reading through the observer's
                 // own key path delivers the right values for both.
-                return keyPath is ReferenceWritableKeyPath<Root, Value> ? .direct(slot) : .throughKeyPath(slot)
+                return keyPath is ReferenceWritableKeyPath<Root, Value> ? .direct(slot) : .throughKeyPath([slot])
             }
         }
         KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
@@ -61,7 +70,83 @@ enum _ObservationRoute {
             fileID: fileID,
             line: line
         ))
-        return .throughKeyPath(.keyPath(keyPath))
+        return .throughKeyPath([.keyPath(keyPath)])
+    }
+
+    /// The slots whose changes affect the dependent key `keyPath`: those of the `@Observed`
+    /// properties its declared inputs read, expanding inputs that are dependent keys themselves.
+    /// An input that reads no `@Observed` property contributes its own slot, for manual
+    /// notification. A cycle is reported and cut.
+    private static func dependencySlots<Root: KeyValueObservable>(
+        of keyPath: AnyKeyPath,
+        in table: [AnyKeyPath: [AnyKeyPath]],
+        object: Root,
+        fileID: String,
+        line: UInt
+    ) -> [_SlotKey] {
+        var slots: [_SlotKey] = []
+        var expanded: [AnyKeyPath] = []
+        func add(_ slot: _SlotKey) {
+            if !slots.contains(where: { $0.isSame(as: slot) }) { slots.append(slot) }
+        }
+        func expand(_ key: AnyKeyPath, path: [AnyKeyPath]) {
+            if let cycleStart = path.firstIndex(of: key) {
+                KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
+                    dependencyCycle: Array(path[cycleStart...]) + [key],
+                    objectType: type(of: object),
+                    fileID: fileID,
+                    line: line
+                ))
+                return
+            }
+            guard !expanded.contains(key) else { return }
+            expanded.append(key)
+            if let inputs = table[key] {
+                for input in inputs { expand(input, path: path + [key]) }
+                if !path.isEmpty { add(.keyPath(key)) }
+                return
+            }
+            let reads = registry(of: object).probe { _ = object[keyPath: key] }
+            if reads.isEmpty {
+                add(.keyPath(key))
+            }
+            for read in reads {
+                add(.observedProperty(read.key, isZeroSized: read.isZeroSized))
+            }
+        }
+        expand(keyPath, path: [])
+        // The dependent key's own slot too, so that `willChangeValue`/`didChangeValue(for:)` on it
+        // reach its observers.
+        add(.keyPath(keyPath))
+        return slots
+    }
+
+    /// A dependent key declared by a superclass (`\Superclass.key`) that `keyPath` (`\Subclass.key`)
+    /// stands for: same value type, and reading the same `@Observed` properties. (The runtime cannot
+    /// compare the two key paths; a different computed property with that type and those inputs
+    /// would be served by the same dependencies, which are then the right ones for it too.)
+    private static func inheritedDependentKey<Root: KeyValueObservable>(
+        matching keyPath: AnyKeyPath,
+        reads: [_ObserverRegistry.ProbedRead],
+        in table: [AnyKeyPath: [AnyKeyPath]],
+        object: Root
+    ) -> AnyKeyPath? {
+        for candidate in table.keys where isInherited(candidate, by: keyPath) {
+            var candidateReads: [_ObserverRegistry.ProbedRead] = []
+            for read in registry(of: object).probe({ _ = object[keyPath: candidate] })
+            where !candidateReads.contains(where: { _sameKey($0.key, read.key) }) {
+                candidateReads.append(read)
+            }
+            if candidateReads.count == reads.count,
+               zip(candidateReads, reads).allSatisfy({ _sameKey($0.key, $1.key) }) {
+                return candidate
+            }
+        }
+        return nil
+    }
+
+    private static func registry(of object: KeyValueObservable) -> _ObserverRegistry {
+        object._registryCreatingIfNeeded()
     }
 
     private static func isInherited(_ read: AnyKeyPath, by keyPath: AnyKeyPath) -> Bool {

@@ -220,29 +220,34 @@ final class _ObserverRegistry: @unchecked Sendable {
     /// no delivery to it starts any more.
     func remove(id: UInt64) {
         mutex.lock()
-        var removedSlot: Slot?
-        var oldSnapshot: _ObserverSnapshot?
-        search: for slotIndex in slots.indices {
+        // An entry of a dependent key sits in one slot per input.
+        var removedSlots: [Slot] = []
+        var oldSnapshots: [_ObserverSnapshot] = []
+        var slotIndex = slots.startIndex
+        while slotIndex < slots.endIndex {
             let entries = slots[slotIndex].snapshot.entries
-            for entryIndex in entries.indices where entries[entryIndex].id == id {
-                entries[entryIndex].deactivate()
-                oldSnapshot = slots[slotIndex].snapshot
-                if entries.count == 1 {
-                    removedSlot = slots.remove(at: slotIndex)
-                    if removedSlot?.kind == .keyPath { keyPathSlotsVersion &+= 1 }
-                    updateMask()
-                } else {
-                    var remaining = entries
-                    remaining.remove(at: entryIndex)
-                    slots[slotIndex].snapshot = _ObserverSnapshot(entries: remaining)
-                }
-                break search
+            guard let entryIndex = entries.firstIndex(where: { $0.id == id }) else {
+                slotIndex += 1
+                continue
+            }
+            entries[entryIndex].deactivate()
+            oldSnapshots.append(slots[slotIndex].snapshot)
+            if entries.count == 1 {
+                let removed = slots.remove(at: slotIndex)
+                if removed.kind == .keyPath { keyPathSlotsVersion &+= 1 }
+                removedSlots.append(removed)
+            } else {
+                var remaining = entries
+                remaining.remove(at: entryIndex)
+                slots[slotIndex].snapshot = _ObserverSnapshot(entries: remaining)
+                slotIndex += 1
             }
         }
+        if !removedSlots.isEmpty { updateMask() }
         mutex.unlock()
-        // The handler, what it captured and the slot's key path are released here, outside the
+        // The handler, what it captured and the slots' key paths are released here, outside the
         // lock: their deinit may run user code that registers or invalidates.
-        withExtendedLifetime((removedSlot, oldSnapshot)) {}
+        withExtendedLifetime((removedSlots, oldSnapshots)) {}
     }
 
     /// Called once, from the object's deinit: every observer goes quiet and is released.
@@ -313,6 +318,16 @@ enum _SlotKey {
     case observedProperty(AnyKeyPath, isZeroSized: Bool)
     /// A key that is not an `@Observed` property, matched by key-path equality.
     case keyPath(AnyKeyPath)
+}
+
+extension _SlotKey {
+    func isSame(as other: _SlotKey) -> Bool {
+        switch (self, other) {
+        case (.observedProperty(let a, let zeroA), .observedProperty(let b, let zeroB)): zeroA == zeroB && _sameKey(a, b)
+        case (.keyPath(let a), .keyPath(let b)): _sameKey(a, b)
+        default: false
+        }
+    }
 }
 
 /// Whether two keys name the same property: the same object for uniqued key-path literals, else

@@ -1,0 +1,215 @@
+import KeyValueObserving
+import Testing
+
+final class Contact: KeyValueObservable {
+    @Observed var givenName = "Ada"
+    @Observed var familyName = "Lovelace"
+    var sortName: String { "\(familyName), \(givenName)" }
+    var displayName: String { "\(givenName) \(familyName)" }
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\Contact.sortName: [\Contact.givenName, \Contact.familyName]]
+    }
+}
+
+/// Transitive: `label` depends on `sortName`'s inputs through `sortName`, and on `title`.
+class Employee: KeyValueObservable {
+    @Observed var givenName = "Grace"
+    @Observed var familyName = "Hopper"
+    @Observed var title = "Rear Admiral"
+    var fullName: String { "\(givenName) \(familyName)" }
+    var label: String { "\(title) \(fullName)" }
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [
+            \Employee.fullName: [\Employee.givenName, \Employee.familyName],
+            \Employee.label: [\Employee.title, \Employee.fullName],
+        ]
+    }
+}
+
+/// A subclass adds a dependent key of its own without repeating its superclass's table.
+final class Manager: Employee {
+    @Observed var reports = 0
+    var summary: String { "\(fullName) (\(reports))" }
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\Manager.summary: [\Manager.reports, \Employee.fullName]]
+    }
+}
+
+final class Loop: KeyValueObservable {
+    @Observed var seed = 1
+    var a: Int { seed }
+    var b: Int { seed * 2 }
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\Loop.a: [\Loop.b, \Loop.seed], \Loop.b: [\Loop.a]]
+    }
+}
+
+@Suite("Dependent keys")
+struct DependentKeyTests {
+    private func diagnostics(_ body: () -> Void) -> [KeyValueObservingDiagnostic] {
+        let collected = Locked<[KeyValueObservingDiagnostic]>([])
+        KeyValueObservingDiagnostics.withHandler({ collected.append($0) }, operation: body)
+        return collected.current
+    }
+
+    @Test func theContactScenario() {
+        let contact = Contact()
+        let sortNames = Locked<[String?]>([])
+        let displayNames = Locked<[String?]>([])
+        var tokens: [KeyValueObservation] = []
+        let line: UInt = #line + 4
+        let reported = diagnostics {
+            tokens.append(contact.observe(\.sortName, options: [.initial, .new]) { _, change in sortNames.append(change.newValue) })
+            tokens.append(
+                contact.observe(\.displayName, options: [.initial, .new]) { _, change in displayNames.append(change.newValue) }
+            )
+        }
+        contact.givenName = "Grace"
+        contact.familyName = "Hopper"
+        #expect(sortNames.current == ["Lovelace, Ada", "Lovelace, Grace", "Hopper, Grace"])
+        #expect(displayNames.current == ["Ada Lovelace"])
+        #expect(reported.count == 1)
+        let diagnostic = reported.first
+        #expect(diagnostic?.kind == .undeclaredDependencies)
+        #expect(diagnostic?.keyPath == \Contact.displayName)
+        #expect(diagnostic?.line == line)
+        #expect(diagnostic?.readNames == ["givenName", "familyName"])
+        #expect(diagnostic?.message.contains("reads `givenName`, `familyName` but declares no dependencies") == true)
+        #expect(diagnostic?.message.contains("keyPathsAffecting") == true)
+        tokens.forEach { $0.invalidate() }
+    }
+
+    @Test func oldAndPriorCarryTheValueComputedBeforeTheChange() {
+        let contact = Contact()
+        let log = Locked<[String]>([])
+        let token = contact.observe(\.sortName, options: [.prior, .old, .new]) { contact, change in
+            log.append("\(change.isPrior ? "prior" : "after") old=\(change.oldValue ?? "-") new=\(change.newValue ?? "-") given=\(contact.givenName)")
+        }
+        contact.givenName = "Grace"
+        #expect(log.current == [
+            "prior old=Lovelace, Ada new=- given=Ada",
+            "after old=Lovelace, Ada new=Lovelace, Grace given=Grace",
+        ])
+        token.invalidate()
+    }
+
+    @Test func eachChangeOfAnInputNotifiesOnce() {
+        let contact = Contact()
+        let calls = Counter(0)
+        let token = contact.observe(\.sortName) { _, _ in calls.increment() }
+        contact.givenName = "A"
+        contact.givenName = "A"
+        contact.familyName = "B"
+        #expect(calls.current == 3)
+        token.invalidate()
+        contact.givenName = "C"
+        #expect(calls.current == 3)
+        #expect(contact.observedKeyPaths.isEmpty)
+    }
+
+    @Test func dependenciesAreTransitive() {
+        let employee = Employee()
+        let labels = Locked<[String?]>([])
+        let token = employee.observe(\.label, options: [.new]) { _, change in labels.append(change.newValue) }
+        employee.givenName = "Amazing"
+        employee.title = "Admiral"
+        #expect(labels.current == ["Rear Admiral Amazing Hopper", "Admiral Amazing Hopper"])
+        token.invalidate()
+    }
+
+    @Test func subclassTablesMergeWithTheSuperclasss() {
+        let manager = Manager()
+        let log = Locked<[String]>([])
+        let summary = manager.observe(\.summary, options: [.new]) { _, change in log.append(change.newValue!) }
+        // `fullName` is declared in `Employee`'s table only.
+        let fullName = manager.observe(\.fullName, options: [.new]) { _, change in log.append(change.newValue!) }
+        manager.reports = 3
+        manager.familyName = "Brewster"
+        #expect(log.current == ["Grace Hopper (3)", "Grace Brewster (3)", "Grace Brewster"])
+        summary.invalidate()
+        fullName.invalidate()
+    }
+
+    @Test func aDependencyCycleIsReportedNamingItsKeysAndCut() {
+        let loop = Loop()
+        let values = Locked<[Int?]>([])
+        var token: KeyValueObservation?
+        let reported = diagnostics {
+            token = loop.observe(\.a, options: [.new]) { _, change in values.append(change.newValue) }
+        }
+        #expect(reported.map(\.kind) == [.dependencyCycle])
+        #expect(reported.first?.reads == [\Loop.a, \Loop.b, \Loop.a])
+        #expect(reported.first?.message.contains("dependency cycle") == true)
+        // The rest of the table still works: `a` depends on `seed`.
+        loop.seed = 5
+        #expect(values.current == [5])
+        token?.invalidate()
+    }
+
+    @Test func observersOfInputsAndOfTheDependentKeyAreCalledInRegistrationOrder() {
+        let contact = Contact()
+        let order = Locked<[String]>([])
+        let a = contact.observe(\.givenName) { _, _ in order.append("given") }
+        let b = contact.observe(\.sortName) { _, _ in order.append("sort") }
+        let c = contact.observe(\.givenName) { _, _ in order.append("given 2") }
+        contact.givenName = "X"
+        #expect(order.current == ["given", "sort", "given 2"])
+        [a, b, c].forEach { $0.invalidate() }
+    }
+
+    @Test func inputsChangedFromManyThreadsWhileObserversComeAndGo() {
+        let pool = Locked<[KeyValueObservation]>([])
+        let deliveries = Counter(0)
+        let wrong = Locked<[String]>([])
+        let observersDone = Counter(0)
+        let contacts = (0..<4).map { _ in UncheckedBox(Contact()) }
+        // First reads of each key before the threads start (see the core stress test).
+        for box in contacts {
+            box.value.observe(\.sortName) { _, _ in }.invalidate()
+        }
+        // Threads 0–3 each own one contact's names; threads 4–7 register and invalidate observers.
+        TestThread.run(8) { me in
+            let contact = contacts[me % 4].value
+            if me < 4 {
+                var step = 0
+                while observersDone.current < 4 {
+                    step += 1
+                    if step % 2 == 0 { contact.givenName = "g\(step)" } else { contact.familyName = "f\(step)" }
+                }
+                return
+            }
+            for step in 0..<2_000 {
+                if step % 3 == 0 {
+                    pool.append(contact.observe(\.sortName, options: [.old, .new]) { contact, change in
+                        deliveries.increment()
+                        // Delivered on the setting thread, right after the store.
+                        if change.newValue != contact.sortName || change.oldValue == change.newValue {
+                            wrong.append("\(String(describing: change.oldValue)) → \(String(describing: change.newValue))")
+                        }
+                    })
+                } else {
+                    pool.withLock { $0.isEmpty ? nil : $0.removeFirst() }?.invalidate()
+                }
+            }
+            observersDone.increment()
+        }
+        pool.withLock { tokens in tokens.forEach { $0.invalidate() }; tokens = [] }
+        #expect(contacts.allSatisfy { $0.value.observedKeyPaths.isEmpty })
+        #expect(deliveries.current > 0)
+        #expect(wrong.current == [])
+    }
+}
+
+/// Hands a non-`Sendable` object to threads that each use it under the test's own discipline.
+struct UncheckedBox<Value>: @unchecked Sendable {
+    // Invariant: each test documents which thread touches which part of `value`.
+    let value: Value
+
+    init(_ value: Value) {
+        self.value = value
+    }
+}
