@@ -87,7 +87,8 @@ public struct KeyValueObservingDiagnostic: @unchecked Sendable, CustomStringConv
         case .unobservableKey:
             return "\(site): \(key) on \(objectType) is not @Observed, not declared in keyPathsAffecting and reads "
                 + "no @Observed property, so only manual notification (willChangeValue/didChangeValue) can notify "
-                + "its observers. Fix: declare the property @Observed."
+                + "its observers. Fix: declare the property @Observed, or, if the class notifies it itself, return "
+                + "false from automaticallyNotifiesObservers(for:) for it."
         case .undeclaredDependencies:
             let inputs = readNames.map { "`\($0)`" }.joined(separator: ", ")
             return "\(site): \(key) on \(objectType) is computed: it reads \(inputs) but declares no dependencies, "

@@ -66,6 +66,8 @@ struct _Registration {
     @usableFromInline let registry: _ObserverRegistry
     @usableFromInline let id: UInt64
     let route: _ObservationRoute
+    /// For each slot of `route`, `automaticallyNotifiesObservers(for:)` of its key.
+    let notifiesAutomatically: [Bool]
 
     @usableFromInline
     var isDirect: Bool {
@@ -83,7 +85,11 @@ struct _Registration {
     ) -> _Registration {
         let registry = object._registryCreatingIfNeeded()
         let route = _ObservationRoute.find(for: keyPath, of: object, in: registry, fileID: fileID, line: line)
-        return _Registration(registry: registry, id: registry.makeID(), route: route)
+        let type = Swift.type(of: object)
+        let automatic = route.slots.map { slot in
+            if case .observedProperty(let key, _) = slot { type.automaticallyNotifiesObservers(for: key) } else { true }
+        }
+        return _Registration(registry: registry, id: registry.makeID(), route: route, notifiesAutomatically: automatic)
     }
 
     @usableFromInline
@@ -98,8 +104,8 @@ struct _Registration {
 
     @usableFromInline
     func finish(adding entry: _ObserverEntry) -> KeyValueObservation {
-        for slot in route.slots {
-            let added = registry.add(entry, for: slot)
+        for (slot, automatic) in zip(route.slots, notifiesAutomatically) {
+            let added = registry.add(entry, for: slot, notifiesAutomatically: automatic)
             precondition(added, "KeyValueObserving: an object cannot be deallocated while it registers an observer")
         }
         return KeyValueObservation(registry: registry, id: id)

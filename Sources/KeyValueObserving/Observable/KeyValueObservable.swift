@@ -56,6 +56,23 @@ open class KeyValueObservable {
         [:]
     }
 
+    /// Whether setting the `@Observed` property `key` notifies its observers by itself (`true`, the
+    /// default). Return `false` for a key whose changes the class reports itself, with
+    /// `willChangeValue(for:)` and `didChangeValue(for:)`, for example only when the value really
+    /// changed.
+    ///
+    /// ```swift
+    /// override class func automaticallyNotifiesObservers(for key: AnyKeyPath) -> Bool {
+    ///     key == \Account.balance ? false : super.automaticallyNotifiesObservers(for: key)
+    /// }
+    /// ```
+    ///
+    /// `key` is the key path of the declaring class (`\Superclass.property` for an inherited
+    /// property). It is asked when an observer first registers for the key on an object.
+    open class func automaticallyNotifiesObservers(for key: AnyKeyPath) -> Bool {
+        true
+    }
+
     deinit {
         if let registry = _kvoRegistry.load(ordering: .acquiring) {
             registry.takeRetainedValue().tearDown()

@@ -105,7 +105,7 @@ public struct Observed<Value> {
         } else {
             found = nil
         }
-        guard let snapshot = found else {
+        guard let snapshot = found, snapshot.notifiesAutomatically else {
             storage.pointee._value = newValue
             return
         }

@@ -63,13 +63,17 @@ enum _ObservationRoute {
                 return keyPath is ReferenceWritableKeyPath<Root, Value> ? .direct(slot) : .throughKeyPath([slot])
             }
         }
-        KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
-            objectType: type(of: object),
-            keyPath: keyPath,
-            reads: reads.map { ($0.key, _propertyName(of: $0, in: object)) },
-            fileID: fileID,
-            line: line
-        ))
+        // A key the class declares it notifies itself (`automaticallyNotifiesObservers(for:)` returns
+        // false) is no mistake.
+        if type(of: object).automaticallyNotifiesObservers(for: keyPath) {
+            KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
+                objectType: type(of: object),
+                keyPath: keyPath,
+                reads: reads.map { ($0.key, _propertyName(of: $0, in: object)) },
+                fileID: fileID,
+                line: line
+            ))
+        }
         return .throughKeyPath([.keyPath(keyPath)])
     }
 
@@ -149,7 +153,7 @@ enum _ObservationRoute {
         object._registryCreatingIfNeeded()
     }
 
-    private static func isInherited(_ read: AnyKeyPath, by keyPath: AnyKeyPath) -> Bool {
+    static func isInherited(_ read: AnyKeyPath, by keyPath: AnyKeyPath) -> Bool {
         guard type(of: read).valueType == type(of: keyPath).valueType,
               let declaring = type(of: read).rootType as? AnyClass,
               let observing = type(of: keyPath).rootType as? AnyClass,

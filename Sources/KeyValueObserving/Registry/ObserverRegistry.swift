@@ -27,7 +27,8 @@ import Musl
 /// (which may call a subscript argument's `==`) outside it.
 @usableFromInline
 final class _ObserverRegistry: @unchecked Sendable {
-    // Invariant: `slots`, `learnedOffsets`, `keyPathSlotsVersion`, `isTornDown` and `probes` are only
+    // Invariant: `slots`, `learnedOffsets`, `keyPathSlotsVersion`, `isTornDown`, `probes` and
+    // `pendingChanges` are only
     // accessed with `mutex` held; `observedMask`, `probeCount` and `nextID` are atomic; `mutex` is destroyed in deinit, when
     // no one else can reach `self`. The mutex makes every access exclusive, so the dynamic
     // exclusivity checks (a thread-local access set, on every set of an observed property) are
@@ -41,6 +42,8 @@ final class _ObserverRegistry: @unchecked Sendable {
     @exclusivity(unchecked) private var keyPathSlotsVersion = 0
     @exclusivity(unchecked) private var isTornDown = false
     @exclusivity(unchecked) private var probes: [Probe] = []
+    /// `willChangeValue(for:)` calls waiting for their `didChangeValue(for:)`, per thread, innermost last.
+    @exclusivity(unchecked) private var pendingChanges: [PendingChange] = []
     /// One bit per storage offset class (`_maskBit(forOffset:)`) that may have observers; all bits
     /// while some observed property's offset is still unknown. Written under the lock (releasing),
     /// read by setters without it (acquiring).
@@ -66,6 +69,16 @@ final class _ObserverRegistry: @unchecked Sendable {
         /// observed key path.
         let keyPath: AnyKeyPath
         var snapshot: _ObserverSnapshot
+    }
+
+    /// A manual change announced by `willChangeValue(for:)`: the observers it will notify, and what
+    /// they need from before the change.
+    struct PendingChange {
+        let thread: pthread_t
+        let keyPath: AnyKeyPath
+        let snapshots: [_ObserverSnapshot]
+        let oldValue: Any?
+        let pending: [ContiguousArray<Any?>?]
     }
 
     private struct Probe {
@@ -162,7 +175,7 @@ final class _ObserverRegistry: @unchecked Sendable {
     // MARK: Registration
 
     /// Adds `entry` to the observers of `key`. Returns `false` if the object is already gone.
-    func add(_ entry: _ObserverEntry, for key: _SlotKey) -> Bool {
+    func add(_ entry: _ObserverEntry, for key: _SlotKey, notifiesAutomatically: Bool = true) -> Bool {
         mutex.lock()
         guard !isTornDown else {
             mutex.unlock()
@@ -175,7 +188,8 @@ final class _ObserverRegistry: @unchecked Sendable {
             let kind: Slot.Kind = isZeroSized ? .zeroSizedStorage : .storage
             guard let found = slots.firstIndex(where: { $0.kind == kind && _sameKey($0.keyPath, keyPath) }) else {
                 let offset = isZeroSized ? nil : learnedOffsets.first { _sameKey($0.key, keyPath) }?.offset
-                slots.append(Slot(kind: kind, offset: offset, keyPath: keyPath, snapshot: _ObserverSnapshot(entries: [entry])))
+                let snapshot = _ObserverSnapshot(entries: [entry], notifiesAutomatically: notifiesAutomatically)
+                slots.append(Slot(kind: kind, offset: offset, keyPath: keyPath, snapshot: snapshot))
                 updateMask()
                 mutex.unlock()
                 return true
@@ -183,7 +197,8 @@ final class _ObserverRegistry: @unchecked Sendable {
             index = found
         case .keyPath(let keyPath):
             guard let found = keyPathSlotIndex(for: keyPath) else {
-                slots.append(Slot(kind: .keyPath, offset: nil, keyPath: keyPath, snapshot: _ObserverSnapshot(entries: [entry])))
+                let snapshot = _ObserverSnapshot(entries: [entry], notifiesAutomatically: notifiesAutomatically)
+                slots.append(Slot(kind: .keyPath, offset: nil, keyPath: keyPath, snapshot: snapshot))
                 keyPathSlotsVersion &+= 1
                 mutex.unlock()
                 return true
@@ -193,7 +208,7 @@ final class _ObserverRegistry: @unchecked Sendable {
         let old = slots[index].snapshot
         var entries = old.entries
         entries.append(entry)
-        slots[index].snapshot = _ObserverSnapshot(entries: entries)
+        slots[index].snapshot = _ObserverSnapshot(entries: entries, notifiesAutomatically: old.notifiesAutomatically)
         mutex.unlock()
         withExtendedLifetime(old) {}
         return true
@@ -239,7 +254,10 @@ final class _ObserverRegistry: @unchecked Sendable {
             } else {
                 var remaining = entries
                 remaining.remove(at: entryIndex)
-                slots[slotIndex].snapshot = _ObserverSnapshot(entries: remaining)
+                slots[slotIndex].snapshot = _ObserverSnapshot(
+                    entries: remaining,
+                    notifiesAutomatically: slots[slotIndex].snapshot.notifiesAutomatically
+                )
                 slotIndex += 1
             }
         }
@@ -262,6 +280,44 @@ final class _ObserverRegistry: @unchecked Sendable {
         }
         mutex.unlock()
         withExtendedLifetime(gone) {}
+    }
+
+    // MARK: Manual notification
+
+    /// The observers of `key` now, or `nil` if it has none.
+    func snapshot(for key: _SlotKey) -> _ObserverSnapshot? {
+        mutex.lock()
+        defer { mutex.unlock() }
+        switch key {
+        case .observedProperty(let keyPath, let isZeroSized):
+            let kind: Slot.Kind = isZeroSized ? .zeroSizedStorage : .storage
+            return slots.first { $0.kind == kind && _sameKey($0.keyPath, keyPath) }?.snapshot
+        case .keyPath(let keyPath):
+            return keyPathSlotIndex(for: keyPath).map { slots[$0].snapshot }
+        }
+    }
+
+    func pushPendingChange(_ change: PendingChange) {
+        mutex.lock()
+        pendingChanges.append(change)
+        mutex.unlock()
+    }
+
+    /// The innermost pending change of this thread, left in place.
+    func innermostPendingChange() -> PendingChange? {
+        let thread = pthread_self()
+        mutex.lock()
+        defer { mutex.unlock() }
+        return pendingChanges.last { pthread_equal($0.thread, thread) != 0 }
+    }
+
+    /// Removes the innermost pending change of this thread (the one `innermostPendingChange()` returned).
+    func popPendingChange() {
+        let thread = pthread_self()
+        mutex.lock()
+        let removed = pendingChanges.lastIndex { pthread_equal($0.thread, thread) != 0 }.map { pendingChanges.remove(at: $0) }
+        mutex.unlock()
+        withExtendedLifetime(removed) {}
     }
 
     // MARK: Introspection

@@ -15,8 +15,13 @@ final class _ObserverSnapshot: @unchecked Sendable {
     /// Some indirect entry needs its value before the change (`.old` or `.prior`).
     @usableFromInline let indirectNeedsWillChange: Bool
 
-    init(entries: ContiguousArray<_ObserverEntry>) {
+    /// `false` when the class turned automatic notification off for this key
+    /// (`automaticallyNotifiesObservers(for:)`): sets do not notify, only `didChangeValue(for:)` does.
+    @usableFromInline let notifiesAutomatically: Bool
+
+    init(entries: ContiguousArray<_ObserverEntry>, notifiesAutomatically: Bool) {
         self.entries = entries
+        self.notifiesAutomatically = notifiesAutomatically
         var needsOld = false
         var needsPrior = false
         var hasIndirect = false
