@@ -1,3 +1,11 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
 extension KeyValueObservableProtocol where Self: KeyValueObservable {
     /// Observes the property at `keyPath`: `changeHandler` runs synchronously, on the thread that made
     /// the change, after every assignment (equal values included), in registration order.
@@ -66,6 +74,8 @@ struct _Registration {
     @usableFromInline let registry: _ObserverRegistry
     @usableFromInline let id: UInt64
     let route: _ObservationRoute
+    /// The observed object, for the chains of dependent keys.
+    let object: KeyValueObservable
     /// For each slot of `route`, `automaticallyNotifiesObservers(for:)` of its key.
     let notifiesAutomatically: [Bool]
 
@@ -89,7 +99,7 @@ struct _Registration {
         let automatic = route.slots.map { slot in
             if case .observedProperty(let key, _) = slot { type.automaticallyNotifiesObservers(for: key) } else { true }
         }
-        return _Registration(registry: registry, id: registry.makeID(), route: route, notifiesAutomatically: automatic)
+        return _Registration(registry: registry, id: registry.makeID(), route: route, object: object, notifiesAutomatically: automatic)
     }
 
     @usableFromInline
@@ -108,6 +118,25 @@ struct _Registration {
             let added = registry.add(entry, for: slot, notifiesAutomatically: automatic)
             precondition(added, "KeyValueObserving: an object cannot be deallocated while it registers an observer")
         }
-        return KeyValueObservation(registry: registry, id: id)
+        let chains = route.chains.map { steps in
+            // Announcements of one chain nest per thread, like `willChangeValue`/`didChangeValue`.
+            let pending = _Locked<[(thread: pthread_t, old: Any?)]>([])
+            return _ChainObserver(
+                root: object,
+                segments: steps.map(_ChainSegment.property),
+                willChange: { root in
+                    let old = entry.willChange(root)
+                    pending.withLock { $0.append((pthread_self(), old)) }
+                },
+                didChange: { root in
+                    let thread = pthread_self()
+                    let old = pending.withLock { stack in
+                        stack.lastIndex { pthread_equal($0.thread, thread) != 0 }.map { stack.remove(at: $0).old } ?? nil
+                    }
+                    entry.didChange(root, old: old)
+                }
+            )
+        }
+        return KeyValueObservation(registry: registry, id: id, parts: chains)
     }
 }

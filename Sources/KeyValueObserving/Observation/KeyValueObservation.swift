@@ -17,10 +17,14 @@
 public final class KeyValueObservation: Sendable {
     private let registry: _ObserverRegistry?
     private let id: UInt64
+    /// What else ends with this observation: the chain observers of a key-path chain or of a
+    /// dependent key with chained inputs.
+    private let parts: [_ChainObserver]
 
-    init(registry: _ObserverRegistry?, id: UInt64) {
+    init(registry: _ObserverRegistry?, id: UInt64, parts: [_ChainObserver] = []) {
         self.registry = registry
         self.id = id
+        self.parts = parts
     }
 
     /// Ends the observation and releases the handler.
@@ -30,9 +34,10 @@ public final class KeyValueObservation: Sendable {
     /// starts; a delivery that another thread had already started may still be running.
     public func invalidate() {
         registry?.remove(id: id)
+        for part in parts { part.invalidate() }
     }
 
     deinit {
-        registry?.remove(id: id)
+        invalidate()
     }
 }

@@ -3,13 +3,21 @@ enum _ObservationRoute {
     /// An `@Observed` property of the object: values come from the setter.
     case direct(_SlotKey)
     /// Any other key: values are read through the observer's key path around changes of any of the
-    /// slots (a dependent key has one slot per `@Observed` input).
-    case throughKeyPath([_SlotKey])
+    /// slots (a dependent key has one slot per `@Observed` input), or of any of the chains (inputs
+    /// reached through observable intermediates, `\.settings.username`).
+    case throughKeyPath([_SlotKey], chains: [[_ObserverRegistry.ProbedRead]] = [])
 
     var slots: [_SlotKey] {
         switch self {
         case .direct(let slot): [slot]
-        case .throughKeyPath(let slots): slots
+        case .throughKeyPath(let slots, _): slots
+        }
+    }
+
+    var chains: [[_ObserverRegistry.ProbedRead]] {
+        switch self {
+        case .direct: []
+        case .throughKeyPath(_, let chains): chains
         }
     }
 
@@ -30,14 +38,11 @@ enum _ObservationRoute {
         }
         let table = _DependencyTable.merged(for: type(of: object))
         if table[keyPath] != nil {
-            return .throughKeyPath(dependencySlots(of: keyPath, in: table, object: object, fileID: fileID, line: line))
+            return dependencyRoute(of: keyPath, in: table, object: object, fileID: fileID, line: line)
         }
-        var reads: [_ObserverRegistry.ProbedRead] = []
-        for read in registry.probe({ _ = object[keyPath: keyPath] }) where !reads.contains(where: { _sameKey($0.key, read.key) }) {
-            reads.append(read)
-        }
+        let reads = unique(registry.probe { _ = object[keyPath: keyPath] })
         if !reads.isEmpty, let inherited = inheritedDependentKey(matching: keyPath, reads: reads, in: table, object: object) {
-            return .throughKeyPath(dependencySlots(of: inherited, in: table, object: object, fileID: fileID, line: line))
+            return dependencyRoute(of: inherited, in: table, object: object, fileID: fileID, line: line)
         }
         if reads.count == 1 {
             let read = reads[0]
@@ -77,18 +82,19 @@ enum _ObservationRoute {
         return .throughKeyPath([.keyPath(keyPath)])
     }
 
-    /// The slots whose changes affect the dependent key `keyPath`: those of the `@Observed`
-    /// properties its declared inputs read, expanding inputs that are dependent keys themselves.
-    /// An input that reads no `@Observed` property contributes its own slot, for manual
-    /// notification. A cycle is reported and cut.
-    private static func dependencySlots<Root: KeyValueObservable>(
+    /// What affects the dependent key `keyPath`: the slots of the `@Observed` properties its declared
+    /// inputs read, expanding inputs that are dependent keys themselves, and the chains of inputs
+    /// reached through observable intermediates. An input that reads no `@Observed` property
+    /// contributes its own slot, for manual notification. A cycle is reported and cut.
+    private static func dependencyRoute<Root: KeyValueObservable>(
         of keyPath: AnyKeyPath,
         in table: [AnyKeyPath: [AnyKeyPath]],
         object: Root,
         fileID: String,
         line: UInt
-    ) -> [_SlotKey] {
+    ) -> _ObservationRoute {
         var slots: [_SlotKey] = []
+        var chains: [[_ObserverRegistry.ProbedRead]] = []
         var expanded: [AnyKeyPath] = []
         func add(_ slot: _SlotKey) {
             if !slots.contains(where: { $0.isSame(as: slot) }) { slots.append(slot) }
@@ -110,7 +116,11 @@ enum _ObservationRoute {
                 if !path.isEmpty { add(.keyPath(key)) }
                 return
             }
-            let reads = registry(of: object).probe { _ = object[keyPath: key] }
+            let reads = unique(registry(of: object).probe { _ = object[keyPath: key] })
+            if reads.count == 1, !_sameKey(reads[0].key, key), let chain = chain(of: key, from: object, startingWith: reads[0]) {
+                chains.append(chain)
+                return
+            }
             if reads.isEmpty {
                 add(.keyPath(key))
             }
@@ -122,7 +132,35 @@ enum _ObservationRoute {
         // The dependent key's own slot too, so that `willChangeValue`/`didChangeValue(for:)` on it
         // reach its observers.
         add(.keyPath(keyPath))
-        return slots
+        return .throughKeyPath(slots, chains: chains)
+    }
+
+    /// The `@Observed` properties that reading `key` on `object` goes through, one per object, when
+    /// its first step `first` leads to another observable object: `\.settings.username` gives
+    /// `settings` (of `object`) and `username` (of the settings object). The intermediates present
+    /// now are the ones probed. `nil` when the key does not go through another observable object.
+    private static func chain<Root: KeyValueObservable>(
+        of key: AnyKeyPath,
+        from object: Root,
+        startingWith first: _ObserverRegistry.ProbedRead
+    ) -> [_ObserverRegistry.ProbedRead]? {
+        var steps = [first]
+        var current = object[keyPath: first.key] as? KeyValueObservable
+        while let intermediate = current {
+            let reads = unique(intermediate._registryCreatingIfNeeded().probe { _ = object[keyPath: key] })
+            guard reads.count == 1 else { break }
+            steps.append(reads[0])
+            current = intermediate[keyPath: reads[0].key] as? KeyValueObservable
+        }
+        return steps.count > 1 ? steps : nil
+    }
+
+    private static func unique(_ reads: [_ObserverRegistry.ProbedRead]) -> [_ObserverRegistry.ProbedRead] {
+        var result: [_ObserverRegistry.ProbedRead] = []
+        for read in reads where !result.contains(where: { _sameKey($0.key, read.key) }) {
+            result.append(read)
+        }
+        return result
     }
 
     /// A dependent key declared by a superclass (`\Superclass.key`) that `keyPath` (`\Subclass.key`)
@@ -136,11 +174,7 @@ enum _ObservationRoute {
         object: Root
     ) -> AnyKeyPath? {
         for candidate in table.keys where isInherited(candidate, by: keyPath) {
-            var candidateReads: [_ObserverRegistry.ProbedRead] = []
-            for read in registry(of: object).probe({ _ = object[keyPath: candidate] })
-            where !candidateReads.contains(where: { _sameKey($0.key, read.key) }) {
-                candidateReads.append(read)
-            }
+            let candidateReads = unique(registry(of: object).probe { _ = object[keyPath: candidate] })
             if candidateReads.count == reads.count,
                zip(candidateReads, reads).allSatisfy({ _sameKey($0.key, $1.key) }) {
                 return candidate

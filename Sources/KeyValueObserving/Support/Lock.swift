@@ -97,3 +97,21 @@ package struct LockPrimitive: @unchecked Sendable {
         #endif
     }
 }
+
+/// A value behind a `Lock`.
+@usableFromInline
+package final class _Locked<Value>: @unchecked Sendable {
+    // Invariant: `value` is only accessed inside `withLock`, with `lock` held.
+    private let lock = Lock()
+    private var value: Value
+
+    @usableFromInline
+    package init(_ value: Value) {
+        self.value = value
+    }
+
+    @usableFromInline
+    package func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        try lock.withLock { try body(&value) }
+    }
+}
