@@ -196,46 +196,44 @@ struct ChainTests {
         #expect(replacement.observedKeyPaths.isEmpty)
     }
 
-    @Test func intermediatesReplacedWhileObserversComeAndGo() {
-        let players = (0..<4).map { _ in MediaPlayer() }
-        for player in players {
-            player.currentItem = PlayerItem()
-            player.observe(\.currentItem, \.status) { _, _ in }.invalidate()
-        }
+    /// Registering reads the chain's properties, so by Swift's rules it happens where they are
+    /// written: each of threads 0–3 owns a player, registers chain observers on it and replaces its
+    /// items, while threads 4–7 invalidate those observers; deliveries and re-targeting race with
+    /// invalidation.
+    @Test func intermediatesReplacedWhileOtherThreadsInvalidate() {
+        let players = (0..<4).map { _ in UncheckedBox(MediaPlayer()) }
         let pool = Locked<[KeyValueObservation]>([])
         let wrong = Locked<[String]>([])
-        let done = Counter(0)
-        let boxes = players.map(UncheckedBox.init)
-        // Threads 0–3 each own one player (and its items); threads 4–7 register and invalidate.
+        let deliveries = Counter(0)
+        let ownersDone = Counter(0)
         TestThread.run(8) { me in
-            let player = boxes[me % 4].value
             if me < 4 {
-                var step = 0
-                while done.current < 4 {
-                    step += 1
-                    if step % 3 == 0 {
+                let player = players[me].value
+                for step in 0..<1_500 {
+                    switch step % 4 {
+                    case 0:
+                        pool.append(player.observe(\.currentItem, \.status, options: [.new]) { player, change in
+                            deliveries.increment()
+                            if change.newValue ?? nil != player.currentItem?.status {
+                                wrong.append("delivered \(String(describing: change.newValue))")
+                            }
+                        })
+                    case 1:
                         player.currentItem = PlayerItem()
-                    } else {
+                    default:
                         player.currentItem?.status = step % 2 == 0 ? .ready : .failed
                     }
                 }
+                ownersDone.increment()
                 return
             }
-            for step in 0..<1_000 {
-                if step % 2 == 0 {
-                    pool.append(player.observe(\.currentItem, \.status, options: [.new]) { player, change in
-                        if change.newValue ?? nil != player.currentItem?.status {
-                            wrong.append("delivered \(String(describing: change.newValue))")
-                        }
-                    })
-                } else {
-                    pool.withLock { $0.isEmpty ? nil : $0.removeFirst() }?.invalidate()
-                }
+            while ownersDone.current < 4 || !pool.current.isEmpty {
+                pool.withLock { $0.isEmpty ? nil : $0.removeFirst() }?.invalidate()
             }
-            done.increment()
         }
-        pool.withLock { tokens in tokens.forEach { $0.invalidate() }; tokens = [] }
         #expect(wrong.current == [])
-        #expect(players.allSatisfy { $0.observedKeyPaths.isEmpty })
+        #expect(deliveries.current > 0)
+        #expect(players.allSatisfy { $0.value.observedKeyPaths.isEmpty })
+        #expect(players.allSatisfy { $0.value.currentItem?.observedKeyPaths.isEmpty ?? true })
     }
 }
