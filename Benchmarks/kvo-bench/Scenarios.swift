@@ -9,6 +9,7 @@ struct Scenario {
     enum Group: String, CaseIterable {
         case baselines = "Baselines"
         case setPath = "Set path"
+        case dependentAndChains = "Dependent keys and chains"
         case registration = "Registration"
     }
 
@@ -70,6 +71,21 @@ class Base: KeyValueObservable {
 
 final class Sub: Base {}
 
+/// A dependent key: `label` is computed from `volume`.
+final class LabelledPlayer: KeyValueObservable {
+    @Observed var volume = 0.5
+    var label: Double { volume * 100 }
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\LabelledPlayer.label: [\LabelledPlayer.volume]]
+    }
+}
+
+/// A 2-segment chain: `deck.track?.volume`.
+final class Deck: KeyValueObservable {
+    @Observed var track: Player? = nil
+}
+
 final class PlainPlayer {
     var volume = 0.5
 }
@@ -126,6 +142,8 @@ final class Values {
 @inline(never) func setVolume(_ player: Player, _ value: Double) { player.volume = value }
 @inline(never) func setOther(_ player: Player, _ value: Int) { player.other = value }
 @inline(never) func setX(_ sub: Sub, _ value: Int) { sub.x = value }
+@inline(never) func setVolume(_ player: LabelledPlayer, _ value: Double) { player.volume = value }
+@inline(never) func setTrack(_ deck: Deck, _ track: Player?) { deck.track = track }
 
 /// Tracks `model.volume` once; the change handler counts and tracks again, so every set fires.
 func trackVolume(of model: ObservablePlayer, counting counter: Counter) {
@@ -289,6 +307,70 @@ enum Scenarios {
             },
 
             // Ours: registration
+            // Ours: dependent keys and chains
+            Scenario(
+                name: "dependent-key-set", group: .dependentAndChains,
+                summary: "set an input; one [.new] observer of the dependent key (label = volume × 100)",
+                baseline: "observed-set-new", target: .ratioAtMost(3)
+            ) {
+                let counter = Counter()
+                let player = opaque(LabelledPlayer())
+                let token = player.observe(\.label, options: [.new]) { _, change in
+                    counter.count &+= 1
+                    counter.last = change.newValue
+                }
+                let values = Values()
+                return Workload(retaining: [token]) { iterations in
+                    counter.reset()
+                    for i in values.next(iterations) { setVolume(player, Double(i)) }
+                } check: { iterations in
+                    expectCalls(counter, iterations, last: Double(values.last) * 100)
+                }
+            },
+            Scenario(
+                name: "chain-set", group: .dependentAndChains,
+                summary: "set the end of a 2-segment chain (deck.track?.volume), one [.new] observer",
+                baseline: "observed-set-new"
+            ) {
+                let counter = Counter()
+                let deck = opaque(Deck())
+                let track = Player()
+                deck.track = track
+                let token = deck.observe(\.track, \.volume, options: [.new]) { _, change in
+                    counter.count &+= 1
+                    counter.last = change.newValue ?? nil
+                }
+                let values = Values()
+                // The chain holds its root weakly: keep the deck alive with the token.
+                return Workload(retaining: [token, track, deck]) { iterations in
+                    counter.reset()
+                    for i in values.next(iterations) { setVolume(track, Double(i)) }
+                } check: { iterations in
+                    expectCalls(counter, iterations, last: Double(values.last))
+                }
+            },
+            Scenario(
+                name: "chain-replace-intermediate", group: .dependentAndChains,
+                summary: "replace the intermediate of a 2-segment chain (re-targets the observation), one [.new] observer",
+                baseline: "observed-set-new"
+            ) {
+                let counter = Counter()
+                let deck = opaque(Deck())
+                let tracks = [Player(), Player()]
+                tracks[0].volume = 0.1
+                tracks[1].volume = 0.2
+                let token = deck.observe(\.track, \.volume, options: [.new]) { _, change in
+                    counter.count &+= 1
+                    counter.last = change.newValue ?? nil
+                }
+                return Workload(retaining: [token, deck] + tracks) { iterations in
+                    counter.reset()
+                    for i in 0..<iterations { setTrack(deck, tracks[i & 1]) }
+                } check: { iterations in
+                    expectCalls(counter, iterations, last: iterations == 0 ? nil : tracks[(iterations - 1) & 1].volume)
+                }
+            },
+
             Scenario(
                 name: "register-invalidate", group: .registration,
                 summary: "observe(\\.volume, [.new]) + invalidate(), on an object with no other observer",

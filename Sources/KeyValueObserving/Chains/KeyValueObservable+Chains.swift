@@ -16,6 +16,7 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     /// reported, and it is not retained. A nil intermediate gives a nil value.
     ///
     /// - Returns: The token; keep it.
+    @inlinable
     public func observe<Intermediate: KeyValueObservable, Value>(
         _ first: KeyPath<Self, Intermediate?>,
         _ second: KeyPath<Intermediate, Value>,
@@ -36,6 +37,7 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     }
 
     /// Observes a value reached through an observable intermediate that is never nil.
+    @inlinable
     public func observe<Intermediate: KeyValueObservable, Value>(
         _ first: KeyPath<Self, Intermediate>,
         _ second: KeyPath<Intermediate, Value>,
@@ -56,6 +58,7 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     }
 
     /// Observes a value reached through two observable intermediates, either of which may be nil.
+    @inlinable
     public func observe<First: KeyValueObservable, Second: KeyValueObservable, Value>(
         _ first: KeyPath<Self, First?>,
         _ second: KeyPath<First, Second?>,
@@ -78,6 +81,7 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     }
 
     /// Observes a value reached through two observable intermediates that are never nil.
+    @inlinable
     public func observe<First: KeyValueObservable, Second: KeyValueObservable, Value>(
         _ first: KeyPath<Self, First>,
         _ second: KeyPath<First, Second>,
@@ -99,6 +103,7 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         )
     }
 
+    @inlinable
     func _observeChain<Value>(
         segments: [_ChainSegment],
         value: @escaping (Self) -> Value,
@@ -113,6 +118,7 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         let chain = _ChainObserver(
             root: self,
             segments: segments,
+            wantsPrior: options.contains(.prior),
             willChange: { root in
                 guard options.contains(.prior) else { return }
                 let root = unsafeDowncast(root, to: Self.self)
@@ -140,6 +146,10 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
 }
 
 /// The value a chain observer delivered last, for `.old`.
+@usableFromInline
 final class _ChainValueState<Value>: Sendable {
-    let lastValue = _Locked<Value?>(nil)
+    @usableFromInline let lastValue = _Locked<Value?>(nil)
+
+    @usableFromInline
+    init() {}
 }

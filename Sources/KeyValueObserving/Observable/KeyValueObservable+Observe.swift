@@ -58,7 +58,7 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
                 changeHandler(unsafeDowncast(object, to: Self.self), change)
             }
         } else {
-            entry = _Registration.keyPathObserver(id: registration.id, options: options, keyPath: keyPath, handler: changeHandler)
+            entry = _readingObserver(id: registration.id, options: options, keyPath: keyPath, handler: changeHandler)
         }
         let token = registration.finish(adding: entry)
         if options.contains(.initial) {
@@ -76,8 +76,6 @@ struct _Registration {
     let route: _ObservationRoute
     /// The observed object, for the chains of dependent keys.
     let object: KeyValueObservable
-    /// For each slot of `route`, `automaticallyNotifiesObservers(for:)` of its key.
-    let notifiesAutomatically: [Bool]
 
     @usableFromInline
     var isDirect: Bool {
@@ -95,28 +93,29 @@ struct _Registration {
     ) -> _Registration {
         let registry = object._registryCreatingIfNeeded()
         let route = _ObservationRoute.find(for: keyPath, of: object, in: registry, fileID: fileID, line: line)
-        let type = Swift.type(of: object)
-        let automatic = route.slots.map { slot in
-            if case .observedProperty(let key, _) = slot { type.automaticallyNotifiesObservers(for: key) } else { true }
-        }
-        return _Registration(registry: registry, id: registry.makeID(), route: route, object: object, notifiesAutomatically: automatic)
-    }
-
-    @usableFromInline
-    static func keyPathObserver<Root: AnyObject, Value>(
-        id: UInt64,
-        options: KeyValueObservingOptions,
-        keyPath: KeyPath<Root, Value>,
-        handler: @escaping @Sendable (Root, KeyValueObservedChange<Value>) -> Void
-    ) -> _ObserverEntry {
-        _KeyPathObserver(id: id, options: options, keyPath: keyPath, handler: handler)
+        return _Registration(registry: registry, id: registry.makeID(), route: route, object: object)
     }
 
     @usableFromInline
     func finish(adding entry: _ObserverEntry) -> KeyValueObservation {
-        for (slot, automatic) in zip(route.slots, notifiesAutomatically) {
+        let type = Swift.type(of: object)
+        func add(_ slot: _SlotKey) {
+            var automatic = true
+            if case .observedProperty(let key, _) = slot {
+                automatic = type.automaticallyNotifiesObservers(for: key)
+            }
             let added = registry.add(entry, for: slot, notifiesAutomatically: automatic)
             precondition(added, "KeyValueObserving: an object cannot be deallocated while it registers an observer")
+        }
+        switch route {
+        case .direct(let slot):
+            add(slot)
+            return KeyValueObservation(registry: registry, id: id)
+        case .throughKeyPath(let slots, let chains) where chains.isEmpty:
+            slots.forEach(add)
+            return KeyValueObservation(registry: registry, id: id)
+        case .throughKeyPath(let slots, _):
+            slots.forEach(add)
         }
         let chains = route.chains.map { steps in
             // Announcements of one chain nest per thread, like `willChangeValue`/`didChangeValue`.

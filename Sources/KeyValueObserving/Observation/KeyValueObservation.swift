@@ -21,6 +21,7 @@ public final class KeyValueObservation: Sendable {
     /// dependent key with chained inputs.
     private let parts: [_ChainObserver]
 
+    @usableFromInline
     init(registry: _ObserverRegistry?, id: UInt64, parts: [_ChainObserver] = []) {
         self.registry = registry
         self.id = id

@@ -63,40 +63,67 @@ final class _DirectObserver<Value>: _ObserverEntry, @unchecked Sendable {
     }
 }
 
-/// An observer that reads its value through its own key path around each change.
-final class _KeyPathObserver<Root: AnyObject, Value>: _ObserverEntry, @unchecked Sendable {
-    // Invariant: immutable after init (see `_ObserverEntry`). The key path is only applied to the
+/// An observer that reads its value through its own key path around each change: observers of
+/// dependent keys, of keys that only manual notification changes, and of read-only views of inherited
+/// properties.
+///
+/// Not generic: the work is done by closures built in the client (`_readingObserver`), specialised for
+/// the concrete types, so a notification makes no run-time generic metadata look-ups.
+@usableFromInline
+final class _KeyPathObserver: _ObserverEntry, @unchecked Sendable {
+    // Invariant: immutable after init (see `_ObserverEntry`); the closures are only called with the
     // object being changed, on the thread changing it.
-    let keyPath: KeyPath<Root, Value>
-    let handler: @Sendable (Root, KeyValueObservedChange<Value>) -> Void
+    let before: (AnyObject) -> Any?
+    let after: (AnyObject, Any?) -> Void
 
+    @usableFromInline
     init(
         id: UInt64,
         options: KeyValueObservingOptions,
-        keyPath: KeyPath<Root, Value>,
-        handler: @escaping @Sendable (Root, KeyValueObservedChange<Value>) -> Void
+        before: @escaping (AnyObject) -> Any?,
+        after: @escaping (AnyObject, Any?) -> Void
     ) {
-        self.keyPath = keyPath
-        self.handler = handler
+        self.before = before
+        self.after = after
         super.init(id: id, options: options, isDirect: false)
     }
 
     override func willChange(_ object: AnyObject) -> Any? {
-        let wantsOld = options.contains(.old)
-        let wantsPrior = options.contains(.prior)
-        guard wantsOld || wantsPrior else { return nil }
-        let root = unsafeDowncast(object, to: Root.self)
-        let old = root[keyPath: keyPath]
-        if wantsPrior, isActive {
-            handler(root, KeyValueObservedChange(settingNew: nil, old: wantsOld ? old : nil, isPrior: true))
-        }
-        return wantsOld ? old : nil
+        isActive ? before(object) : nil
     }
 
     override func didChange(_ object: AnyObject, old: Any?) {
-        guard isActive else { return }
-        let root = unsafeDowncast(object, to: Root.self)
-        let new: Value? = options.contains(.new) ? root[keyPath: keyPath] : nil
-        handler(root, KeyValueObservedChange(settingNew: new, old: old.map { $0 as! Value }))
+        if isActive { after(object, old) }
     }
+}
+
+/// An observer of `keyPath` that reads its value around each change.
+@inlinable
+func _readingObserver<Root: AnyObject, Value>(
+    id: UInt64,
+    options: KeyValueObservingOptions,
+    keyPath: KeyPath<Root, Value>,
+    handler: @escaping @Sendable (Root, KeyValueObservedChange<Value>) -> Void
+) -> _ObserverEntry {
+    let wantsOld = options.contains(.old)
+    let wantsPrior = options.contains(.prior)
+    let wantsNew = options.contains(.new)
+    let entry = _KeyPathObserver(
+        id: id,
+        options: options,
+        before: { object in
+            guard wantsOld || wantsPrior else { return nil }
+            let root = unsafeDowncast(object, to: Root.self)
+            let old = root[keyPath: keyPath]
+            if wantsPrior {
+                handler(root, KeyValueObservedChange(settingNew: nil, old: wantsOld ? old : nil, isPrior: true))
+            }
+            return wantsOld ? old : nil
+        },
+        after: { object, old in
+            let root = unsafeDowncast(object, to: Root.self)
+            handler(root, KeyValueObservedChange(settingNew: wantsNew ? root[keyPath: keyPath] : nil, old: old.map { $0 as! Value }))
+        }
+    )
+    return entry
 }

@@ -235,9 +235,10 @@ final class _ObserverRegistry: @unchecked Sendable {
     /// no delivery to it starts any more.
     func remove(id: UInt64) {
         mutex.lock()
-        // An entry of a dependent key sits in one slot per input.
+        // An entry of a dependent key sits in one slot per input (arrays allocate only when used).
         var removedSlots: [Slot] = []
-        var oldSnapshots: [_ObserverSnapshot] = []
+        var oldSnapshot: _ObserverSnapshot?
+        var moreOldSnapshots: [_ObserverSnapshot] = []
         var slotIndex = slots.startIndex
         while slotIndex < slots.endIndex {
             let entries = slots[slotIndex].snapshot.entries
@@ -246,7 +247,11 @@ final class _ObserverRegistry: @unchecked Sendable {
                 continue
             }
             entries[entryIndex].deactivate()
-            oldSnapshots.append(slots[slotIndex].snapshot)
+            if oldSnapshot == nil {
+                oldSnapshot = slots[slotIndex].snapshot
+            } else {
+                moreOldSnapshots.append(slots[slotIndex].snapshot)
+            }
             if entries.count == 1 {
                 let removed = slots.remove(at: slotIndex)
                 if removed.kind == .keyPath { keyPathSlotsVersion &+= 1 }
@@ -265,7 +270,7 @@ final class _ObserverRegistry: @unchecked Sendable {
         mutex.unlock()
         // The handler, what it captured and the slots' key paths are released here, outside the
         // lock: their deinit may run user code that registers or invalidates.
-        withExtendedLifetime((removedSlots, oldSnapshots)) {}
+        withExtendedLifetime((removedSlots, oldSnapshot, moreOldSnapshots)) {}
     }
 
     /// Called once, from the object's deinit: every observer goes quiet and is released.
