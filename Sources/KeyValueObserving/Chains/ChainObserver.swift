@@ -41,25 +41,6 @@ struct _ChainSegment: Sendable {
     }
 }
 
-extension _ChainSegment {
-    /// A step through the `@Observed` property `read` of an object, types erased: for the chained
-    /// inputs of dependent keys, found by probing (`\.settings.username`).
-    static func property(_ read: _ObserverRegistry.ProbedRead) -> _ChainSegment {
-        // Key paths are immutable: sharing this one with the closures below is safe.
-        nonisolated(unsafe) let key = read.key
-        let isZeroSized = read.isZeroSized
-        return _ChainSegment(
-            observe: { object, _, handler in
-                let registry = unsafeDowncast(object, to: KeyValueObservable.self)._registryCreatingIfNeeded()
-                let id = registry.makeID()
-                _ = registry.add(_SignalObserver(id: id, handler: handler), for: .observedProperty(key, isZeroSized: isZeroSized))
-                return KeyValueObservation(registry: registry, id: id)
-            },
-            next: { object in unsafeDowncast(object, to: KeyValueObservable.self)[keyPath: key] as? KeyValueObservable }
-        )
-    }
-}
-
 /// An observer that only learns that a property is about to change and has changed.
 final class _SignalObserver: _ObserverEntry, @unchecked Sendable {
     // Invariant: immutable after init (see `_ObserverEntry`).
@@ -90,7 +71,7 @@ final class _SignalObserver: _ObserverEntry, @unchecked Sendable {
 /// the changing thread. No lock is held while observers are registered or removed, or while the
 /// callbacks run; the chain's lock only guards the swap of its levels.
 @usableFromInline
-final class _ChainObserver: @unchecked Sendable {
+final class _ChainObserver: _Invalidatable, @unchecked Sendable {
     // Invariant: `segments`, `wantsPrior` and the callbacks are immutable; `levels` and `root` are
     // only accessed with `lock` held; `isActive` is atomic.
     private let segments: [_ChainSegment]
@@ -126,6 +107,7 @@ final class _ChainObserver: @unchecked Sendable {
     }
 
     /// Stops observing. After it returns, no callback starts.
+    @usableFromInline
     func invalidate() {
         guard isActive.exchange(false, ordering: .acquiringAndReleasing) else { return }
         let old = lock.withLock { () -> [Level] in

@@ -2,8 +2,10 @@ extension KeyValueObservable {
     /// The keys of this object that have observers, with how many each, for debugging (Foundation's
     /// `observationInfo` is an opaque pointer).
     ///
-    /// Keys are named by the key path of the declaring class (`\Base.volume` for a property that a
-    /// subclass inherits); a key that cannot notify appears under the key path it was observed with.
+    /// `@Observed` properties are named by the key path of the declaring class (`\Base.volume` for a
+    /// property that a subclass inherits); other keys (dependent keys, keys notified manually) by the
+    /// key path they were observed with, each observer counted once. A chain's observer counts as an
+    /// observer of each key along the chain, on each object.
     ///
     /// ```swift
     /// print(player.observedKeyPaths)   // [\AudioPlayer.volume: 2]

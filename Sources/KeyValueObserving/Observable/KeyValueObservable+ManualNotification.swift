@@ -34,6 +34,8 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         registry.pushPendingChange(_ObserverRegistry.PendingChange(
             thread: pthread_self(),
             keyPath: keyPath,
+            fileID: fileID,
+            line: line,
             snapshots: snapshots,
             oldValue: oldValue,
             pending: pending

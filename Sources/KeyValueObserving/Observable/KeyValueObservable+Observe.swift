@@ -111,31 +111,29 @@ struct _Registration {
         case .direct(let slot):
             add(slot)
             return KeyValueObservation(registry: registry, id: id)
-        case .throughKeyPath(let slots, let chains) where chains.isEmpty:
+        case .throughKeyPath(let slots, let paths) where paths.isEmpty:
             slots.forEach(add)
             return KeyValueObservation(registry: registry, id: id)
         case .throughKeyPath(let slots, _):
             slots.forEach(add)
         }
-        let chains = route.chains.map { steps in
-            // Announcements of one chain nest per thread, like `willChangeValue`/`didChangeValue`.
-            let pending = _Locked<[(thread: pthread_t, old: Any?)]>([])
-            return _ChainObserver(
-                root: object,
-                segments: steps.map(_ChainSegment.property),
-                willChange: { root in
-                    let old = entry.willChange(root)
-                    pending.withLock { $0.append((pthread_self(), old)) }
-                },
-                didChange: { root in
-                    let thread = pthread_self()
-                    let old = pending.withLock { stack in
-                        stack.lastIndex { pthread_equal($0.thread, thread) != 0 }.map { stack.remove(at: $0).old } ?? nil
-                    }
-                    entry.didChange(root, old: old)
+        // Announcements nest per thread, like `willChangeValue`/`didChangeValue`.
+        let pending = _Locked<[(thread: pthread_t, old: Any?)]>([])
+        let paths = _DependencyPaths(
+            root: object,
+            paths: route.paths,
+            willChange: { root in
+                let old = entry.willChange(root)
+                pending.withLock { $0.append((pthread_self(), old)) }
+            },
+            didChange: { root in
+                let thread = pthread_self()
+                let old = pending.withLock { stack in
+                    stack.lastIndex { pthread_equal($0.thread, thread) != 0 }.map { stack.remove(at: $0).old } ?? nil
                 }
-            )
-        }
-        return KeyValueObservation(registry: registry, id: id, parts: chains)
+                entry.didChange(root, old: old)
+            }
+        )
+        return KeyValueObservation(registry: registry, id: id, parts: [paths])
     }
 }

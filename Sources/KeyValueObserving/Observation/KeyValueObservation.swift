@@ -19,10 +19,10 @@ public final class KeyValueObservation: Sendable {
     private let id: UInt64
     /// What else ends with this observation: the chain observers of a key-path chain or of a
     /// dependent key with chained inputs.
-    private let parts: [_ChainObserver]
+    private let parts: [any _Invalidatable]
 
     @usableFromInline
-    init(registry: _ObserverRegistry?, id: UInt64, parts: [_ChainObserver] = []) {
+    init(registry: _ObserverRegistry?, id: UInt64, parts: [any _Invalidatable] = []) {
         self.registry = registry
         self.id = id
         self.parts = parts
@@ -41,4 +41,10 @@ public final class KeyValueObservation: Sendable {
     deinit {
         invalidate()
     }
+}
+
+/// Something a token ends: a chain's or a dependent key's observers of other objects.
+@usableFromInline
+protocol _Invalidatable: AnyObject, Sendable {
+    func invalidate()
 }

@@ -3,9 +3,9 @@ enum _ObservationRoute {
     /// An `@Observed` property of the object: values come from the setter.
     case direct(_SlotKey)
     /// Any other key: values are read through the observer's key path around changes of any of the
-    /// slots (a dependent key has one slot per `@Observed` input), or of any of the chains (inputs
-    /// reached through observable intermediates, `\.settings.username`).
-    case throughKeyPath([_SlotKey], chains: [[_ObserverRegistry.ProbedRead]] = [])
+    /// slots (a dependent key has one slot per `@Observed` input), or of the properties along any of
+    /// `paths` (inputs reached through other objects, `\.settings.username`, followed as they change).
+    case throughKeyPath([_SlotKey], paths: [AnyKeyPath] = [])
 
     var slots: [_SlotKey] {
         switch self {
@@ -14,10 +14,10 @@ enum _ObservationRoute {
         }
     }
 
-    var chains: [[_ObserverRegistry.ProbedRead]] {
+    var paths: [AnyKeyPath] {
         switch self {
         case .direct: []
-        case .throughKeyPath(_, let chains): chains
+        case .throughKeyPath(_, let paths): paths
         }
     }
 
@@ -83,9 +83,9 @@ enum _ObservationRoute {
     }
 
     /// What affects the dependent key `keyPath`: the slots of the `@Observed` properties its declared
-    /// inputs read, expanding inputs that are dependent keys themselves, and the chains of inputs
-    /// reached through observable intermediates. An input that reads no `@Observed` property
-    /// contributes its own slot, for manual notification. A cycle is reported and cut.
+    /// inputs read, expanding inputs that are dependent keys themselves, and the inputs reached through
+    /// other objects (followed by `_DependencyPaths`). Every input that is not itself an `@Observed`
+    /// property also contributes its own slot, for manual notification. A cycle is reported and cut.
     private static func dependencyRoute<Root: KeyValueObservable>(
         of keyPath: AnyKeyPath,
         in table: [AnyKeyPath: [AnyKeyPath]],
@@ -94,7 +94,8 @@ enum _ObservationRoute {
         line: UInt
     ) -> _ObservationRoute {
         var slots: [_SlotKey] = []
-        var chains: [[_ObserverRegistry.ProbedRead]] = []
+        var paths: [AnyKeyPath] = []
+        var pathFirstSteps: [AnyKeyPath] = []
         var expanded: [AnyKeyPath] = []
         func add(_ slot: _SlotKey) {
             if !slots.contains(where: { $0.isSame(as: slot) }) { slots.append(slot) }
@@ -111,18 +112,32 @@ enum _ObservationRoute {
             }
             guard !expanded.contains(key) else { return }
             expanded.append(key)
-            if let inputs = table[key] {
+            let inputs = dependencyInputs(of: key, in: table, object: object)
+            if !inputs.isEmpty {
                 for input in inputs { expand(input, path: path + [key]) }
                 if !path.isEmpty { add(.keyPath(key)) }
                 return
             }
             let reads = unique(registry(of: object).probe { _ = object[keyPath: key] })
-            if reads.count == 1, !_sameKey(reads[0].key, key), let chain = chain(of: key, from: object, startingWith: reads[0]) {
-                chains.append(chain)
+            if reads.count == 1, _sameKey(reads[0].key, key) {
+                add(.observedProperty(reads[0].key, isZeroSized: reads[0].isZeroSized))
                 return
             }
-            if reads.isEmpty {
-                add(.keyPath(key))
+            add(.keyPath(key))
+            if reads.count == 1 || (reads.isEmpty && _DependencyPaths.childRead(by: key, from: object, in: object) != nil) {
+                // Through another object (`\.settings.username`, or a constant child).
+                paths.append(key)
+                pathFirstSteps.append(contentsOf: reads.map(\.key))
+                return
+            }
+            if reads.isEmpty, type(of: object).automaticallyNotifiesObservers(for: key) {
+                KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
+                    objectType: type(of: object),
+                    keyPath: key,
+                    reads: [],
+                    fileID: fileID,
+                    line: line
+                ))
             }
             for read in reads {
                 add(.observedProperty(read.key, isZeroSized: read.isZeroSized))
@@ -132,30 +147,40 @@ enum _ObservationRoute {
         // The dependent key's own slot too, so that `willChangeValue`/`didChangeValue(for:)` on it
         // reach its observers.
         add(.keyPath(keyPath))
-        return .throughKeyPath(slots, chains: chains)
-    }
-
-    /// The `@Observed` properties that reading `key` on `object` goes through, one per object, when
-    /// its first step `first` leads to another observable object: `\.settings.username` gives
-    /// `settings` (of `object`) and `username` (of the settings object). The intermediates present
-    /// now are the ones probed. `nil` when the key does not go through another observable object.
-    private static func chain<Root: KeyValueObservable>(
-        of key: AnyKeyPath,
-        from object: Root,
-        startingWith first: _ObserverRegistry.ProbedRead
-    ) -> [_ObserverRegistry.ProbedRead]? {
-        var steps = [first]
-        var current = object[keyPath: first.key] as? KeyValueObservable
-        while let intermediate = current {
-            let reads = unique(intermediate._registryCreatingIfNeeded().probe { _ = object[keyPath: key] })
-            guard reads.count == 1 else { break }
-            steps.append(reads[0])
-            current = intermediate[keyPath: reads[0].key] as? KeyValueObservable
+        // A property that is also the first step of a path is followed (and notified) by the path.
+        slots.removeAll { slot in
+            if case .observedProperty(let key, _) = slot { return pathFirstSteps.contains { _sameKey($0, key) } }
+            return false
         }
-        return steps.count > 1 ? steps : nil
+        return .throughKeyPath(slots, paths: paths)
     }
 
-    private static func unique(_ reads: [_ObserverRegistry.ProbedRead]) -> [_ObserverRegistry.ProbedRead] {
+    /// The declared inputs of `key`: its entry in the table, united with the entries of the same key
+    /// declared at other levels of the class hierarchy (`\Superclass.key` and `\Subclass.key` are
+    /// different key paths; they are taken to be the same key when they have the same value type and
+    /// read the same `@Observed` properties).
+    private static func dependencyInputs<Root: KeyValueObservable>(
+        of key: AnyKeyPath,
+        in table: [AnyKeyPath: [AnyKeyPath]],
+        object: Root
+    ) -> [AnyKeyPath] {
+        var inputs = table[key] ?? []
+        var keyReads: [_ObserverRegistry.ProbedRead]?
+        for (candidate, candidateInputs) in table where candidate != key {
+            guard isInherited(candidate, by: key) || isInherited(key, by: candidate) else { continue }
+            if keyReads == nil {
+                keyReads = unique(registry(of: object).probe { _ = object[keyPath: key] })
+            }
+            let candidateReads = unique(registry(of: object).probe { _ = object[keyPath: candidate] })
+            guard let keyReads, candidateReads.count == keyReads.count,
+                  zip(candidateReads, keyReads).allSatisfy({ _sameKey($0.key, $1.key) })
+            else { continue }
+            for input in candidateInputs where !inputs.contains(input) { inputs.append(input) }
+        }
+        return inputs
+    }
+
+    static func unique(_ reads: [_ObserverRegistry.ProbedRead]) -> [_ObserverRegistry.ProbedRead] {
         var result: [_ObserverRegistry.ProbedRead] = []
         for read in reads where !result.contains(where: { _sameKey($0.key, read.key) }) {
             result.append(read)

@@ -75,14 +75,18 @@ final class _KeyPathObserver: _ObserverEntry, @unchecked Sendable {
     // object being changed, on the thread changing it.
     let before: (AnyObject) -> Any?
     let after: (AnyObject, Any?) -> Void
+    /// The key the user observed, for introspection (the entry may sit in several slots).
+    let observedKey: AnyKeyPath
 
     @usableFromInline
     init(
         id: UInt64,
         options: KeyValueObservingOptions,
+        observedKey: AnyKeyPath,
         before: @escaping (AnyObject) -> Any?,
         after: @escaping (AnyObject, Any?) -> Void
     ) {
+        self.observedKey = observedKey
         self.before = before
         self.after = after
         super.init(id: id, options: options, isDirect: false)
@@ -111,6 +115,7 @@ func _readingObserver<Root: AnyObject, Value>(
     let entry = _KeyPathObserver(
         id: id,
         options: options,
+        observedKey: keyPath,
         before: { object in
             guard wantsOld || wantsPrior else { return nil }
             let root = unsafeDowncast(object, to: Root.self)

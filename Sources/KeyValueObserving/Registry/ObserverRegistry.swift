@@ -76,6 +76,8 @@ final class _ObserverRegistry: @unchecked Sendable {
     struct PendingChange {
         let thread: pthread_t
         let keyPath: AnyKeyPath
+        let fileID: String
+        let line: UInt
         let snapshots: [_ObserverSnapshot]
         let oldValue: Any?
         let pending: [ContiguousArray<Any?>?]
@@ -276,6 +278,8 @@ final class _ObserverRegistry: @unchecked Sendable {
     /// Called once, from the object's deinit: every observer goes quiet and is released.
     func tearDown() {
         mutex.lock()
+        let unfinished = pendingChanges
+        pendingChanges = []
         isTornDown = true
         let gone = slots
         slots = []
@@ -285,6 +289,17 @@ final class _ObserverRegistry: @unchecked Sendable {
         }
         mutex.unlock()
         withExtendedLifetime(gone) {}
+        for change in unfinished {
+            KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
+                kind: .unbalancedChangeNotification,
+                objectType: KeyValueObservable.self,
+                keyPath: change.keyPath,
+                detail: "willChangeValue(for:) was never followed by didChangeValue(for:) before the object was "
+                    + "deallocated; its observers were never notified of that change.",
+                fileID: change.fileID,
+                line: change.line
+            ))
+        }
     }
 
     // MARK: Manual notification
@@ -327,11 +342,33 @@ final class _ObserverRegistry: @unchecked Sendable {
 
     // MARK: Introspection
 
-    /// The observed keys (as the `@Observed` accessors name them) and how many observers each has.
+    /// The observed keys and how many registrations each has. Observers of `@Observed` properties
+    /// count under the key of the declaring class's accessor; other observers (dependent keys, keys
+    /// notified manually) once each, under the key they observed, though they sit in one slot per
+    /// input; the internal observers that follow dependent keys' paths through other objects do not
+    /// count.
     func observerCounts() -> [(key: AnyKeyPath, count: Int)] {
         mutex.lock()
-        defer { mutex.unlock() }
-        return slots.map { ($0.keyPath, $0.snapshot.entries.count) }
+        var counts: [(key: AnyKeyPath, count: Int)] = []
+        var seen: Set<UInt64> = []
+        func count(_ key: AnyKeyPath) {
+            if let index = counts.firstIndex(where: { $0.key === key }) {
+                counts[index].count += 1
+            } else {
+                counts.append((key, 1))
+            }
+        }
+        for slot in slots {
+            for entry in slot.snapshot.entries {
+                if entry.isDirect {
+                    count(slot.keyPath)
+                } else if let reading = entry as? _KeyPathObserver, seen.insert(entry.id).inserted {
+                    count(reading.observedKey)
+                }
+            }
+        }
+        mutex.unlock()
+        return counts
     }
 
     // MARK: Registration probe

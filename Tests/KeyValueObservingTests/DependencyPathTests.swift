@@ -1,0 +1,247 @@
+import KeyValueObserving
+import Testing
+
+final class ConstantChildState: KeyValueObservable, @unchecked Sendable {
+    let settings = UserSettings()
+    var greeting: String { "Hi \(settings.username)" }
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\ConstantChildState.greeting: [\ConstantChildState.settings.username]]
+    }
+}
+
+final class OptionalChildState: KeyValueObservable, @unchecked Sendable {
+    @Observed var settings: UserSettings? = nil
+    var greeting: String { "Hi \(settings?.username ?? "guest")" }
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\OptionalChildState.greeting: [\OptionalChildState.settings?.username]]
+    }
+}
+
+final class Profile: KeyValueObservable, @unchecked Sendable {
+    @Observed var username = "ada"
+    @Observed var email = "ada@example.com"
+}
+
+final class Account: KeyValueObservable, @unchecked Sendable {
+    @Observed var profile = Profile()
+    var card: String { "\(profile.username) <\(profile.email)>" }
+    var badge: String { profile.username }
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [
+            \Account.card: [\Account.profile.username, \Account.profile.email],
+            \Account.badge: [\Account.profile, \Account.profile.username],
+        ]
+    }
+}
+
+class NameBase: KeyValueObservable {
+    @Observed var given = "Ada"
+    @Observed var middle = "King"
+    var full: String { "\(given) \(middle)" }
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\NameBase.full: [\NameBase.given]]
+    }
+}
+
+final class NameSub: NameBase {
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\NameSub.full: [\NameSub.middle]]
+    }
+}
+
+final class Doubler: KeyValueObservable {
+    @Observed var count = 1
+    var doubled: Int { count * 2 }
+    var label: String { "\(doubled)" }
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\Doubler.label: [\Doubler.doubled]]
+    }
+}
+
+/// Transitive through keys that only manual notification changes: without expanding `middle`,
+/// nothing would connect `top` to `raw`.
+final class Layers: KeyValueObservable {
+    private var storage = 1
+    var raw: Int { storage }
+    var middle: Int { raw * 2 }
+    var top: Int { middle + 1 }
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\Layers.middle: [\Layers.raw], \Layers.top: [\Layers.middle]]
+    }
+
+    override class func automaticallyNotifiesObservers(for key: AnyKeyPath) -> Bool {
+        key == \Layers.raw ? false : super.automaticallyNotifiesObservers(for: key)
+    }
+
+    func setRaw(_ value: Int) {
+        willChangeValue(for: \.raw)
+        storage = value
+        didChangeValue(for: \.raw)
+    }
+}
+
+final class Wallet: KeyValueObservable {
+    let settings = Settings()
+    var label: String { "balance \(settings.balance)" }
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\Wallet.label: [\Wallet.settings.balance]]
+    }
+}
+
+@Suite("Dependent keys reaching into other objects")
+struct DependencyPathTests {
+    @Test func aConstantChildIsFollowed() {
+        let state = ConstantChildState()
+        let greetings = Locked<[String?]>([])
+        let token = state.observe(\.greeting, options: [.new]) { _, change in greetings.append(change.newValue) }
+        state.settings.username = "grace"
+        #expect(greetings.current == ["Hi grace"])
+        token.invalidate()
+        #expect(state.settings.observedKeyPaths.isEmpty)
+    }
+
+    @Test func aChildThatWasNilAtRegistrationIsFollowedOnceSet() {
+        let state = OptionalChildState()
+        let greetings = Locked<[String?]>([])
+        let token = state.observe(\.greeting, options: [.new]) { _, change in greetings.append(change.newValue) }
+        let settings = UserSettings()
+        state.settings = settings
+        settings.username = "linus"
+        state.settings = nil
+        settings.username = "ignored"
+        #expect(greetings.current == ["Hi ada", "Hi linus", "Hi guest"])
+        token.invalidate()
+    }
+
+    @Test func inputsSharingAChildAnnounceEachChangeOnce() {
+        let account = Account()
+        let cards = Counter(0)
+        let badges = Counter(0)
+        let card = account.observe(\.card) { _, _ in cards.increment() }
+        let badge = account.observe(\.badge) { _, _ in badges.increment() }
+        account.profile = Profile()
+        #expect(cards.current == 1)
+        #expect(badges.current == 1)
+        account.profile.username = "grace"
+        account.profile.email = "grace@example.com"
+        #expect(cards.current == 3)
+        #expect(badges.current == 2)
+        card.invalidate()
+        badge.invalidate()
+    }
+
+    @Test func theReplacedChildIsNeitherReportedNorRetained() {
+        let state = AppState()
+        let calls = Counter(0)
+        let token = state.observe(\.greeting) { _, _ in calls.increment() }
+        weak var weakOld: UserSettings?
+        do {
+            let old = state.settings
+            weakOld = old
+            state.settings = UserSettings()
+            old.username = "nobody"
+        }
+        #expect(calls.current == 1)
+        #expect(weakOld == nil)
+        token.invalidate()
+    }
+
+    @Test func aSubclassRedeclaringAKeyAddsToTheSuperclasssInputs() {
+        let name = NameSub()
+        let values = Locked<[String?]>([])
+        let token = name.observe(\.full, options: [.new]) { _, change in values.append(change.newValue) }
+        name.given = "Grace"
+        name.middle = "Brewster"
+        #expect(values.current == ["Grace King", "Grace Brewster"])
+        token.invalidate()
+    }
+
+    @Test func manualNotificationOfAComputedInputReachesItsDependents() {
+        let doubler = Doubler()
+        let calls = Counter(0)
+        let token = doubler.observe(\.label) { _, _ in calls.increment() }
+        doubler.willChangeValue(for: \.doubled)
+        doubler.didChangeValue(for: \.doubled)
+        doubler.count = 2
+        #expect(calls.current == 2)
+        token.invalidate()
+    }
+
+    @Test func dependenciesAreExpandedTransitivelyThroughManuallyNotifiedKeys() {
+        let layers = Layers()
+        let values = Locked<[Int?]>([])
+        let token = layers.observe(\.top, options: [.old, .new]) { _, change in values.append(change.newValue) }
+        layers.setRaw(5)
+        #expect(values.current == [11])
+        token.invalidate()
+    }
+
+    @Test func aPathDoesNotTurnOnAutomaticNotificationTheClassTurnedOff() {
+        let wallet = Wallet()
+        let labels = Locked<[String?]>([])
+        let balances = Counter(0)
+        let label = wallet.observe(\.label, options: [.new]) { _, change in labels.append(change.newValue) }
+        let balance = wallet.settings.observe(\.balance) { _, _ in balances.increment() }
+        wallet.settings.balance = 5        // automatic notification is off for `balance`
+        wallet.settings.deposit(2)
+        #expect(balances.current == 1)
+        #expect(labels.current == ["balance 7"])
+        label.invalidate()
+        balance.invalidate()
+    }
+
+    @Test func introspectionCountsEachObserverOnceUnderTheKeyItObserved() {
+        let contact = Contact()
+        let sortName = contact.observe(\.sortName) { _, _ in }
+        let given = contact.observe(\.givenName) { _, _ in }
+        #expect(contact.observedKeyPaths == [\Contact.sortName: 1, \Contact.givenName: 1])
+        sortName.invalidate()
+        given.invalidate()
+        let state = AppState()
+        let greeting = state.observe(\.greeting) { _, _ in }
+        #expect(state.observedKeyPaths == [\AppState.greeting: 1])
+        greeting.invalidate()
+    }
+
+    /// Owners register and change their objects (registration reads them); others invalidate.
+    @Test func childrenReplacedWhileOtherThreadsInvalidate() {
+        let states = (0..<4).map { _ in UncheckedBox(AppState()) }
+        let pool = Locked<[KeyValueObservation]>([])
+        let wrong = Locked<[String]>([])
+        let deliveries = Counter(0)
+        let ownersDone = Counter(0)
+        TestThread.run(8) { me in
+            if me < 4 {
+                let state = states[me].value
+                for step in 0..<1_500 {
+                    switch step % 3 {
+                    case 0:
+                        pool.append(state.observe(\.greeting, options: [.old, .new]) { state, change in
+                            deliveries.increment()
+                            if change.newValue != state.greeting { wrong.append(change.newValue ?? "nil") }
+                        })
+                    case 1:
+                        state.settings = UserSettings()
+                    default:
+                        state.settings.username = "u\(step)"
+                    }
+                }
+                ownersDone.increment()
+                return
+            }
+            while ownersDone.current < 4 || !pool.current.isEmpty {
+                pool.withLock { $0.isEmpty ? nil : $0.removeFirst() }?.invalidate()
+            }
+        }
+        #expect(wrong.current == [])
+        #expect(deliveries.current > 0)
+        #expect(states.allSatisfy { $0.value.observedKeyPaths.isEmpty && $0.value.settings.observedKeyPaths.isEmpty })
+    }
+}
