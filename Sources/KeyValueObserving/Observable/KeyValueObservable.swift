@@ -36,8 +36,10 @@ open class KeyValueObservable {
     /// Observers of a computed key are notified whenever one of its inputs changes, with the value
     /// computed before the change as `oldValue` (and in `.prior` notifications) and after it as
     /// `newValue`. Inputs may themselves be computed keys listed here (they are expanded, and a cycle
-    /// is reported through `KeyValueObservingDiagnostics`). Each class's table is merged with its
-    /// superclasses' tables, so an override need not repeat them.
+    /// is reported through `KeyValueObservingDiagnostics`), and may reach into child objects
+    /// (`\AppState.settings.username`, followed as the child is replaced). Each class's table is
+    /// merged with its superclasses' tables, so an override need not repeat them; a key declared again
+    /// by a subclass gets the inputs of both declarations.
     ///
     /// ```swift
     /// final class Contact: KeyValueObservable {
