@@ -49,13 +49,64 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         line: UInt = #line,
         changeHandler: @escaping @Sendable (Self, KeyValueObservedChange<Value>) -> Void
     ) -> KeyValueObservation {
+        _observe(keyPath, options: options, isDuplicate: nil, fileID: fileID, line: line, changeHandler: changeHandler)
+    }
+
+    /// Observes `keyPath` like `observe(_:options:changeHandler:)`, but an assignment of a value equal
+    /// to the current one does not notify (nor send `.prior`): Foundation's KVO notifies every
+    /// assignment, this is opt-in.
+    ///
+    /// ```swift
+    /// let token = player.observe(\.volume, options: [.new], removingDuplicates: true) { _, change in
+    ///     print(change.newValue!)   // only real changes
+    /// }
+    /// ```
+    ///
+    /// Available for `Equatable` values only. For keys whose value is read through their key path
+    /// (dependent keys, keys notified manually), `.prior` is still sent before an assignment that turns
+    /// out to change nothing; the notification after it is not.
+    @inlinable
+    public func observe<Value: Equatable & SendableMetatype>(
+        _ keyPath: KeyPath<Self, Value>,
+        options: KeyValueObservingOptions = [],
+        removingDuplicates: Bool,
+        fileID: String = #fileID,
+        line: UInt = #line,
+        changeHandler: @escaping @Sendable (Self, KeyValueObservedChange<Value>) -> Void
+    ) -> KeyValueObservation {
+        guard removingDuplicates else {
+            return _observe(keyPath, options: options, isDuplicate: nil, fileID: fileID, line: line, changeHandler: changeHandler)
+        }
+        return _observe(keyPath, options: options, isDuplicate: { $0 == $1 }, fileID: fileID, line: line, changeHandler: changeHandler)
+    }
+
+    @inlinable
+    func _observe<Value>(
+        _ keyPath: KeyPath<Self, Value>,
+        options: KeyValueObservingOptions,
+        isDuplicate: (@Sendable (Value, Value) -> Bool)?,
+        fileID: String,
+        line: UInt,
+        changeHandler: @escaping @Sendable (Self, KeyValueObservedChange<Value>) -> Void
+    ) -> KeyValueObservation {
         // Inlinable so that the handler's wrapper below is specialised in the client: the set path
         // then calls concrete code, with no value-witness calls for the change record.
         let registration = _Registration.begin(observing: keyPath, of: self, fileID: fileID, line: line)
         let entry: _ObserverEntry
         if registration.isDirect {
-            entry = _DirectObserver<Value>(id: registration.id, options: options) { object, change in
+            entry = _DirectObserver<Value>(id: registration.id, options: options, isDuplicate: isDuplicate) { object, change in
                 changeHandler(unsafeDowncast(object, to: Self.self), change)
+            }
+        } else if let isDuplicate {
+            // Read through the key path: compare the values read before and after.
+            let wantsOld = options.contains(.old)
+            entry = _readingObserver(id: registration.id, options: options.union([.old, .new]), keyPath: keyPath) { object, change in
+                if !change.isPrior, let old = change.oldValue, let new = change.newValue, isDuplicate(old, new) { return }
+                changeHandler(object, KeyValueObservedChange(
+                    settingNew: options.contains(.new) || change.isPrior ? change.newValue : nil,
+                    old: wantsOld ? change.oldValue : nil,
+                    isPrior: change.isPrior
+                ))
             }
         } else {
             entry = _readingObserver(id: registration.id, options: options, keyPath: keyPath, handler: changeHandler)

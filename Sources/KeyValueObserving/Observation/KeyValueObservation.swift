@@ -15,8 +15,8 @@
 /// captures) alive until it is invalidated or deallocated; a handler that captures its own token
 /// strongly therefore lives until `invalidate()` is called, as in Foundation.
 public final class KeyValueObservation: Sendable {
-    private let registry: _ObserverRegistry?
-    private let id: UInt64
+    let registry: _ObserverRegistry?
+    let id: UInt64
     /// What else ends with this observation: the chain observers of a key-path chain or of a
     /// dependent key with chained inputs.
     private let parts: [any _Invalidatable]

@@ -115,7 +115,7 @@ public struct Observed<Value> {
             return
         }
         let oldValue: Value? = snapshot.needsOld ? storage.pointee._value : nil
-        let pending = snapshot.willChange(on: object, oldValue: oldValue)
+        let pending = snapshot.willChange(on: object, oldValue: oldValue, newValue: newValue)
         storage.pointee._value = newValue
         snapshot.didChange(newValue, oldValue: oldValue, pending: pending, on: object)
     }

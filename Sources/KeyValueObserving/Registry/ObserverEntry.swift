@@ -34,6 +34,12 @@ class _ObserverEntry: @unchecked Sendable {
         _active.store(false, ordering: .releasing)
     }
 
+    /// Direct entries only: whether the observer removes duplicates (it then needs the old value).
+    @usableFromInline
+    var removesDuplicates: Bool {
+        false
+    }
+
     /// Indirect entries only: before the change, deliver the prior notification if asked for and
     /// return what `didChange` needs (the old value, boxed) .
     @usableFromInline
@@ -51,15 +57,30 @@ class _ObserverEntry: @unchecked Sendable {
 final class _DirectObserver<Value>: _ObserverEntry, @unchecked Sendable {
     // Invariant: immutable after init (see `_ObserverEntry`).
     @usableFromInline let handler: @Sendable (AnyObject, KeyValueObservedChange<Value>) -> Void
+    /// For observers that asked to remove duplicates: whether an assignment changes nothing.
+    @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
 
     @usableFromInline
     init(
         id: UInt64,
         options: KeyValueObservingOptions,
+        isDuplicate: (@Sendable (Value, Value) -> Bool)? = nil,
         handler: @escaping @Sendable (AnyObject, KeyValueObservedChange<Value>) -> Void
     ) {
         self.handler = handler
+        self.isDuplicate = isDuplicate
         super.init(id: id, options: options, isDirect: true)
+    }
+
+    override var removesDuplicates: Bool {
+        isDuplicate != nil
+    }
+
+    /// Whether this observer skips the assignment of `newValue` over `oldValue`.
+    @inlinable
+    func skips(_ oldValue: Value?, _ newValue: Value) -> Bool {
+        guard let isDuplicate, let oldValue else { return false }
+        return isDuplicate(oldValue, newValue)
     }
 }
 

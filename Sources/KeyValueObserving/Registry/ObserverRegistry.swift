@@ -27,8 +27,8 @@ import Musl
 /// (which may call a subscript argument's `==`) outside it.
 @usableFromInline
 final class _ObserverRegistry: @unchecked Sendable {
-    // Invariant: `slots`, `learnedOffsets`, `keyPathSlotsVersion`, `isTornDown`, `probes` and
-    // `pendingChanges` are only
+    // Invariant: `slots`, `learnedOffsets`, `keyPathSlotsVersion`, `isTornDown`, `probes`,
+    // `deinitHandlers` and `pendingChanges` are only
     // accessed with `mutex` held; `observedMask`, `probeCount` and `nextID` are atomic; `mutex` is destroyed in deinit, when
     // no one else can reach `self`. The mutex makes every access exclusive, so the dynamic
     // exclusivity checks (a thread-local access set, on every set of an observed property) are
@@ -42,6 +42,8 @@ final class _ObserverRegistry: @unchecked Sendable {
     @exclusivity(unchecked) private var keyPathSlotsVersion = 0
     @exclusivity(unchecked) private var isTornDown = false
     @exclusivity(unchecked) private var probes: [Probe] = []
+    /// What to call when the object is deallocated (async sequences finish), by registration id.
+    @exclusivity(unchecked) private var deinitHandlers: [(id: UInt64, handler: @Sendable () -> Void)] = []
     /// `willChangeValue(for:)` calls waiting for their `didChangeValue(for:)`, per thread, innermost last.
     @exclusivity(unchecked) private var pendingChanges: [PendingChange] = []
     /// One bit per storage offset class (`_maskBit(forOffset:)`) that may have observers; all bits
@@ -269,7 +271,9 @@ final class _ObserverRegistry: @unchecked Sendable {
             }
         }
         if !removedSlots.isEmpty { updateMask() }
+        let removedHandler = deinitHandlers.firstIndex { $0.id == id }.map { deinitHandlers.remove(at: $0) }
         mutex.unlock()
+        withExtendedLifetime(removedHandler) {}
         // The handler, what it captured and the slots' key paths are released here, outside the
         // lock: their deinit may run user code that registers or invalidates.
         withExtendedLifetime((removedSlots, oldSnapshot, moreOldSnapshots)) {}
@@ -280,6 +284,8 @@ final class _ObserverRegistry: @unchecked Sendable {
         mutex.lock()
         let unfinished = pendingChanges
         pendingChanges = []
+        let finishing = deinitHandlers
+        deinitHandlers = []
         isTornDown = true
         let gone = slots
         slots = []
@@ -289,6 +295,7 @@ final class _ObserverRegistry: @unchecked Sendable {
         }
         mutex.unlock()
         withExtendedLifetime(gone) {}
+        for (_, handler) in finishing { handler() }
         for change in unfinished {
             KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
                 kind: .unbalancedChangeNotification,
@@ -300,6 +307,16 @@ final class _ObserverRegistry: @unchecked Sendable {
                 line: change.line
             ))
         }
+    }
+
+    /// Calls `handler` when the object is deallocated, unless registration `id` is removed first.
+    /// Returns `false` (and does not keep `handler`) if the object is already gone.
+    func onObjectDeinit(id: UInt64, _ handler: @escaping @Sendable () -> Void) -> Bool {
+        mutex.lock()
+        defer { mutex.unlock() }
+        guard !isTornDown else { return false }
+        deinitHandlers.append((id, handler))
+        return true
     }
 
     // MARK: Manual notification

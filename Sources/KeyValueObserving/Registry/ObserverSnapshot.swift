@@ -29,7 +29,7 @@ final class _ObserverSnapshot: @unchecked Sendable {
         for entry in entries {
             let wantsBefore = !entry.options.isDisjoint(with: [.old, .prior])
             if entry.isDirect {
-                needsOld = needsOld || wantsBefore
+                needsOld = needsOld || wantsBefore || entry.removesDuplicates
                 needsPrior = needsPrior || entry.options.contains(.prior)
             } else {
                 hasIndirect = true
@@ -64,7 +64,7 @@ extension _ObserverSnapshot {
     /// Before the store: prior notifications, in registration order, and the old values of observers
     /// that read through their key paths (indexed like `entries`), or `nil` if none needs one.
     @inlinable
-    func willChange<Value>(on object: AnyObject, oldValue: Value?) -> ContiguousArray<Any?>? {
+    func willChange<Value>(on object: AnyObject, oldValue: Value?, newValue: Value? = nil) -> ContiguousArray<Any?>? {
         guard needsWillChange else { return nil }
         var pending: ContiguousArray<Any?>? = indirectNeedsWillChange ? ContiguousArray(repeating: nil, count: entries.count) : nil
         for index in entries.indices {
@@ -72,7 +72,9 @@ extension _ObserverSnapshot {
                 if entry.isDirect {
                     let options = entry.options
                     guard options.contains(.prior), entry.isActive else { return }
-                    unsafeDowncast(entry, to: _DirectObserver<Value>.self).handler(
+                    let observer = unsafeDowncast(entry, to: _DirectObserver<Value>.self)
+                    if let newValue, observer.skips(oldValue, newValue) { return }
+                    observer.handler(
                         object,
                         KeyValueObservedChange(settingNew: nil, old: options.contains(.old) ? oldValue : nil, isPrior: true)
                     )
@@ -92,7 +94,9 @@ extension _ObserverSnapshot {
                 if entry.isDirect {
                     guard entry.isActive else { return }
                     let options = entry.options
-                    unsafeDowncast(entry, to: _DirectObserver<Value>.self).handler(
+                    let observer = unsafeDowncast(entry, to: _DirectObserver<Value>.self)
+                    if observer.skips(oldValue, newValue) { return }
+                    observer.handler(
                         object,
                         KeyValueObservedChange(
                             settingNew: options.contains(.new) ? newValue : nil,
