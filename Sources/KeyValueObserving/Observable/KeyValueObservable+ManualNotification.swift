@@ -30,6 +30,7 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         let snapshots = slots.compactMap { registry.snapshot(for: $0) }
         let needsOld = snapshots.contains { $0.needsOld }
         let oldValue: Value? = needsOld ? self[keyPath: keyPath] : nil
+        registry.anyKeySnapshot()?.willChange(self, keyPath)
         let pending = snapshots.map { $0.willChange(on: self, oldValue: oldValue) }
         registry.pushPendingChange(_ObserverRegistry.PendingChange(
             thread: pthread_self(),
@@ -80,6 +81,7 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         for (snapshot, pending) in zip(change.snapshots, change.pending) {
             snapshot.didChange(newValue, oldValue: oldValue, pending: pending, on: self)
         }
+        registry.anyKeySnapshot()?.didChange(self, keyPath)
     }
 }
 

@@ -105,6 +105,10 @@ public struct Observed<Value> {
         } else {
             found = nil
         }
+        if let anyKey = registry._withUnsafeGuaranteedRef({ $0.anyKeySnapshot() }) {
+            _setNotifyingAnyKey(newValue, on: object, storage: storage, snapshot: found, anyKey: anyKey, key: key())
+            return
+        }
         guard let snapshot = found, snapshot.notifiesAutomatically else {
             storage.pointee._value = newValue
             return
@@ -118,6 +122,34 @@ public struct Observed<Value> {
         let pending = snapshot.willChange(on: object, oldValue: oldValue, newValue: newValue)
         storage.pointee._value = newValue
         snapshot.didChange(newValue, oldValue: oldValue, pending: pending, on: object)
+    }
+
+    /// The set path when the object has observers of every key: they are told before the key's own
+    /// observers (`.prior`) and after them.
+    @inlinable
+    static func _setNotifyingAnyKey(
+        _ newValue: Value,
+        on object: KeyValueObservable,
+        storage: UnsafeMutablePointer<Observed<Value>>,
+        snapshot: _ObserverSnapshot?,
+        anyKey: _AnyKeySnapshot,
+        key: AnyKeyPath
+    ) {
+        let automatic = snapshot?.notifiesAutomatically ?? type(of: object).automaticallyNotifiesObservers(for: key)
+        guard automatic else {
+            storage.pointee._value = newValue
+            return
+        }
+        anyKey.willChange(object, key)
+        if let snapshot {
+            let oldValue: Value? = snapshot.needsOld ? storage.pointee._value : nil
+            let pending = snapshot.willChange(on: object, oldValue: oldValue, newValue: newValue)
+            storage.pointee._value = newValue
+            snapshot.didChange(newValue, oldValue: oldValue, pending: pending, on: object)
+        } else {
+            storage.pointee._value = newValue
+        }
+        anyKey.didChange(object, key)
     }
 
     /// The byte offset of the property's storage in `object`: what identifies an `@Observed`

@@ -28,7 +28,7 @@ import Musl
 @usableFromInline
 final class _ObserverRegistry: @unchecked Sendable {
     // Invariant: `slots`, `learnedOffsets`, `keyPathSlotsVersion`, `isTornDown`, `probes`,
-    // `deinitHandlers` and `pendingChanges` are only
+    // `deinitHandlers`, `anyKeyObservers` and `pendingChanges` are only
     // accessed with `mutex` held; `observedMask`, `probeCount` and `nextID` are atomic; `mutex` is destroyed in deinit, when
     // no one else can reach `self`. The mutex makes every access exclusive, so the dynamic
     // exclusivity checks (a thread-local access set, on every set of an observed property) are
@@ -42,6 +42,8 @@ final class _ObserverRegistry: @unchecked Sendable {
     @exclusivity(unchecked) private var keyPathSlotsVersion = 0
     @exclusivity(unchecked) private var isTornDown = false
     @exclusivity(unchecked) private var probes: [Probe] = []
+    /// The observers of every key of the object (`observeAnyKey`), in registration order.
+    @exclusivity(unchecked) private var anyKeyObservers = _AnyKeySnapshot(observers: [])
     /// What to call when the object is deallocated (async sequences finish), by registration id.
     @exclusivity(unchecked) private var deinitHandlers: [(id: UInt64, handler: @Sendable () -> Void)] = []
     /// `willChangeValue(for:)` calls waiting for their `didChangeValue(for:)`, per thread, innermost last.
@@ -50,6 +52,8 @@ final class _ObserverRegistry: @unchecked Sendable {
     /// while some observed property's offset is still unknown. Written under the lock (releasing),
     /// read by setters without it (acquiring).
     @usableFromInline let observedMask = Atomic<UInt64>(0)
+    /// Whether `anyKeyObservers` is not empty; read by setters without the lock.
+    @usableFromInline let hasAnyKeyObservers = Atomic<Bool>(false)
     /// How many registration probes are running on this object, on any thread. The `@Observed`
     /// getter reads it (relaxed) and only takes the lock when it is non-zero.
     @usableFromInline let probeCount = Atomic<Int>(0)
@@ -165,6 +169,12 @@ final class _ObserverRegistry: @unchecked Sendable {
 
     /// Recomputes `observedMask` from the slots. Called with the lock held, after every change.
     private func updateMask() {
+        hasAnyKeyObservers.store(!anyKeyObservers.observers.isEmpty, ordering: .releasing)
+        guard anyKeyObservers.observers.isEmpty else {
+            // Every set must reach the observers of every key.
+            observedMask.store(.max, ordering: .releasing)
+            return
+        }
         var mask: UInt64 = 0
         for slot in slots where slot.kind == .storage {
             guard let offset = slot.offset else {
@@ -270,10 +280,19 @@ final class _ObserverRegistry: @unchecked Sendable {
                 slotIndex += 1
             }
         }
+        var oldAnyKey: _AnyKeySnapshot?
+        if let index = anyKeyObservers.observers.firstIndex(where: { $0.id == id }) {
+            oldAnyKey = anyKeyObservers
+            anyKeyObservers.observers[index].deactivate()
+            var remaining = anyKeyObservers.observers
+            remaining.remove(at: index)
+            anyKeyObservers = _AnyKeySnapshot(observers: remaining)
+            updateMask()
+        }
         if !removedSlots.isEmpty { updateMask() }
         let removedHandler = deinitHandlers.firstIndex { $0.id == id }.map { deinitHandlers.remove(at: $0) }
         mutex.unlock()
-        withExtendedLifetime(removedHandler) {}
+        withExtendedLifetime((removedHandler, oldAnyKey)) {}
         // The handler, what it captured and the slots' key paths are released here, outside the
         // lock: their deinit may run user code that registers or invalidates.
         withExtendedLifetime((removedSlots, oldSnapshot, moreOldSnapshots)) {}
@@ -286,6 +305,9 @@ final class _ObserverRegistry: @unchecked Sendable {
         pendingChanges = []
         let finishing = deinitHandlers
         deinitHandlers = []
+        let goneAnyKey = anyKeyObservers
+        goneAnyKey.observers.forEach { $0.deactivate() }
+        anyKeyObservers = _AnyKeySnapshot(observers: [])
         isTornDown = true
         let gone = slots
         slots = []
@@ -294,7 +316,7 @@ final class _ObserverRegistry: @unchecked Sendable {
             for entry in slot.snapshot.entries { entry.deactivate() }
         }
         mutex.unlock()
-        withExtendedLifetime(gone) {}
+        withExtendedLifetime((gone, goneAnyKey)) {}
         for (_, handler) in finishing { handler() }
         for change in unfinished {
             KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
@@ -307,6 +329,30 @@ final class _ObserverRegistry: @unchecked Sendable {
                 line: change.line
             ))
         }
+    }
+
+    /// Adds an observer of every key. Returns `false` if the object is already gone.
+    func addAnyKeyObserver(_ observer: _AnyKeyObserver) -> Bool {
+        mutex.lock()
+        guard !isTornDown else {
+            mutex.unlock()
+            return false
+        }
+        let old = anyKeyObservers
+        anyKeyObservers = _AnyKeySnapshot(observers: old.observers + [observer])
+        updateMask()
+        mutex.unlock()
+        withExtendedLifetime(old) {}
+        return true
+    }
+
+    /// The observers of every key now, or `nil` if there are none.
+    @usableFromInline
+    func anyKeySnapshot() -> _AnyKeySnapshot? {
+        guard hasAnyKeyObservers.load(ordering: .acquiring) else { return nil }
+        mutex.lock()
+        defer { mutex.unlock() }
+        return anyKeyObservers.observers.isEmpty ? nil : anyKeyObservers
     }
 
     /// Calls `handler` when the object is deallocated, unless registration `id` is removed first.

@@ -1,0 +1,106 @@
+import Synchronization
+
+/// One notification to an observer of every key of an object (`observeAnyKey`).
+public struct KeyValueAnyKeyChange: @unchecked Sendable, CustomStringConvertible {
+    // Invariant: immutable; key-path objects are immutable and safe to share.
+
+    /// The key that changed, as its declaring class names it (`\Base.title` for an inherited property).
+    public let keyPath: AnyKeyPath
+
+    /// `true` for the notification sent before the change to observers that asked for `.prior`.
+    public let isPrior: Bool
+
+    @usableFromInline
+    init(keyPath: AnyKeyPath, isPrior: Bool) {
+        self.keyPath = keyPath
+        self.isPrior = isPrior
+    }
+
+    public var description: String {
+        "\(isPrior ? "will change" : "did change") \(KeyValueObservingDiagnostic.describe(keyPath))"
+    }
+}
+
+/// An observer of every key of an object.
+@usableFromInline
+final class _AnyKeyObserver: @unchecked Sendable {
+    // Invariant: immutable after init except `active`, which is atomic.
+    let id: UInt64
+    @usableFromInline let wantsPrior: Bool
+    @usableFromInline let handler: @Sendable (AnyObject, KeyValueAnyKeyChange) -> Void
+    private let active = Atomic<Bool>(true)
+
+    init(id: UInt64, wantsPrior: Bool, handler: @escaping @Sendable (AnyObject, KeyValueAnyKeyChange) -> Void) {
+        self.id = id
+        self.wantsPrior = wantsPrior
+        self.handler = handler
+    }
+
+    @usableFromInline
+    var isActive: Bool {
+        active.load(ordering: .acquiring)
+    }
+
+    func deactivate() {
+        active.store(false, ordering: .releasing)
+    }
+}
+
+/// The observers of every key at one moment, immutable (like `_ObserverSnapshot`).
+@usableFromInline
+final class _AnyKeySnapshot: @unchecked Sendable {
+    // Invariant: immutable after init.
+    @usableFromInline let observers: ContiguousArray<_AnyKeyObserver>
+
+    init(observers: ContiguousArray<_AnyKeyObserver>) {
+        self.observers = observers
+    }
+
+    /// Notifies before a change of `keyPath` the observers that asked for `.prior`.
+    @usableFromInline
+    func willChange(_ object: AnyObject, _ keyPath: AnyKeyPath) {
+        for observer in observers where observer.wantsPrior && observer.isActive {
+            observer.handler(object, KeyValueAnyKeyChange(keyPath: keyPath, isPrior: true))
+        }
+    }
+
+    /// Notifies after a change of `keyPath`.
+    @usableFromInline
+    func didChange(_ object: AnyObject, _ keyPath: AnyKeyPath) {
+        for observer in observers where observer.isActive {
+            observer.handler(object, KeyValueAnyKeyChange(keyPath: keyPath, isPrior: false))
+        }
+    }
+}
+
+extension KeyValueObservableProtocol where Self: KeyValueObservable {
+    /// Observes every key of the object at once: the `objectWillChange` of `ObservableObject`, but each
+    /// call names the key that changed and comes after the change (or before it, with `.prior`).
+    ///
+    /// ```swift
+    /// let token = playlist.observeAnyKey { playlist, change in
+    ///     print("changed:", change.keyPath)
+    /// }
+    /// ```
+    ///
+    /// Every assignment to an `@Observed` property of the object notifies, those declared in
+    /// subclasses included, and so does every `didChangeValue(for:)`. Observers of every key are
+    /// called after the observers of the key that changed (and, with `.prior`, before them).
+    ///
+    /// - Parameter options: `.prior` adds a notification before each change; other options do not
+    ///   apply (there is no single value to carry).
+    /// - Returns: The token; keep it.
+    public func observeAnyKey(
+        options: KeyValueObservingOptions = [],
+        changeHandler: @escaping @Sendable (Self, KeyValueAnyKeyChange) -> Void
+    ) -> KeyValueObservation {
+        let registry = _registryCreatingIfNeeded()
+        let id = registry.makeID()
+        let observer = _AnyKeyObserver(id: id, wantsPrior: options.contains(.prior)) { object, change in
+            changeHandler(unsafeDowncast(object, to: Self.self), change)
+        }
+        let added = registry.addAnyKeyObserver(observer)
+        precondition(added, "KeyValueObserving: an object cannot be deallocated while it registers an observer")
+        return KeyValueObservation(registry: registry, id: id)
+    }
+}
