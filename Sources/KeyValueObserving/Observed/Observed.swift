@@ -96,6 +96,10 @@ public struct Observed<Value> {
         let storage = UnsafeMutableRawPointer(Unmanaged.passUnretained(object).toOpaque())
             .advanced(by: storageOffset)
             .assumingMemoryBound(to: Observed<Value>.self)
+        if _slowPath(registry._withUnsafeGuaranteedRef { $0.hasAnyKeyObservers.load(ordering: .acquiring) }) {
+            _setNotifyingAnyKey(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key(), registry: registry)
+            return
+        }
         let found: _ObserverSnapshot?
         if MemoryLayout<Value>.size == 0 {
             // Zero-sized properties may share their offset with another property.
@@ -104,10 +108,6 @@ public struct Observed<Value> {
             found = registry._withUnsafeGuaranteedRef { $0.snapshot(forStorageAt: storageOffset, key: key) }
         } else {
             found = nil
-        }
-        if let anyKey = registry._withUnsafeGuaranteedRef({ $0.anyKeySnapshot() }) {
-            _setNotifyingAnyKey(newValue, on: object, storage: storage, snapshot: found, anyKey: anyKey, key: key())
-            return
         }
         guard let snapshot = found, snapshot.notifiesAutomatically else {
             storage.pointee._value = newValue
@@ -127,20 +127,27 @@ public struct Observed<Value> {
     /// The set path when the object has observers of every key: they are told before the key's own
     /// observers (`.prior`) and after them.
     @inlinable
+    @inline(never)
     static func _setNotifyingAnyKey(
         _ newValue: Value,
         on object: KeyValueObservable,
         storage: UnsafeMutablePointer<Observed<Value>>,
-        snapshot: _ObserverSnapshot?,
-        anyKey: _AnyKeySnapshot,
-        key: AnyKeyPath
+        storageOffset: Int,
+        key: AnyKeyPath,
+        registry: Unmanaged<_ObserverRegistry>
     ) {
+        let snapshot: _ObserverSnapshot? = registry._withUnsafeGuaranteedRef { registry in
+            MemoryLayout<Value>.size == 0
+                ? registry.snapshot(forZeroSizedKey: key)
+                : registry.snapshot(forStorageAt: storageOffset, key: { key })
+        }
+        let anyKey = registry._withUnsafeGuaranteedRef { $0.anyKeySnapshot() }
         let automatic = snapshot?.notifiesAutomatically ?? type(of: object).automaticallyNotifiesObservers(for: key)
         guard automatic else {
             storage.pointee._value = newValue
             return
         }
-        anyKey.willChange(object, key)
+        anyKey?.willChange(object, key)
         if let snapshot {
             let oldValue: Value? = snapshot.needsOld ? storage.pointee._value : nil
             let pending = snapshot.willChange(on: object, oldValue: oldValue, newValue: newValue)
@@ -149,7 +156,7 @@ public struct Observed<Value> {
         } else {
             storage.pointee._value = newValue
         }
-        anyKey.didChange(object, key)
+        anyKey?.didChange(object, key)
     }
 
     /// The byte offset of the property's storage in `object`: what identifies an `@Observed`
