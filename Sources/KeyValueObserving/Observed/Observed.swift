@@ -96,7 +96,9 @@ public struct Observed<Value> {
         let storage = UnsafeMutableRawPointer(Unmanaged.passUnretained(object).toOpaque())
             .advanced(by: storageOffset)
             .assumingMemoryBound(to: Observed<Value>.self)
-        if _slowPath(registry._withUnsafeGuaranteedRef { $0.hasAnyKeyObservers.load(ordering: .acquiring) }) {
+        if _slowPath(registry._withUnsafeGuaranteedRef {
+            $0.hasAnyKeyObservers.load(ordering: .acquiring) || $0.hasBatches.load(ordering: .acquiring)
+        }) {
             _setNotifyingAnyKey(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key(), registry: registry)
             return
         }
@@ -124,8 +126,9 @@ public struct Observed<Value> {
         snapshot.didChange(newValue, oldValue: oldValue, pending: pending, on: object)
     }
 
-    /// The set path when the object has observers of every key: they are told before the key's own
-    /// observers (`.prior`) and after them.
+    /// The set path when the object has observers of every key (they are told before the key's own
+    /// observers, with `.prior`, and after them) or an open batch (on this thread, the change is
+    /// announced at the first change of the key and delivered when the batch ends).
     @inlinable
     @inline(never)
     static func _setNotifyingAnyKey(
@@ -145,6 +148,29 @@ public struct Observed<Value> {
         let automatic = snapshot?.notifiesAutomatically ?? type(of: object).automaticallyNotifiesObservers(for: key)
         guard automatic else {
             storage.pointee._value = newValue
+            return
+        }
+        if let batch = registry._withUnsafeGuaranteedRef({ $0.currentBatch() }) {
+            let isZeroSized = MemoryLayout<Value>.size == 0
+            if batch.hasChanged(offset: storageOffset, key: key, isZeroSized: isZeroSized) {
+                storage.pointee._value = newValue
+                return
+            }
+            batch.changedKeys.append(key)
+            if !isZeroSized { batch.changedOffsets.append(storageOffset) }
+            if !batch.anyKeyPriorSent {
+                batch.anyKeyPriorSent = true
+                anyKey?.willChange(object, key)
+            }
+            let oldValue = storage.pointee._value
+            let pending = snapshot?.willChange(on: object, oldValue: oldValue, batch: batch.delivery)
+            storage.pointee._value = newValue
+            if let snapshot {
+                let delivery = batch.delivery
+                batch.finishers.append {
+                    snapshot.didChange(storage.pointee._value, oldValue: oldValue, pending: pending, on: object, batch: delivery)
+                }
+            }
             return
         }
         anyKey?.willChange(object, key)

@@ -4,20 +4,27 @@ import Synchronization
 public struct KeyValueAnyKeyChange: @unchecked Sendable, CustomStringConvertible {
     // Invariant: immutable; key-path objects are immutable and safe to share.
 
-    /// The key that changed, as its declaring class names it (`\Base.title` for an inherited property).
-    public let keyPath: AnyKeyPath
+    /// The key that changed, as its declaring class names it (`\Base.title` for an inherited property);
+    /// for a batch (`coalescingChanges`), the first key changed in it.
+    public var keyPath: AnyKeyPath {
+        keyPaths[0]
+    }
+
+    /// The keys that changed: one, or for a batch every key changed in it, in the order of their first
+    /// change (a prior notification in a batch names the key whose change opened it).
+    public let keyPaths: [AnyKeyPath]
 
     /// `true` for the notification sent before the change to observers that asked for `.prior`.
     public let isPrior: Bool
 
     @usableFromInline
-    init(keyPath: AnyKeyPath, isPrior: Bool) {
-        self.keyPath = keyPath
+    init(keyPaths: [AnyKeyPath], isPrior: Bool) {
+        self.keyPaths = keyPaths
         self.isPrior = isPrior
     }
 
     public var description: String {
-        "\(isPrior ? "will change" : "did change") \(KeyValueObservingDiagnostic.describe(keyPath))"
+        "\(isPrior ? "will change" : "did change") \(keyPaths.map(KeyValueObservingDiagnostic.describe).joined(separator: ", "))"
     }
 }
 
@@ -60,16 +67,21 @@ final class _AnyKeySnapshot: @unchecked Sendable {
     @usableFromInline
     func willChange(_ object: AnyObject, _ keyPath: AnyKeyPath) {
         for observer in observers where observer.wantsPrior && observer.isActive {
-            observer.handler(object, KeyValueAnyKeyChange(keyPath: keyPath, isPrior: true))
+            observer.handler(object, KeyValueAnyKeyChange(keyPaths: [keyPath], isPrior: true))
         }
     }
 
-    /// Notifies after a change of `keyPath`.
+    /// Notifies after a change of `keyPaths` (several after a batch).
+    @usableFromInline
+    func didChange(_ object: AnyObject, _ keyPaths: [AnyKeyPath]) {
+        for observer in observers where observer.isActive {
+            observer.handler(object, KeyValueAnyKeyChange(keyPaths: keyPaths, isPrior: false))
+        }
+    }
+
     @usableFromInline
     func didChange(_ object: AnyObject, _ keyPath: AnyKeyPath) {
-        for observer in observers where observer.isActive {
-            observer.handler(object, KeyValueAnyKeyChange(keyPath: keyPath, isPrior: false))
-        }
+        didChange(object, [keyPath])
     }
 }
 

@@ -14,7 +14,7 @@ class _ObserverEntry: @unchecked Sendable {
     // handlers are `@Sendable` closures.
     @usableFromInline final let options: KeyValueObservingOptions
     @usableFromInline final let isDirect: Bool
-    final let id: UInt64
+    @usableFromInline final let id: UInt64
     @usableFromInline final let _active = Atomic<Bool>(true)
 
     @usableFromInline

@@ -28,7 +28,7 @@ import Musl
 @usableFromInline
 final class _ObserverRegistry: @unchecked Sendable {
     // Invariant: `slots`, `learnedOffsets`, `keyPathSlotsVersion`, `isTornDown`, `probes`,
-    // `deinitHandlers`, `anyKeyObservers` and `pendingChanges` are only
+    // `deinitHandlers`, `anyKeyObservers`, `batches` and `pendingChanges` are only
     // accessed with `mutex` held; `observedMask`, `probeCount` and `nextID` are atomic; `mutex` is destroyed in deinit, when
     // no one else can reach `self`. The mutex makes every access exclusive, so the dynamic
     // exclusivity checks (a thread-local access set, on every set of an observed property) are
@@ -44,6 +44,8 @@ final class _ObserverRegistry: @unchecked Sendable {
     @exclusivity(unchecked) private var probes: [Probe] = []
     /// The observers of every key of the object (`observeAnyKey`), in registration order.
     @exclusivity(unchecked) private var anyKeyObservers = _AnyKeySnapshot(observers: [])
+    /// Open batches (`coalescingChanges`), one per thread at most.
+    @exclusivity(unchecked) private var batches: [_BatchState] = []
     /// What to call when the object is deallocated (async sequences finish), by registration id.
     @exclusivity(unchecked) private var deinitHandlers: [(id: UInt64, handler: @Sendable () -> Void)] = []
     /// `willChangeValue(for:)` calls waiting for their `didChangeValue(for:)`, per thread, innermost last.
@@ -52,6 +54,8 @@ final class _ObserverRegistry: @unchecked Sendable {
     /// while some observed property's offset is still unknown. Written under the lock (releasing),
     /// read by setters without it (acquiring).
     @usableFromInline let observedMask = Atomic<UInt64>(0)
+    /// Whether `batches` is not empty; read by setters without the lock.
+    @usableFromInline let hasBatches = Atomic<Bool>(false)
     /// Whether `anyKeyObservers` is not empty; read by setters without the lock.
     @usableFromInline let hasAnyKeyObservers = Atomic<Bool>(false)
     /// How many registration probes are running on this object, on any thread. The `@Observed`
@@ -353,6 +357,15 @@ final class _ObserverRegistry: @unchecked Sendable {
         mutex.lock()
         defer { mutex.unlock() }
         return anyKeyObservers.observers.isEmpty ? nil : anyKeyObservers
+    }
+
+    /// Runs `body` on the open batches, with the lock held (`body` runs no user code).
+    func withBatches<Result>(_ body: (inout [_BatchState]) -> Result) -> Result {
+        mutex.lock()
+        let result = body(&batches)
+        hasBatches.store(!batches.isEmpty, ordering: .releasing)
+        mutex.unlock()
+        return result
     }
 
     /// Calls `handler` when the object is deallocated, unless registration `id` is removed first.

@@ -64,11 +64,18 @@ extension _ObserverSnapshot {
     /// Before the store: prior notifications, in registration order, and the old values of observers
     /// that read through their key paths (indexed like `entries`), or `nil` if none needs one.
     @inlinable
-    func willChange<Value>(on object: AnyObject, oldValue: Value?, newValue: Value? = nil) -> ContiguousArray<Any?>? {
+    func willChange<Value>(
+        on object: AnyObject,
+        oldValue: Value?,
+        newValue: Value? = nil,
+        batch: _BatchDelivery? = nil
+    ) -> ContiguousArray<Any?>? {
         guard needsWillChange else { return nil }
         var pending: ContiguousArray<Any?>? = indirectNeedsWillChange ? ContiguousArray(repeating: nil, count: entries.count) : nil
         for index in entries.indices {
             Unmanaged.passUnretained(entries[index])._withUnsafeGuaranteedRef { entry in
+                // In a batch, an observer hears of the first change that reaches it only.
+                if let batch, !batch.primed.insert(entry.id).inserted { return }
                 if entry.isDirect {
                     let options = entry.options
                     guard options.contains(.prior), entry.isActive else { return }
@@ -88,9 +95,17 @@ extension _ObserverSnapshot {
 
     /// After the store: the change notifications, in registration order.
     @inlinable
-    func didChange<Value>(_ newValue: Value, oldValue: Value?, pending: ContiguousArray<Any?>?, on object: AnyObject) {
+    func didChange<Value>(
+        _ newValue: Value,
+        oldValue: Value?,
+        pending: ContiguousArray<Any?>?,
+        on object: AnyObject,
+        batch: _BatchDelivery? = nil
+    ) {
         for index in entries.indices {
             Unmanaged.passUnretained(entries[index])._withUnsafeGuaranteedRef { entry in
+                // In a batch, an observer is notified once, for the first key that reached it.
+                if let batch, !batch.delivered.insert(entry.id).inserted { return }
                 if entry.isDirect {
                     guard entry.isActive else { return }
                     let options = entry.options

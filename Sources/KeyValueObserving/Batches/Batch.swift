@@ -1,0 +1,107 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Which observers a batch has already reached (see `_ObserverSnapshot.willChange`/`didChange`).
+@usableFromInline
+final class _BatchDelivery {
+    @usableFromInline var primed: Set<UInt64> = []
+    @usableFromInline var delivered: Set<UInt64> = []
+
+    init() {}
+}
+
+/// One object's batch on one thread (`coalescingChanges`). Only the thread that opened it touches it.
+@usableFromInline
+final class _BatchState {
+    let thread: pthread_t
+    var depth = 1
+    @usableFromInline let delivery = _BatchDelivery()
+    /// The keys changed so far, in the order of their first change, with what ends their change.
+    @usableFromInline var changedKeys: [AnyKeyPath] = []
+    @usableFromInline var finishers: [() -> Void] = []
+    @usableFromInline var changedOffsets: [Int] = []
+    @usableFromInline var anyKeyPriorSent = false
+
+    init(thread: pthread_t) {
+        self.thread = thread
+    }
+
+    /// Whether the property stored at `offset` (or named `key`, for zero-sized ones) already
+    /// changed in this batch.
+    @usableFromInline
+    func hasChanged(offset: Int, key: AnyKeyPath, isZeroSized: Bool) -> Bool {
+        isZeroSized ? changedKeys.contains { _sameKey($0, key) } : changedOffsets.contains(offset)
+    }
+}
+
+extension KeyValueObservableProtocol where Self: KeyValueObservable {
+    /// Runs `body` as one batch of changes: observers of each key changed in it get one notification,
+    /// at the end, with the value before the batch as `oldValue` and the final value as `newValue`;
+    /// `.prior` is sent at the first change of a key; observers of every key get one notification
+    /// naming all the keys changed.
+    ///
+    /// ```swift
+    /// editor.coalescingChanges {
+    ///     editor.title = "Draft"
+    ///     editor.body = "…"
+    ///     editor.isDirty = true
+    /// }   // one notification per key, one for observers of every key
+    /// ```
+    ///
+    /// - A batch belongs to this object and to the calling thread: changes made on other threads
+    ///   meanwhile notify as usual (and so do changes of other objects, even from `body`).
+    /// - Batches nest: only the outermost one delivers.
+    /// - Each observer is notified at most once per batch: an observer of a dependent key whose inputs
+    ///   change several times hears once, with the value computed before the batch and after it; a
+    ///   chain through this object notifies once at the end.
+    /// - An assignment of an equal value still counts as a change (KVO's rule), unless the observer
+    ///   removes duplicates: then the values before and after the batch are compared.
+    /// - Manual notifications (`willChangeValue`/`didChangeValue`) inside a batch are not batched.
+    public func coalescingChanges<Result>(_ body: () throws -> Result) rethrows -> Result {
+        let registry = _registryCreatingIfNeeded()
+        registry.beginBatch()
+        defer { registry.endBatch(on: self) }
+        return try body()
+    }
+}
+
+extension _ObserverRegistry {
+    func beginBatch() {
+        let thread = pthread_self()
+        withBatches { batches in
+            if let batch = batches.last(where: { pthread_equal($0.thread, thread) != 0 }) {
+                batch.depth += 1
+            } else {
+                batches.append(_BatchState(thread: thread))
+            }
+        }
+    }
+
+    func endBatch(on object: AnyObject) {
+        let thread = pthread_self()
+        let finished: _BatchState? = withBatches { batches in
+            guard let index = batches.lastIndex(where: { pthread_equal($0.thread, thread) != 0 }) else { return nil }
+            batches[index].depth -= 1
+            return batches[index].depth == 0 ? batches.remove(at: index) : nil
+        }
+        guard let finished else { return }
+        // Delivered after the batch is closed: changes made by handlers notify as usual.
+        for finish in finished.finishers { finish() }
+        if !finished.changedKeys.isEmpty, let anyKey = anyKeySnapshot() {
+            anyKey.didChange(object, finished.changedKeys)
+        }
+    }
+
+    /// The calling thread's open batch on this object, if any.
+    @usableFromInline
+    func currentBatch() -> _BatchState? {
+        guard hasBatches.load(ordering: .acquiring) else { return nil }
+        let thread = pthread_self()
+        return withBatches { batches in batches.last { pthread_equal($0.thread, thread) != 0 } }
+    }
+}
