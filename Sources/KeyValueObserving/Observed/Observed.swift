@@ -98,6 +98,7 @@ public struct Observed<Value> {
             .assumingMemoryBound(to: Observed<Value>.self)
         if _slowPath(registry._withUnsafeGuaranteedRef {
             $0.hasAnyKeyObservers.load(ordering: .acquiring) || $0.hasBatches.load(ordering: .acquiring)
+                || $0.hasSilencedThreads.load(ordering: .acquiring)
         }) {
             _setNotifyingAnyKey(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key(), registry: registry)
             return
@@ -139,6 +140,11 @@ public struct Observed<Value> {
         key: AnyKeyPath,
         registry: Unmanaged<_ObserverRegistry>
     ) {
+        if registry._withUnsafeGuaranteedRef({ $0.isSilenced() }) {
+            // A to-many mutation through the library: it sends its own notification.
+            storage.pointee._value = newValue
+            return
+        }
         let snapshot: _ObserverSnapshot? = registry._withUnsafeGuaranteedRef { registry in
             MemoryLayout<Value>.size == 0
                 ? registry.snapshot(forZeroSizedKey: key)

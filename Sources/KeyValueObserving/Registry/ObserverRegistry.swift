@@ -28,7 +28,7 @@ import Musl
 @usableFromInline
 final class _ObserverRegistry: @unchecked Sendable {
     // Invariant: `slots`, `learnedOffsets`, `keyPathSlotsVersion`, `isTornDown`, `probes`,
-    // `deinitHandlers`, `anyKeyObservers`, `batches` and `pendingChanges` are only
+    // `deinitHandlers`, `anyKeyObservers`, `batches`, `silencedThreads` and `pendingChanges` are only
     // accessed with `mutex` held; `observedMask`, `probeCount` and `nextID` are atomic; `mutex` is destroyed in deinit, when
     // no one else can reach `self`. The mutex makes every access exclusive, so the dynamic
     // exclusivity checks (a thread-local access set, on every set of an observed property) are
@@ -44,6 +44,9 @@ final class _ObserverRegistry: @unchecked Sendable {
     @exclusivity(unchecked) private var probes: [Probe] = []
     /// The observers of every key of the object (`observeAnyKey`), in registration order.
     @exclusivity(unchecked) private var anyKeyObservers = _AnyKeySnapshot(observers: [])
+    /// Threads currently mutating a to-many property through the library (its own notification
+    /// replaces the setter's).
+    @exclusivity(unchecked) private var silencedThreads: [pthread_t] = []
     /// Open batches (`coalescingChanges`), one per thread at most.
     @exclusivity(unchecked) private var batches: [_BatchState] = []
     /// What to call when the object is deallocated (async sequences finish), by registration id.
@@ -54,6 +57,8 @@ final class _ObserverRegistry: @unchecked Sendable {
     /// while some observed property's offset is still unknown. Written under the lock (releasing),
     /// read by setters without it (acquiring).
     @usableFromInline let observedMask = Atomic<UInt64>(0)
+    /// Whether `silencedThreads` is not empty; read by setters without the lock.
+    @usableFromInline let hasSilencedThreads = Atomic<Bool>(false)
     /// Whether `batches` is not empty; read by setters without the lock.
     @usableFromInline let hasBatches = Atomic<Bool>(false)
     /// Whether `anyKeyObservers` is not empty; read by setters without the lock.
@@ -357,6 +362,34 @@ final class _ObserverRegistry: @unchecked Sendable {
         mutex.lock()
         defer { mutex.unlock() }
         return anyKeyObservers.observers.isEmpty ? nil : anyKeyObservers
+    }
+
+    /// Runs `body` (which sets a property) with the setters' notifications silenced on this thread.
+    func silencingSetters<Result>(_ body: () throws -> Result) rethrows -> Result {
+        let thread = pthread_self()
+        mutex.lock()
+        silencedThreads.append(thread)
+        hasSilencedThreads.store(true, ordering: .releasing)
+        mutex.unlock()
+        defer {
+            mutex.lock()
+            if let index = silencedThreads.lastIndex(where: { pthread_equal($0, thread) != 0 }) {
+                silencedThreads.remove(at: index)
+            }
+            hasSilencedThreads.store(!silencedThreads.isEmpty, ordering: .releasing)
+            mutex.unlock()
+        }
+        return try body()
+    }
+
+    /// Whether setters on this thread are silenced.
+    @usableFromInline
+    func isSilenced() -> Bool {
+        guard hasSilencedThreads.load(ordering: .acquiring) else { return false }
+        let thread = pthread_self()
+        mutex.lock()
+        defer { mutex.unlock() }
+        return silencedThreads.contains { pthread_equal($0, thread) != 0 }
     }
 
     /// Runs `body` on the open batches, with the lock held (`body` runs no user code).

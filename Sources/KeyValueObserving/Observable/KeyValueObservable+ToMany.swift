@@ -1,0 +1,131 @@
+extension KeyValueObservableProtocol where Self: KeyValueObservable {
+    /// Inserts `newElements` into the array at `keyPath`, at `index`, notifying its observers of an
+    /// `.insertion` (Foundation's to-many change): `indexes` are the positions of the new elements,
+    /// `newValue` (with `.new`) the inserted elements, `oldValue` nil.
+    ///
+    /// ```swift
+    /// playlist.insert(["Intro"], at: 0, into: \.tracks)
+    /// ```
+    ///
+    /// A plain assignment of the array (`playlist.tracks.append(…)` included) stays a `.setting`
+    /// change of the whole array.
+    ///
+    /// - Complexity: O(*n*) in the length of the array.
+    public func insert<Element>(
+        _ newElements: [Element],
+        at index: Int,
+        into keyPath: ReferenceWritableKeyPath<Self, [Element]>
+    ) {
+        let count = self[keyPath: keyPath].count
+        precondition((0...count).contains(index), "insert(_:at:into:): index \(index) is out of bounds 0...\(count)")
+        _notifyingToManyChange(
+            of: keyPath,
+            kind: .insertion,
+            indexes: RangeSet(index..<(index + newElements.count)),
+            oldElements: nil,
+            newElements: newElements
+        ) { $0.insert(contentsOf: newElements, at: index) }
+    }
+
+    /// Removes the elements at `indexes` from the array at `keyPath`, notifying its observers of a
+    /// `.removal`: `oldValue` (with `.old`) holds the removed elements, `newValue` nil.
+    ///
+    /// - Complexity: O(*n*) in the length of the array.
+    public func remove<Element>(
+        at indexes: RangeSet<Int>,
+        from keyPath: ReferenceWritableKeyPath<Self, [Element]>
+    ) {
+        let array = self[keyPath: keyPath]
+        precondition(
+            indexes.ranges.allSatisfy { $0.lowerBound >= 0 && $0.upperBound <= array.count },
+            "remove(at:from:): indexes \(indexes.ranges) are out of bounds 0..<\(array.count)"
+        )
+        _notifyingToManyChange(
+            of: keyPath,
+            kind: .removal,
+            indexes: indexes,
+            oldElements: Array(array[indexes]),
+            newElements: nil
+        ) { $0.removeSubranges(indexes) }
+    }
+
+    /// Replaces the elements at `indexes` of the array at `keyPath` by `newElements` (one per index,
+    /// in order), notifying its observers of a `.replacement`: `oldValue` holds the replaced elements,
+    /// `newValue` the new ones.
+    ///
+    /// - Complexity: O(*n*) in the length of the array.
+    public func replace<Element>(
+        at indexes: RangeSet<Int>,
+        with newElements: [Element],
+        in keyPath: ReferenceWritableKeyPath<Self, [Element]>
+    ) {
+        let array = self[keyPath: keyPath]
+        let positions = indexes.ranges.flatMap { Array($0) }
+        precondition(
+            positions.allSatisfy { array.indices.contains($0) },
+            "replace(at:with:in:): indexes \(indexes.ranges) are out of bounds 0..<\(array.count)"
+        )
+        precondition(
+            positions.count == newElements.count,
+            "replace(at:with:in:): \(positions.count) indexes but \(newElements.count) new elements"
+        )
+        _notifyingToManyChange(
+            of: keyPath,
+            kind: .replacement,
+            indexes: indexes,
+            oldElements: positions.map { array[$0] },
+            newElements: newElements
+        ) { array in
+            for (position, element) in zip(positions, newElements) { array[position] = element }
+        }
+    }
+
+    func _notifyingToManyChange<Element>(
+        of keyPath: ReferenceWritableKeyPath<Self, [Element]>,
+        kind: KeyValueChangeKind,
+        indexes: RangeSet<Int>,
+        oldElements: [Element]?,
+        newElements: [Element]?,
+        mutate: (inout [Element]) -> Void
+    ) {
+        let registry = _registryCreatingIfNeeded()
+        let slots = _ObservationRoute.manualNotificationSlots(for: keyPath, of: self, in: registry)
+        let snapshots = slots.compactMap { registry.snapshot(for: $0) }
+        let anyKey = registry.anyKeySnapshot()
+        anyKey?.willChange(self, keyPath)
+        var pending: [[Any?]] = []
+        for snapshot in snapshots {
+            pending.append(snapshot.entries.map { entry -> Any? in
+                guard entry.isActive else { return nil }
+                if entry.isDirect {
+                    if entry.options.contains(.prior) {
+                        unsafeDowncast(entry, to: _DirectObserver<[Element]>.self).handler(self, KeyValueObservedChange(
+                            kind: kind,
+                            oldValue: entry.options.contains(.old) ? oldElements : nil,
+                            indexes: indexes,
+                            isPrior: true
+                        ))
+                    }
+                    return nil
+                }
+                return entry.willChange(self)
+            })
+        }
+        registry.silencingSetters { mutate(&self[keyPath: keyPath]) }
+        for (snapshot, pendingValues) in zip(snapshots, pending) {
+            for (entry, old) in zip(snapshot.entries, pendingValues) where entry.isActive {
+                if entry.isDirect {
+                    unsafeDowncast(entry, to: _DirectObserver<[Element]>.self).handler(self, KeyValueObservedChange(
+                        kind: kind,
+                        newValue: entry.options.contains(.new) ? newElements : nil,
+                        oldValue: entry.options.contains(.old) ? oldElements : nil,
+                        indexes: indexes
+                    ))
+                } else {
+                    entry.didChange(self, old: old)
+                }
+            }
+        }
+        anyKey?.didChange(self, keyPath)
+    }
+}

@@ -1,0 +1,73 @@
+import KeyValueObserving
+import Testing
+
+final class Queue: KeyValueObservable {
+    @Observed var items = ["a", "b", "c"]
+    var count: Int { items.count }
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\Queue.count: [\Queue.items]]
+    }
+}
+
+@Suite("To-many changes")
+struct ToManyTests {
+    @Test func insertionReportsTheIndexesAndTheNewElements() {
+        let queue = Queue()
+        let changes = Locked<[KeyValueObservedChange<[String]>]>([])
+        let token = queue.observe(\.items, options: [.old, .new]) { _, change in changes.append(change) }
+        queue.insert(["x", "y"], at: 1, into: \.items)
+        #expect(queue.items == ["a", "x", "y", "b", "c"])
+        #expect(changes.current == [KeyValueObservedChange(kind: .insertion, newValue: ["x", "y"], indexes: RangeSet(1..<3))])
+        token.invalidate()
+    }
+
+    @Test func removalReportsTheIndexesAndTheRemovedElements() {
+        let queue = Queue()
+        let changes = Locked<[KeyValueObservedChange<[String]>]>([])
+        let token = queue.observe(\.items, options: [.old, .new]) { _, change in changes.append(change) }
+        var indexes = RangeSet(0..<1)
+        indexes.insert(contentsOf: 2..<3)
+        queue.remove(at: indexes, from: \.items)
+        #expect(queue.items == ["b"])
+        #expect(changes.current == [KeyValueObservedChange(kind: .removal, oldValue: ["a", "c"], indexes: indexes)])
+        token.invalidate()
+    }
+
+    @Test func replacementReportsOldAndNewElements() {
+        let queue = Queue()
+        let changes = Locked<[KeyValueObservedChange<[String]>]>([])
+        let token = queue.observe(\.items, options: [.prior, .old, .new]) { _, change in changes.append(change) }
+        queue.replace(at: RangeSet(1..<2), with: ["B"], in: \.items)
+        #expect(queue.items == ["a", "B", "c"])
+        #expect(changes.current == [
+            KeyValueObservedChange(kind: .replacement, oldValue: ["b"], indexes: RangeSet(1..<2), isPrior: true),
+            KeyValueObservedChange(kind: .replacement, newValue: ["B"], oldValue: ["b"], indexes: RangeSet(1..<2)),
+        ])
+        token.invalidate()
+    }
+
+    @Test func aPlainAssignmentStaysASetting() {
+        let queue = Queue()
+        let changes = Locked<[KeyValueObservedChange<[String]>]>([])
+        let token = queue.observe(\.items, options: [.new]) { _, change in changes.append(change) }
+        queue.items.append("d")
+        #expect(changes.current == [KeyValueObservedChange(kind: .setting, newValue: ["a", "b", "c", "d"])])
+        #expect(changes.current.first?.indexes == nil)
+        token.invalidate()
+    }
+
+    @Test func dependentsAndObserversOfEveryKeyAreNotifiedOnce() {
+        let queue = Queue()
+        let counts = Locked<[Int?]>([])
+        let anyKey = Counter(0)
+        let count = queue.observe(\.count, options: [.new]) { _, change in counts.append(change.newValue) }
+        let all = queue.observeAnyKey { _, _ in anyKey.increment() }
+        queue.insert(["d"], at: 3, into: \.items)
+        queue.remove(at: RangeSet(0..<2), from: \.items)
+        #expect(counts.current == [4, 2])
+        #expect(anyKey.current == 2)
+        count.invalidate()
+        all.invalidate()
+    }
+}
