@@ -10,6 +10,7 @@ struct Scenario {
         case baselines = "Baselines"
         case setPath = "Set path"
         case dependentAndChains = "Dependent keys and chains"
+        case sequences = "Async sequences, batches, observers of every key"
         case registration = "Registration"
     }
 
@@ -371,6 +372,7 @@ enum Scenarios {
                 }
             },
 
+        ] + sequenceScenarios + [
             Scenario(
                 name: "register-invalidate", group: .registration,
                 summary: "observe(\\.volume, [.new]) + invalidate(), on an object with no other observer",

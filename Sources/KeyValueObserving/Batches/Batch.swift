@@ -9,23 +9,43 @@ import Musl
 /// Which observers a batch has already reached (see `_ObserverSnapshot.willChange`/`didChange`).
 @usableFromInline
 final class _BatchDelivery {
-    @usableFromInline var primed: Set<UInt64> = []
-    @usableFromInline var delivered: Set<UInt64> = []
+    // Linear searches: a batch reaches few observers, and hashing costs more than scanning them.
+    // Only the thread of the batch touches these, one access at a time: `@exclusivity(unchecked)`.
+    @exclusivity(unchecked) @usableFromInline var primed: ContiguousArray<UInt64> = []
+    @exclusivity(unchecked) @usableFromInline var delivered: ContiguousArray<UInt64> = []
 
     init() {}
+
+    /// Records that `id` was primed; `false` if it already was.
+    @inlinable
+    func prime(_ id: UInt64) -> Bool {
+        if primed.contains(id) { return false }
+        primed.append(id)
+        return true
+    }
+
+    /// Records that `id` was notified; `false` if it already was.
+    @inlinable
+    func deliver(_ id: UInt64) -> Bool {
+        if delivered.contains(id) { return false }
+        delivered.append(id)
+        return true
+    }
 }
 
 /// One object's batch on one thread (`coalescingChanges`). Only the thread that opened it touches it.
 @usableFromInline
 final class _BatchState {
+    // `depth` is only accessed with the registry's lock held; the other variables only by the thread
+    // of the batch, one access at a time: `@exclusivity(unchecked)`.
     let thread: pthread_t
-    var depth = 1
+    @exclusivity(unchecked) var depth = 1
     @usableFromInline let delivery = _BatchDelivery()
     /// The keys changed so far, in the order of their first change, with what ends their change.
-    @usableFromInline var changedKeys: [AnyKeyPath] = []
-    @usableFromInline var finishers: [() -> Void] = []
-    @usableFromInline var changedOffsets: [Int] = []
-    @usableFromInline var anyKeyPriorSent = false
+    @exclusivity(unchecked) @usableFromInline var changedKeys: [AnyKeyPath] = []
+    @exclusivity(unchecked) @usableFromInline var finishers: [() -> Void] = []
+    @exclusivity(unchecked) @usableFromInline var changedOffsets: [Int] = []
+    @exclusivity(unchecked) @usableFromInline var anyKeyPriorSent = false
 
     init(thread: pthread_t) {
         self.thread = thread

@@ -75,7 +75,7 @@ extension _ObserverSnapshot {
         for index in entries.indices {
             Unmanaged.passUnretained(entries[index])._withUnsafeGuaranteedRef { entry in
                 // In a batch, an observer hears of the first change that reaches it only.
-                if let batch, !batch.primed.insert(entry.id).inserted { return }
+                if let batch, !batch.prime(entry.id) { return }
                 if entry.isDirect {
                     let options = entry.options
                     guard options.contains(.prior), entry.isActive else { return }
@@ -105,7 +105,7 @@ extension _ObserverSnapshot {
         for index in entries.indices {
             Unmanaged.passUnretained(entries[index])._withUnsafeGuaranteedRef { entry in
                 // In a batch, an observer is notified once, for the first key that reached it.
-                if let batch, !batch.delivered.insert(entry.id).inserted { return }
+                if let batch, !batch.deliver(entry.id) { return }
                 if entry.isDirect {
                     guard entry.isActive else { return }
                     let options = entry.options
