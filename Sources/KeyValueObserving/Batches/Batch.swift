@@ -43,7 +43,8 @@ final class _BatchState {
     @usableFromInline let delivery = _BatchDelivery()
     /// The keys changed so far, in the order of their first change, with what ends their change.
     @exclusivity(unchecked) @usableFromInline var changedKeys: [AnyKeyPath] = []
-    @exclusivity(unchecked) @usableFromInline var finishers: [() -> Void] = []
+    /// Per changed key: reads its final value and current observers, and returns its delivery.
+    @exclusivity(unchecked) @usableFromInline var finishers: [() -> () -> Void] = []
     @exclusivity(unchecked) @usableFromInline var changedOffsets: [Int] = []
     @exclusivity(unchecked) @usableFromInline var anyKeyPriorSent = false
 
@@ -110,8 +111,11 @@ extension _ObserverRegistry {
             return batches[index].depth == 0 ? batches.remove(at: index) : nil
         }
         guard let finished else { return }
-        // Delivered after the batch is closed: changes made by handlers notify as usual.
-        for finish in finished.finishers { finish() }
+        // Delivered after the batch is closed: changes made by handlers notify as usual. Every final
+        // value is read before any handler runs, so a handler changing another key of the batch
+        // cannot make that key's notification report its own change.
+        let deliveries = finished.finishers.map { $0() }
+        for deliver in deliveries { deliver() }
         if !finished.changedKeys.isEmpty, let anyKey = anyKeySnapshot() {
             anyKey.didChange(object, finished.changedKeys)
         }

@@ -141,7 +141,10 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         if options.contains(.initial) {
             changeHandler(self, KeyValueObservedChange(settingNew: options.contains(.new) ? initial : nil, old: nil))
         }
-        return KeyValueObservation(registry: nil, id: 0, parts: [chain])
+        // An id in the root's registry (with no entry), so that sequences built on the chain can
+        // finish when the root is deallocated.
+        let registry = _registryCreatingIfNeeded()
+        return KeyValueObservation(registry: registry, id: registry.makeID(), parts: [chain])
     }
 }
 

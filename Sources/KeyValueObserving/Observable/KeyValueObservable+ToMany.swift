@@ -8,7 +8,9 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     /// ```
     ///
     /// A plain assignment of the array (`playlist.tracks.append(…)` included) stays a `.setting`
-    /// change of the whole array.
+    /// change of the whole array, and so does this method inside a batch (`coalescingChanges`).
+    /// Observers that read the array through their own key path (dependent keys, a read-only key
+    /// path to an inherited array) get a `.setting` change with the whole array.
     ///
     /// - Complexity: O(*n*) in the length of the array.
     public func insert<Element>(
@@ -89,6 +91,11 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         mutate: (inout [Element]) -> Void
     ) {
         let registry = _registryCreatingIfNeeded()
+        if registry.currentBatch() != nil {
+            // In a batch the change is one of the batch's: a `.setting` of the array, at its end.
+            mutate(&self[keyPath: keyPath])
+            return
+        }
         let slots = _ObservationRoute.manualNotificationSlots(for: keyPath, of: self, in: registry)
         let snapshots = slots.compactMap { registry.snapshot(for: $0) }
         let anyKey = registry.anyKeySnapshot()
@@ -111,7 +118,15 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
                 return entry.willChange(self)
             })
         }
-        registry.silencingSetters { mutate(&self[keyPath: keyPath]) }
+        let observedKey = slots.lazy.compactMap { slot -> AnyKeyPath? in
+            if case .observedProperty(let key, _) = slot { return key }
+            return nil
+        }.first
+        if let observedKey {
+            registry.silencingSetter(of: observedKey) { mutate(&self[keyPath: keyPath]) }
+        } else {
+            mutate(&self[keyPath: keyPath])
+        }
         for (snapshot, pendingValues) in zip(snapshots, pending) {
             for (entry, old) in zip(snapshot.entries, pendingValues) where entry.isActive {
                 if entry.isDirect {

@@ -82,6 +82,7 @@ open class KeyValueObservable {
     }
 
     /// The registry, created on first use. Creation races are settled by compare-and-exchange.
+    @usableFromInline
     final func _registryCreatingIfNeeded() -> _ObserverRegistry {
         if let registry = _kvoRegistry.load(ordering: .acquiring) {
             return registry.takeUnretainedValue()

@@ -140,7 +140,7 @@ public struct Observed<Value> {
         key: AnyKeyPath,
         registry: Unmanaged<_ObserverRegistry>
     ) {
-        if registry._withUnsafeGuaranteedRef({ $0.isSilenced() }) {
+        if registry._withUnsafeGuaranteedRef({ $0.isSilenced(key) }) {
             // A to-many mutation through the library: it sends its own notification.
             storage.pointee._value = newValue
             return
@@ -171,10 +171,26 @@ public struct Observed<Value> {
             let oldValue = storage.pointee._value
             let pending = snapshot?.willChange(on: object, oldValue: oldValue, batch: batch.delivery)
             storage.pointee._value = newValue
-            if let snapshot {
-                let delivery = batch.delivery
-                batch.finishers.append {
-                    snapshot.didChange(storage.pointee._value, oldValue: oldValue, pending: pending, on: object, batch: delivery)
+            // Old values of observers reading through key paths, by observer (the key's observers may
+            // change during the batch).
+            var pendingByID: [UInt64: Any?] = [:]
+            if let snapshot, let pending {
+                for (entry, value) in zip(snapshot.entries, pending) { pendingByID[entry.id] = value }
+            }
+            let delivery = batch.delivery
+            batch.finishers.append {
+                // Phase 1, for every key before any delivery: the final value and the observers now.
+                let finalValue = storage.pointee._value
+                let current: _ObserverSnapshot? = registry._withUnsafeGuaranteedRef { registry in
+                    MemoryLayout<Value>.size == 0
+                        ? registry.snapshot(forZeroSizedKey: key)
+                        : registry.snapshot(forStorageAt: storageOffset, key: { key })
+                }
+                return {
+                    // Phase 2: the delivery.
+                    guard let current else { return }
+                    let currentPending = ContiguousArray(current.entries.map { pendingByID[$0.id] ?? nil })
+                    current.didChange(finalValue, oldValue: oldValue, pending: currentPending, on: object, batch: delivery)
                 }
             }
             return

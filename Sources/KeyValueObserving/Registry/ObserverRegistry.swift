@@ -46,7 +46,7 @@ final class _ObserverRegistry: @unchecked Sendable {
     @exclusivity(unchecked) private var anyKeyObservers = _AnyKeySnapshot(observers: [])
     /// Threads currently mutating a to-many property through the library (its own notification
     /// replaces the setter's).
-    @exclusivity(unchecked) private var silencedThreads: [pthread_t] = []
+    @exclusivity(unchecked) private var silencedThreads: [(thread: pthread_t, key: AnyKeyPath)] = []
     /// Open batches (`coalescingChanges`), one per thread at most.
     @exclusivity(unchecked) private var batches: [_BatchState] = []
     /// What to call when the object is deallocated (async sequences finish), by registration id.
@@ -117,6 +117,7 @@ final class _ObserverRegistry: @unchecked Sendable {
         mutex.destroy()
     }
 
+    @usableFromInline
     func makeID() -> UInt64 {
         nextID.wrappingAdd(1, ordering: .relaxed).oldValue
     }
@@ -364,16 +365,18 @@ final class _ObserverRegistry: @unchecked Sendable {
         return anyKeyObservers.observers.isEmpty ? nil : anyKeyObservers
     }
 
-    /// Runs `body` (which sets a property) with the setters' notifications silenced on this thread.
-    func silencingSetters<Result>(_ body: () throws -> Result) rethrows -> Result {
+    /// Runs `body` (which sets the `@Observed` property `key`) with that property's setter
+    /// notifications silenced on this thread; other properties set meanwhile (by a `didSet`, say)
+    /// notify as usual.
+    func silencingSetter<Result>(of key: AnyKeyPath, _ body: () throws -> Result) rethrows -> Result {
         let thread = pthread_self()
         mutex.lock()
-        silencedThreads.append(thread)
+        silencedThreads.append((thread, key))
         hasSilencedThreads.store(true, ordering: .releasing)
         mutex.unlock()
         defer {
             mutex.lock()
-            if let index = silencedThreads.lastIndex(where: { pthread_equal($0, thread) != 0 }) {
+            if let index = silencedThreads.lastIndex(where: { pthread_equal($0.thread, thread) != 0 }) {
                 silencedThreads.remove(at: index)
             }
             hasSilencedThreads.store(!silencedThreads.isEmpty, ordering: .releasing)
@@ -382,14 +385,15 @@ final class _ObserverRegistry: @unchecked Sendable {
         return try body()
     }
 
-    /// Whether setters on this thread are silenced.
+    /// Whether the setter of `key` is silenced on this thread.
     @usableFromInline
-    func isSilenced() -> Bool {
+    func isSilenced(_ key: AnyKeyPath) -> Bool {
         guard hasSilencedThreads.load(ordering: .acquiring) else { return false }
         let thread = pthread_self()
         mutex.lock()
         defer { mutex.unlock() }
-        return silencedThreads.contains { pthread_equal($0, thread) != 0 }
+        // Wrapper key paths are plain property key paths: comparing them runs no user code.
+        return silencedThreads.contains { pthread_equal($0.thread, thread) != 0 && _sameKey($0.key, key) }
     }
 
     /// Runs `body` on the open batches, with the lock held (`body` runs no user code).

@@ -161,6 +161,56 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         return KeyValueObservationChanges(stream: stream)
     }
 
+    /// `changes(for:options:buffering:)` without the changes whose new value equals the old one.
+    public func changes<Value: Equatable & Sendable>(
+        for keyPath: KeyPath<Self, Value>,
+        options: KeyValueObservingOptions = [.old, .new],
+        buffering: KeyValueObservationBuffering = .unbounded,
+        removingDuplicates: Bool,
+        fileID: String = #fileID,
+        line: UInt = #line
+    ) -> KeyValueObservationChanges<Value> {
+        var isDuplicate: (@Sendable (Value, Value) -> Bool)?
+        if removingDuplicates {
+            isDuplicate = { (old: Value, new: Value) in old == new }
+        }
+        let (stream, continuation) = AsyncStream<KeyValueObservedChange<Value>>.makeStream(
+            bufferingPolicy: buffering.streamPolicy(for: KeyValueObservedChange<Value>.self)
+        )
+        let sink = _SequenceSink(continuation)
+        let token = _observe(keyPath, options: options, isDuplicate: isDuplicate, fileID: fileID, line: line) { _, change in
+            sink.yield(change)
+        }
+        _finish(sink, with: token)
+        return KeyValueObservationChanges(stream: stream)
+    }
+
+    /// The values reached through an observable intermediate (`player.currentItem?.status`), as an
+    /// `AsyncSequence`: the chain form of `values(for:options:buffering:)`, re-targeted when the
+    /// intermediate is replaced; nil while it is nil. Finishes when the root object is deallocated.
+    public func values<Intermediate: KeyValueObservable, Value: Sendable>(
+        for first: KeyPath<Self, Intermediate?>,
+        _ second: KeyPath<Intermediate, Value>,
+        options: KeyValueObservingOptions = [.initial, .new],
+        buffering: KeyValueObservationBuffering = .unbounded,
+        fileID: String = #fileID,
+        line: UInt = #line
+    ) -> KeyValueObservationValues<Value?> {
+        let (stream, continuation) = AsyncStream<Value?>.makeStream(bufferingPolicy: buffering.streamPolicy(for: Value?.self))
+        let sink = _SequenceSink(continuation)
+        var internalOptions = options.union(.new)
+        if options.contains(.prior) { internalOptions.insert(.old) }
+        let token = observe(first, second, options: internalOptions, fileID: fileID, line: line) { _, change in
+            if change.isPrior {
+                if let old = change.oldValue { sink.yield(old) }
+            } else if let new = change.newValue {
+                sink.yield(new)
+            }
+        }
+        _finish(sink, with: token)
+        return KeyValueObservationValues(stream: stream)
+    }
+
     func _valueStream<Value: Sendable>(
         for keyPath: KeyPath<Self, Value>,
         options: KeyValueObservingOptions,

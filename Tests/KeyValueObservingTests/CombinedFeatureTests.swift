@@ -1,0 +1,110 @@
+import KeyValueObserving
+import Testing
+
+final class CountedQueue: KeyValueObservable {
+    @Observed var count = 0
+    @Observed var items: [String] = [] {
+        didSet { count = items.count }
+    }
+}
+
+@Suite("Sequences, batches and to-many changes together")
+struct CombinedFeatureTests {
+    @Test func aToManyMutationSilencesOnlyItsOwnKey() {
+        let queue = CountedQueue()
+        let log = Locked<[String]>([])
+        let items = queue.observe(\.items, options: [.new]) { _, change in log.append("items \(change.kind)") }
+        let count = queue.observe(\.count, options: [.new]) { _, change in log.append("count \(change.newValue!)") }
+        queue.insert(["a"], at: 0, into: \.items)
+        #expect(log.current == ["count 1", "items insertion"])
+        items.invalidate()
+        count.invalidate()
+    }
+
+    @Test func aToManyMutationInsideABatchIsOneSettingAtTheEnd() {
+        let queue = Queue()
+        let changes = Locked<[KeyValueObservedChange<[String]>]>([])
+        let anyKey = Counter(0)
+        let token = queue.observe(\.items, options: [.old, .new]) { _, change in changes.append(change) }
+        let all = queue.observeAnyKey { _, _ in anyKey.increment() }
+        queue.coalescingChanges {
+            queue.items = ["z"]
+            queue.insert(["y"], at: 0, into: \.items)
+        }
+        #expect(changes.current == [KeyValueObservedChange(kind: .setting, newValue: ["y", "z"], oldValue: ["a", "b", "c"])])
+        #expect(anyKey.current == 1)
+        token.invalidate()
+        all.invalidate()
+    }
+
+    @Test func anObserverRegisteredDuringABatchIsNotifiedAtItsEnd() {
+        let editor = Editor()
+        let values = Locked<[String?]>([])
+        var token: KeyValueObservation?
+        editor.coalescingChanges {
+            editor.title = "A"
+            token = editor.observe(\.title, options: [.new]) { _, change in values.append(change.newValue) }
+            editor.title = "B"
+        }
+        #expect(values.current == ["B"])
+        token?.invalidate()
+    }
+
+    @Test func aHandlerChangingAnotherKeyOfTheBatchDoesNotReorderItsNotification() {
+        let editor = Editor()
+        let log = Locked<[String]>([])
+        let title = editor.observe(\.title, options: [.old, .new]) { editor, change in
+            log.append("title \(change.oldValue!)→\(change.newValue!)")
+            if change.newValue == "T" { editor.body = "from handler" }
+        }
+        let body = editor.observe(\.body, options: [.old, .new]) { _, change in log.append("body \(change.oldValue!)→\(change.newValue!)") }
+        editor.coalescingChanges {
+            editor.title = "T"
+            editor.body = "B"
+        }
+        // The batch's own `body` notification carries the value the batch left (read before any
+        // handler ran); the handler's change comes as its own notification, nested in the title's.
+        #expect(log.current == ["title Untitled→T", "body B→from handler", "body →B"])
+        title.invalidate()
+        body.invalidate()
+    }
+
+    @Test func chainsCanBeConsumedAsSequences() async {
+        var player: MediaPlayer? = MediaPlayer()
+        let values = player!.values(for: \.currentItem, \.status)
+        let item = PlayerItem()
+        player!.currentItem = item
+        item.status = .ready
+        player!.currentItem = nil
+        player = nil
+        var received: [ItemStatus?] = []
+        for await value in values { received.append(value) }
+        #expect(received == [nil, .loading, .ready, nil])
+    }
+
+    @Test func changesCanRemoveDuplicates() async {
+        var player: AudioPlayer? = AudioPlayer()
+        let changes = player!.changes(for: \.volume, removingDuplicates: true)
+        player!.volume = 0.5
+        player!.volume = 0.6
+        player!.volume = 0.6
+        player = nil
+        var received: [KeyValueObservedChange<Double>] = []
+        for await change in changes { received.append(change) }
+        #expect(received == [KeyValueObservedChange(newValue: 0.6, oldValue: 0.5)])
+    }
+
+    @Test func removingDuplicatesOnSequencesDoesNotCompileForNonEquatableValues() throws {
+        guard SnippetCompiler.isSupported else { return }
+        let output = try SnippetCompiler.typecheck("""
+            import KeyValueObserving
+            struct Opaque: Sendable { var value = 0 }
+            final class Holder: KeyValueObservable { @Observed var thing = Opaque() }
+            func start(_ holder: Holder) -> KeyValueObservationValues<Opaque> {
+                holder.values(for: \\.thing, removingDuplicates: true)
+            }
+            """)
+        #expect(output.status != 0)
+        #expect(output.standardError.contains("Equatable"), "\(output.standardError)")
+    }
+}
