@@ -108,3 +108,58 @@ struct CombinedFeatureTests {
         #expect(output.standardError.contains("Equatable"), "\(output.standardError)")
     }
 }
+
+@Suite("Batches, any-key observers and sequences across threads")
+struct CombinedConcurrencyTests {
+    /// Two threads batch changes of different properties of one object at once, while others
+    /// register observers of every key and invalidate them.
+    @Test func batchesOnTwoThreadsOfOneObject() {
+        let editor = Editor()
+        let titles = Counter(0)
+        let bodies = Counter(0)
+        let title = editor.observe(\.title) { _, _ in titles.increment() }
+        let body = editor.observe(\.body) { _, _ in bodies.increment() }
+        let pool = Locked<[KeyValueObservation]>([])
+        TestThread.run(4) { me in
+            for step in 0..<500 {
+                switch me {
+                case 0: editor.coalescingChanges { editor.title = "a\(step)"; editor.title = "b\(step)" }
+                case 1: editor.coalescingChanges { editor.body = "a\(step)"; editor.body = "b\(step)" }
+                case 2: pool.append(editor.observeAnyKey { _, _ in })
+                default: pool.withLock { $0.isEmpty ? nil : $0.removeFirst() }?.invalidate()
+                }
+            }
+        }
+        #expect(titles.current == 500)
+        #expect(bodies.current == 500)
+        pool.withLock { tokens in tokens.forEach { $0.invalidate() }; tokens = [] }
+        title.invalidate()
+        body.invalidate()
+        #expect(editor.observedKeyPaths.isEmpty)
+    }
+
+    /// Consumers are cancelled while the owner keeps setting.
+    @Test func cancellationRacingSets() async {
+        let player = AudioPlayer()
+        // Registration reads the property the first time a key path is used: do that before the
+        // writer starts (see the core stress test).
+        player.observe(\.volume) { _, _ in }.invalidate()
+        let stop = Locked(false)
+        let writer = TestThread {
+            var value = 0.0
+            while !stop.current {
+                value += 1
+                player.volume = value
+            }
+        }
+        for _ in 0..<50 {
+            let values = player.values(for: \.volume, options: [.new], buffering: .newest(4))
+            let task = Task { for await _ in values { break } }
+            task.cancel()
+            await task.value
+        }
+        stop.withLock { $0 = true }
+        writer.join()
+        #expect(player.observedKeyPaths.isEmpty)
+    }
+}
