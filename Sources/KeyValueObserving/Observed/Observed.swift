@@ -189,7 +189,9 @@ public struct Observed<Value> {
                 return {
                     // Phase 2: the delivery.
                     guard let current else { return }
-                    let currentPending = ContiguousArray(current.entries.map { pendingByID[$0.id] ?? nil })
+                    let currentPending = pendingByID.isEmpty
+                        ? nil
+                        : ContiguousArray(current.entries.map { pendingByID[$0.id] ?? nil })
                     current.didChange(finalValue, oldValue: oldValue, pending: currentPending, on: object, batch: delivery)
                 }
             }
