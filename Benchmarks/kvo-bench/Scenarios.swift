@@ -11,6 +11,7 @@ struct Scenario {
         case setPath = "Set path"
         case dependentAndChains = "Dependent keys and chains"
         case sequences = "Async sequences, batches, observers of every key"
+        case scaling = "Scaling and contention"
         case registration = "Registration"
     }
 
@@ -372,7 +373,7 @@ enum Scenarios {
                 }
             },
 
-        ] + sequenceScenarios + [
+        ] + sequenceScenarios + scalingScenarios + [
             Scenario(
                 name: "register-invalidate", group: .registration,
                 summary: "observe(\\.volume, [.new]) + invalidate(), on an object with no other observer",

@@ -138,13 +138,15 @@ final class _ObserverRegistry: @unchecked Sendable {
     func snapshot(forStorageAt offset: Int, key: () -> AnyKeyPath) -> _ObserverSnapshot? {
         mutex.lock()
         var needsLearning = false
-        for slot in slots where slot.kind == .storage {
-            if slot.offset == offset {
-                let snapshot = slot.snapshot
+        // By index, reading only the fields needed: copying a slot would retain its key and snapshot.
+        for index in slots.indices where slots[index].kind == .storage {
+            let slotOffset = slots[index].offset
+            if slotOffset == offset {
+                let snapshot = slots[index].snapshot
                 mutex.unlock()
                 return snapshot
             }
-            needsLearning = needsLearning || slot.offset == nil
+            needsLearning = needsLearning || slotOffset == nil
         }
         needsLearning = needsLearning && !learnedOffsets.contains { $0.offset == offset }
         mutex.unlock()

@@ -1,0 +1,179 @@
+import Dispatch
+import Foundation
+import KeyValueObserving
+
+/// `@unchecked Sendable`: in the contention scenarios each thread sets its own property (or the
+/// same object's separate keys), never a property another thread touches.
+final class TwoKeys: KeyValueObservable, @unchecked Sendable {
+    @Observed var left = 0
+    @Observed var right = 0
+}
+
+@inline(never) func setLeft(_ object: TwoKeys, _ value: Int) { object.left = value }
+@inline(never) func setRight(_ object: TwoKeys, _ value: Int) { object.right = value }
+
+/// A thread that runs one job at a time for the contention scenarios, kept for the whole run so
+/// that starting a thread is not part of what is measured.
+///
+/// `@unchecked Sendable`: `job` is written before `start` is signalled and read after it. The thread
+/// keeps its worker alive (a worker is never deallocated while its thread waits on its semaphores;
+/// there is one per contention scenario, for the life of the process).
+final class Worker: @unchecked Sendable {
+    private let start = DispatchSemaphore(value: 0)
+    private let done = DispatchSemaphore(value: 0)
+    private var job: (@Sendable () -> Void)?
+
+    init() {
+        let thread = Thread { [self] in
+            while true {
+                self.start.wait()
+                self.job?()
+                self.done.signal()
+            }
+        }
+        thread.start()
+    }
+
+    /// Runs `first` on the worker and `second` on this thread, and waits for both.
+    func inParallel(_ first: @escaping @Sendable () -> Void, _ second: () -> Void) {
+        job = first
+        start.signal()
+        second()
+        done.wait()
+    }
+}
+
+extension Scenarios {
+    /// How the cost of one set grows with observers, observed keys and objects, and under contention.
+    static var scalingScenarios: [Scenario] {
+        [1, 10, 100, 1_000].map { count in
+            Scenario(
+                name: "observers-\(count)", group: .scaling,
+                summary: "one set with \(count) [.new] observer\(count == 1 ? "" : "s") on the key (per set)",
+                baseline: count == 1 ? nil : "observers-1"
+            ) {
+                let counter = Counter()
+                let player = opaque(Player())
+                let tokens = (0..<count).map { _ in
+                    player.observe(\.volume, options: [.new]) { _, _ in counter.count &+= 1 }
+                }
+                let values = Values()
+                return Workload(retaining: tokens) { iterations in
+                    counter.reset()
+                    for i in values.next(iterations) { setVolume(player, Double(i)) }
+                } check: { iterations in
+                    counter.count == count * iterations ? nil : "handlers ran \(counter.count) times, expected \(count * iterations)"
+                }
+            }
+        } + [
+            Scenario(
+                name: "observed-keys-10", group: .scaling,
+                summary: "one set of a key, on an object with 10 observed keys (one observer each)",
+                baseline: "observers-1"
+            ) {
+                let counter = Counter()
+                let form = opaque(Form())
+                let keys: [ReferenceWritableKeyPath<Form, Int>] = [\.f0, \.f1, \.f2, \.f3, \.f4, \.f5, \.f6, \.f7, \.f8, \.f9]
+                let tokens = keys.map { key in form.observe(key, options: [.new]) { _, _ in counter.count &+= 1 } }
+                // Teach the registry every key's storage (the first set of each does).
+                setAllFields(form, -1)
+                let values = Values()
+                return Workload(retaining: tokens) { iterations in
+                    counter.reset()
+                    for i in values.next(iterations) { setF0(form, i) }
+                } check: { iterations in
+                    counter.count == iterations ? nil : "handlers ran \(counter.count) times, expected \(iterations)"
+                }
+            },
+            Scenario(
+                name: "objects-10000", group: .scaling,
+                summary: "one set on each of 10,000 objects in turn, one [.new] observer each",
+                baseline: "observers-1"
+            ) {
+                let counter = Counter()
+                let players = (0..<10_000).map { _ in Player() }
+                let tokens = players.map { player in player.observe(\.volume, options: [.new]) { _, _ in counter.count &+= 1 } }
+                let values = Values()
+                return Workload(retaining: tokens + players) { iterations in
+                    counter.reset()
+                    for i in values.next(iterations) { setVolume(players[i % players.count], Double(i)) }
+                } check: { iterations in
+                    counter.count == iterations ? nil : "handlers ran \(counter.count) times, expected \(iterations)"
+                }
+            },
+            Scenario(
+                name: "contention-different-objects", group: .scaling,
+                summary: "two threads each setting their own object, one observer each (per set, both threads)",
+                baseline: "observers-1"
+            ) {
+                let counter = Locked(0)
+                let worker = Worker()
+                let objects = [TwoKeys(), TwoKeys()]
+                let tokens = objects.map { object in object.observe(\.left, options: [.new]) { _, _ in counter.add(1) } }
+                return Workload(retaining: tokens + objects + [worker]) { iterations in
+                    counter.set(0)
+                    let half = max(iterations / 2, 1)
+                    let first = UncheckedBox(value: objects[0])
+                    worker.inParallel({ for i in 0..<half { setLeft(first.value, i) } }, { for i in 0..<half { setLeft(objects[1], i) } })
+                } check: { iterations in
+                    counter.get() == 2 * max(iterations / 2, 1) ? nil : "handlers ran \(counter.get()) times"
+                }
+            },
+            Scenario(
+                name: "contention-same-object", group: .scaling,
+                summary: "two threads setting different keys of one object, one observer per key (per set, both threads)",
+                baseline: "contention-different-objects"
+            ) {
+                let counter = Locked(0)
+                let worker = Worker()
+                let object = TwoKeys()
+                let tokens = [
+                    object.observe(\.left, options: [.new]) { _, _ in counter.add(1) },
+                    object.observe(\.right, options: [.new]) { _, _ in counter.add(1) },
+                ]
+                return Workload(retaining: tokens + [object, worker]) { iterations in
+                    counter.set(0)
+                    let half = max(iterations / 2, 1)
+                    let shared = UncheckedBox(value: object)
+                    worker.inParallel({ for i in 0..<half { setLeft(shared.value, i) } }, { for i in 0..<half { setRight(object, i) } })
+                } check: { iterations in
+                    counter.get() == 2 * max(iterations / 2, 1) ? nil : "handlers ran \(counter.get()) times"
+                }
+            },
+        ]
+    }
+}
+
+/// A counter shared by threads. `@unchecked Sendable`: `value` is only accessed with `lock` held.
+final class Locked: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Int
+
+    init(_ value: Int) {
+        self.value = value
+    }
+
+    func add(_ amount: Int) {
+        lock.lock()
+        value += amount
+        lock.unlock()
+    }
+
+    func set(_ newValue: Int) {
+        lock.lock()
+        value = newValue
+        lock.unlock()
+    }
+
+    func get() -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return value
+    }
+}
+
+/// Hands a non-`Sendable` object to another thread. `@unchecked Sendable`: each scenario documents
+/// which thread touches which property.
+struct UncheckedBox<Value>: @unchecked Sendable {
+    let value: Value
+}
