@@ -84,3 +84,25 @@ struct DiagnosticsTests {
         #expect(player.observedKeyPaths.isEmpty)
     }
 }
+
+@Suite("The process-wide diagnostics handler", .serialized)
+struct GlobalDiagnosticsHandlerTests {
+    @Test func aProcessWideHandlerReceivesDiagnosticsRaisedOutsideAScopedOne() {
+        final class Unobservable: KeyValueObservable {
+            var plain = 0
+        }
+        let collected = Locked<[KeyValueObservingDiagnostic]>([])
+        KeyValueObservingDiagnostics.setHandler { diagnostic in
+            if diagnostic.objectType == Unobservable.self { collected.append(diagnostic) }
+        }
+        defer { KeyValueObservingDiagnostics.setHandler(nil) }
+        let object = Unobservable()
+        let token = object.observe(\.plain) { _, _ in }
+        let again = object.observe(\.plain) { _, _ in }
+        // Unlike the default (one line per key), a handler receives every diagnostic.
+        #expect(collected.current.count == 2)
+        #expect(collected.current.first?.kind == .unobservableKey)
+        token.invalidate()
+        again.invalidate()
+    }
+}

@@ -87,6 +87,16 @@ final class _SequenceSink<Element: Sendable>: @unchecked Sendable {
     func finish() {
         continuation.finish()
     }
+
+    /// Yields the value a change carries: the old one for a prior notification (the sequences ask
+    /// for `.old` with `.prior`), else the new one.
+    func yieldValue(of change: KeyValueObservedChange<Element>) {
+        if change.isPrior {
+            if let old = change.oldValue { yield(old) }
+        } else if let new = change.newValue {
+            yield(new)
+        }
+    }
 }
 
 extension KeyValueObservableProtocol where Self: KeyValueObservable {
@@ -201,11 +211,7 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         var internalOptions = options.union(.new)
         if options.contains(.prior) { internalOptions.insert(.old) }
         let token = observe(first, second, options: internalOptions, fileID: fileID, line: line) { _, change in
-            if change.isPrior {
-                if let old = change.oldValue { sink.yield(old) }
-            } else if let new = change.newValue {
-                sink.yield(new)
-            }
+            sink.yieldValue(of: change)
         }
         _finish(sink, with: token)
         return KeyValueObservationValues(stream: stream)
@@ -225,11 +231,7 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         var internalOptions = options.union(.new)
         if options.contains(.prior) { internalOptions.insert(.old) }
         let token = _observe(keyPath, options: internalOptions, isDuplicate: isDuplicate, fileID: fileID, line: line) { _, change in
-            if change.isPrior {
-                if let old = change.oldValue { sink.yield(old) }
-            } else if let new = change.newValue {
-                sink.yield(new)
-            }
+            sink.yieldValue(of: change)
         }
         _finish(sink, with: token)
         return stream
