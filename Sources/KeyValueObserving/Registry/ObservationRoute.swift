@@ -41,7 +41,7 @@ enum _ObservationRoute {
             return dependencyRoute(of: keyPath, in: table, object: object, fileID: fileID, line: line)
         }
         let reads = unique(registry.probe { _ = object[keyPath: keyPath] })
-        if !reads.isEmpty, let inherited = inheritedDependentKey(matching: keyPath, reads: reads, in: table, object: object) {
+        if !reads.isEmpty, let inherited = equivalentKeys(of: keyPath, in: table, object: object, reads: reads).first {
             return dependencyRoute(of: inherited, in: table, object: object, fileID: fileID, line: line)
         }
         if reads.count == 1 {
@@ -156,28 +156,46 @@ enum _ObservationRoute {
     }
 
     /// The declared inputs of `key`: its entry in the table, united with the entries of the same key
-    /// declared at other levels of the class hierarchy (`\Superclass.key` and `\Subclass.key` are
-    /// different key paths; they are taken to be the same key when they have the same value type and
-    /// read the same `@Observed` properties).
+    /// declared at other levels of the class hierarchy (`equivalentKeys`).
     private static func dependencyInputs<Root: KeyValueObservable>(
         of key: AnyKeyPath,
         in table: [AnyKeyPath: [AnyKeyPath]],
         object: Root
     ) -> [AnyKeyPath] {
         var inputs = table[key] ?? []
-        var keyReads: [_ObserverRegistry.ProbedRead]?
-        for (candidate, candidateInputs) in table where candidate != key {
+        for candidate in equivalentKeys(of: key, in: table, object: object) {
+            for input in table[candidate] ?? [] where !inputs.contains(input) { inputs.append(input) }
+        }
+        return inputs
+    }
+
+    /// The keys of the table that stand for `key` at other levels of the class hierarchy:
+    /// `\Superclass.key` and `\Subclass.key` are different key paths the runtime cannot compare, so
+    /// they are taken to be the same key when they have the same value type and read the same
+    /// `@Observed` properties. (A different computed property with that type and those inputs would
+    /// be served by the same dependencies, which are then the right ones for it too.)
+    ///
+    /// - Parameter knownReads: `key`'s reads, if the caller has probed them already.
+    private static func equivalentKeys<Root: KeyValueObservable>(
+        of key: AnyKeyPath,
+        in table: [AnyKeyPath: [AnyKeyPath]],
+        object: Root,
+        reads knownReads: [_ObserverRegistry.ProbedRead]? = nil
+    ) -> [AnyKeyPath] {
+        var keyReads = knownReads
+        var equivalents: [AnyKeyPath] = []
+        for candidate in table.keys where candidate != key {
             guard isInherited(candidate, by: key) || isInherited(key, by: candidate) else { continue }
             if keyReads == nil {
                 keyReads = unique(registry(of: object).probe { _ = object[keyPath: key] })
             }
             let candidateReads = unique(registry(of: object).probe { _ = object[keyPath: candidate] })
-            guard let keyReads, candidateReads.count == keyReads.count,
-                  zip(candidateReads, keyReads).allSatisfy({ _sameKey($0.key, $1.key) })
-            else { continue }
-            for input in candidateInputs where !inputs.contains(input) { inputs.append(input) }
+            if let keyReads, candidateReads.count == keyReads.count,
+               zip(candidateReads, keyReads).allSatisfy({ _sameKey($0.key, $1.key) }) {
+                equivalents.append(candidate)
+            }
         }
-        return inputs
+        return equivalents
     }
 
     static func unique(_ reads: [_ObserverRegistry.ProbedRead]) -> [_ObserverRegistry.ProbedRead] {
@@ -186,26 +204,6 @@ enum _ObservationRoute {
             result.append(read)
         }
         return result
-    }
-
-    /// A dependent key declared by a superclass (`\Superclass.key`) that `keyPath` (`\Subclass.key`)
-    /// stands for: same value type, and reading the same `@Observed` properties. (The runtime cannot
-    /// compare the two key paths; a different computed property with that type and those inputs
-    /// would be served by the same dependencies, which are then the right ones for it too.)
-    private static func inheritedDependentKey<Root: KeyValueObservable>(
-        matching keyPath: AnyKeyPath,
-        reads: [_ObserverRegistry.ProbedRead],
-        in table: [AnyKeyPath: [AnyKeyPath]],
-        object: Root
-    ) -> AnyKeyPath? {
-        for candidate in table.keys where isInherited(candidate, by: keyPath) {
-            let candidateReads = unique(registry(of: object).probe { _ = object[keyPath: candidate] })
-            if candidateReads.count == reads.count,
-               zip(candidateReads, reads).allSatisfy({ _sameKey($0.key, $1.key) }) {
-                return candidate
-            }
-        }
-        return nil
     }
 
     private static func registry(of object: KeyValueObservable) -> _ObserverRegistry {
