@@ -13,6 +13,7 @@ struct Scenario {
         case sequences = "Async sequences, batches, observers of every key"
         case scaling = "Scaling and contention"
         case registration = "Registration"
+        case progress = "Progress trees"
     }
 
     enum Target {
@@ -373,7 +374,7 @@ enum Scenarios {
                 }
             },
 
-        ] + sequenceScenarios + scalingScenarios + [
+        ] + sequenceScenarios + scalingScenarios + progressScenarios + [
             Scenario(
                 name: "register-invalidate", group: .registration,
                 summary: "observe(\\.volume, [.new]) + invalidate(), on an object with no other observer",

@@ -43,7 +43,7 @@ extension ObservableProgress: CustomStringConvertible {
         let (counts, fractionRate, cancelled, paused) = withLock { progress in
             (
                 progress.counts,
-                progress.rate.fractionPerSecond(current: progress.counts.fraction, now: now),
+                progress.rate.fractionPerSecond(current: progress.values.fraction, now: now),
                 progress.cancelled,
                 progress.paused
             )

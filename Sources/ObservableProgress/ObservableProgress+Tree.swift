@@ -32,9 +32,10 @@ extension ObservableProgress {
         let hadParent = child.parent != nil
         if !hadParent {
             child.parent = self
+            child.parentReference = Unmanaged.passUnretained(self)
             child.pendingUnitCountInParent = pendingUnitCount
         }
-        let message = hadParent ? nil : child.messageToParent(child.counts.values, force: true)
+        let message = hadParent ? nil : child.messageToParent(child.values, force: true, now: _coarseNanoseconds())
         child.lock.unlock()
         precondition(!hadParent, "ObservableProgress.addChild: the child already has a parent; a progress reports to one parent")
         if let message { deliver(message) }
@@ -45,13 +46,14 @@ extension ObservableProgress {
     /// Applies `mutate` to this node's counts under its lock, then notifies and propagates.
     @inline(__always)
     func update(_ mutate: (inout _ProgressCounts) -> Void) {
-        let now = _coarseNanoseconds()
         lock.lock()
-        let before = counts.values
+        let now = rate.time()
+        let before = values
         mutate(&counts)
         let after = counts.values
+        values = after
         if after.fraction != before.fraction { rate.record(fraction: after.fraction, now: now) }
-        let message = messageToParent(after, force: false, changedFrom: before)
+        let message = messageToParent(after, force: false, changedFrom: before, now: now)
         lock.unlock()
         notifyObservers(from: before, to: after)
         if let message { deliver(message) }
@@ -61,8 +63,8 @@ extension ObservableProgress {
     /// contribution, or that this node finished. `nil` if there is no parent or nothing changed for
     /// it.
     @inline(__always)
-    func messageToParent(_ values: _ProgressValues, force: Bool, changedFrom before: _ProgressValues? = nil) -> _ChildMessage? {
-        guard let parent else { return nil }
+    func messageToParent(_ values: _ProgressValues, force: Bool, changedFrom before: _ProgressValues? = nil, now: UInt64) -> _ChildMessage? {
+        guard let parentReference else { return nil }
         let contribution = values.isFinished || values.isIndeterminate
             ? 0
             : _fixedPoint(values.fraction * Double(pendingUnitCountInParent))
@@ -71,29 +73,39 @@ extension ObservableProgress {
         sentContribution = contribution
         version &+= 1
         return _ChildMessage(
-            parent: parent,
-            child: self,
+            parent: parentReference,
+            child: Unmanaged.passUnretained(self),
             version: version,
             contribution: contribution,
             isFinished: values.isFinished,
-            pendingUnitCount: pendingUnitCountInParent
+            time: now
         )
     }
 
     /// Delivers a child's message to its parent, then the parent's to its own parent, and so on:
     /// one lock at a time, each node's observers notified before the next node is updated.
-    func deliver(_ message: _ChildMessage) {
-        var next: _ChildMessage? = message
-        while let message = next {
-            next = message.parent.apply(message)
+    ///
+    /// No node on the way is retained: the caller holds the first child, each child holds its
+    /// parent, and a child's `parent` never changes once set (see `parent`), so every node on the
+    /// path outlives the walk. Retaining them would cost more than the update itself: a node that
+    /// is weakly referenced (every child is, by its parent) keeps its reference counts in a side
+    /// table, where each retain and release is several times slower.
+    func deliver(_ first: _ChildMessage) {
+        var message = first
+        while let next = message.parent._withUnsafeGuaranteedRef({ $0.apply(message) }) {
+            message = next
         }
     }
 
     /// Applies a child's message under this node's lock; notifies this node's observers; returns
     /// the message for this node's parent, if any.
+    @inline(__always)
     private func apply(_ message: _ChildMessage) -> _ChildMessage? {
-        let child = message.child
-        let now = _coarseNanoseconds()
+        message.child._withUnsafeGuaranteedRef { child in apply(message, from: child) }
+    }
+
+    @inline(__always)
+    private func apply(_ message: _ChildMessage, from child: ObservableProgress) -> _ChildMessage? {
         lock.lock()
         // A stale message (a newer one from the same child was applied already) or one from a
         // child that left changes nothing.
@@ -102,44 +114,37 @@ extension ObservableProgress {
             return nil
         }
         child.appliedVersion = message.version
-        let before = counts.values
+        let before = values
         if message.isFinished {
             // The finished child credits its pending units and leaves the tree.
             counts.childUnits -= child.appliedContribution
             child.appliedContribution = 0
             child.isAttached = false
             children[ObjectIdentifier(child)] = nil
-            let (sum, overflow) = counts.completed.addingReportingOverflow(message.pendingUnitCount)
+            let (sum, overflow) = counts.completed.addingReportingOverflow(child.pendingUnitCountInParent)
             counts.completed = overflow ? .max : sum
         } else {
             counts.childUnits += message.contribution - child.appliedContribution
             child.appliedContribution = message.contribution
         }
         let after = counts.values
-        if after.fraction != before.fraction { rate.record(fraction: after.fraction, now: now) }
-        let forward = messageToParent(after, force: false, changedFrom: before)
+        values = after
+        if after.fraction != before.fraction { rate.record(fraction: after.fraction, now: message.time) }
+        let forward = messageToParent(after, force: false, changedFrom: before, now: message.time)
         lock.unlock()
-        if message.isFinished { child.leave(self) }
         notifyObservers(from: before, to: after)
         return forward
-    }
-
-    /// Forgets `parent` once it has let this finished node go.
-    private func leave(_ parent: ObservableProgress) {
-        lock.lock()
-        let left = self.parent === parent ? self.parent.take() : nil
-        lock.unlock()
-        withExtendedLifetime(left) {}
     }
 }
 
 /// What a child tells its parent: its latest contribution (fixed point, in the parent's units), or
-/// that it finished.
+/// that it finished. Unretained references: see `deliver(_:)` for why both outlive the message.
 struct _ChildMessage {
-    let parent: ObservableProgress
-    let child: ObservableProgress
+    let parent: Unmanaged<ObservableProgress>
+    let child: Unmanaged<ObservableProgress>
     let version: UInt64
     let contribution: Int128
     let isFinished: Bool
-    let pendingUnitCount: Int64
+    /// When the update was made (coarse clock), for the throughput estimate of every level.
+    let time: UInt64
 }

@@ -43,13 +43,21 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
     let lock = LockPrimitive()
 
     @exclusivity(unchecked) var counts: _ProgressCounts
+    /// What `counts` computes to, kept so an update computes it once (after the change) and the
+    /// "before" comes for free.
+    @exclusivity(unchecked) var values: _ProgressValues
     @exclusivity(unchecked) var rate: _ProgressRate
 
     // The tree, seen from this node.
-    /// The node this one reports to; `nil` for a root and once this node finished (it left the tree).
-    /// Strong: a parent lives as long as work reports to it.
+    /// The node this one reports to; `nil` for a root. Set once (`addChild`) and never changed
+    /// afterwards, even when this node finishes and leaves the parent's tree: updates walk up the
+    /// tree without retaining the nodes on the way, which is safe only because each node keeps its
+    /// parent, unchanged, for as long as it lives. Strong: a parent lives as long as its children.
     @exclusivity(unchecked) var parent: ObservableProgress?
-    /// The units of `parent` this node stands for.
+    /// `parent`, unretained, for the walk up the tree (reading a strong reference would retain it).
+    @exclusivity(unchecked) var parentReference: Unmanaged<ObservableProgress>?
+    /// The units of `parent` this node stands for. Set with `parent`, before the first message to
+    /// it, and never changed: the parent reads it, without this node's lock, when this node finishes.
     @exclusivity(unchecked) var pendingUnitCountInParent: Int64 = 0
     /// Increases with every message sent to `parent`, so the parent applies each child's latest
     /// state only, whatever order the updating threads reach it in.
@@ -79,6 +87,7 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
     /// completed count of zero, make it indeterminate.
     public init(totalUnitCount: Int64) {
         counts = _ProgressCounts(total: totalUnitCount, completed: 0)
+        values = counts.values
         rate = _ProgressRate(fraction: 0, now: _coarseNanoseconds())
         super.init()
     }
@@ -112,7 +121,7 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
     public var totalUnitCount: Int64 {
         get {
             reportRead(.totalUnitCount, Int64.self)
-            return withLock { $0.counts.total }
+            return withLock { $0.values.total }
         }
         set { update { $0.total = newValue } }
     }
@@ -126,7 +135,7 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
     public var completedUnitCount: Int64 {
         get {
             reportRead(.completedUnitCount, Int64.self)
-            return withLock { $0.counts.completed }
+            return withLock { $0.values.completed }
         }
         set { update { $0.completed = newValue } }
     }
@@ -146,20 +155,20 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
     /// over-completed. Observable; notified only when it changes.
     public var fractionCompleted: Double {
         reportRead(.fractionCompleted, Double.self)
-        return withLock { $0.counts.fraction }
+        return withLock { $0.values.fraction }
     }
 
     /// Whether the completed or total count is below zero, or both are zero. Observable.
     public var isIndeterminate: Bool {
         reportRead(.isIndeterminate, Bool.self)
-        return withLock { $0.counts.isIndeterminate }
+        return withLock { $0.values.isIndeterminate }
     }
 
     /// Whether the progress is determinate and its completed count reached its total (a finished
     /// child has left its parent's tree). Observable.
     public var isFinished: Bool {
         reportRead(.isFinished, Bool.self)
-        return withLock { $0.counts.isFinished }
+        return withLock { $0.values.isFinished }
     }
 
     /// Reads state under the lock.

@@ -28,8 +28,21 @@ struct _ProgressCounts {
         return (Double(completed) + _units(childUnits)) / Double(total)
     }
 
+    /// All of the above at once (the indeterminate test made once): what an update computes.
     var values: _ProgressValues {
-        _ProgressValues(completed: completed, total: total, fraction: fraction, isFinished: isFinished, isIndeterminate: isIndeterminate)
+        @inline(__always) get {
+            let indeterminate = completed < 0 || total < 0 || (completed | total) == 0
+            let fraction: Double = indeterminate ? 0
+                : total == 0 ? 1
+                : (Double(completed) + _units(childUnits)) / Double(total)
+            return _ProgressValues(
+                completed: completed,
+                total: total,
+                fraction: fraction,
+                isFinished: !indeterminate && completed >= total,
+                isIndeterminate: indeterminate
+            )
+        }
     }
 }
 
