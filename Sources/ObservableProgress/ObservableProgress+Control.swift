@@ -68,34 +68,45 @@ extension ObservableProgress {
     }
 
     /// Pauses this progress and its whole subtree, including children added later; runs the pausing
-    /// handlers once and notifies `isPaused`, if it was not paused.
+    /// handlers and notifies `isPaused` on each node that was running.
     ///
     /// - Complexity: O(size of the subtree).
     public func pause() {
-        setPaused(true)
+        setPaused(true, parentGeneration: nil)
     }
 
-    /// Resumes this progress and its whole subtree; runs the resuming handlers once and notifies
-    /// `isPaused`, if it was paused.
+    /// Resumes this progress and its whole subtree (children paused on their own included, as in
+    /// Foundation); runs the resuming handlers and notifies `isPaused` on each node that was paused.
     ///
     /// - Complexity: O(size of the subtree).
     public func resume() {
-        setPaused(false)
+        setPaused(false, parentGeneration: nil)
     }
 
-    private func setPaused(_ value: Bool) {
+    /// Sets the pause state here and pushes it down. A push from the parent carries the parent's
+    /// generation, so when two threads pause and resume the parent at once, a child ends in the
+    /// state of the latest of the two, whatever order the pushes arrive in.
+    func setPaused(_ value: Bool, parentGeneration: UInt64?) {
         lock.lock()
-        guard paused != value else {
-            lock.unlock()
-            return
+        if let parentGeneration {
+            guard parentGeneration > appliedParentPauseGeneration else {
+                lock.unlock()
+                return
+            }
+            appliedParentPauseGeneration = parentGeneration
         }
+        let changed = paused != value
         paused = value
-        let run = value ? handlers.pausing : handlers.resuming
+        pauseGeneration &+= 1
+        let generation = pauseGeneration
+        let run = changed ? (value ? handlers.pausing : handlers.resuming) : []
         let subtree = liveChildren()
         lock.unlock()
-        notify(.isPaused, from: !value, to: value)
-        for handler in run { handler() }
-        for child in subtree { child.setPaused(value) }
+        if changed {
+            notify(.isPaused, from: !value, to: value)
+            for handler in run { handler() }
+        }
+        for child in subtree { child.setPaused(value, parentGeneration: generation) }
     }
 
     /// Adds a handler to run when the progress is cancelled, on the cancelling thread; at once, on
@@ -110,7 +121,8 @@ extension ObservableProgress {
     }
 
     /// Adds a handler to run each time the progress goes from running to paused, on the pausing
-    /// thread.
+    /// thread. Unlike `onCancel`, it does not run at once if the progress is paused already:
+    /// pausing is not final, and the handler waits for the next pause.
     public func onPause(_ handler: @escaping @Sendable () -> Void) {
         lock.lock()
         handlers.pausing.append(handler)

@@ -30,7 +30,7 @@ extension ObservableProgress {
                   rate > 0 else { return nil }
             let seconds = (1 - counts.fraction) / rate
             guard seconds.isFinite, seconds < 1e12 else { return nil }
-            return .nanoseconds(Int64(seconds * 1e9))
+            return .seconds(seconds)
         }
     }
 }
@@ -52,7 +52,8 @@ extension ObservableProgress: CustomStringConvertible {
         if counts.isIndeterminate {
             text = "indeterminate (\(counts.completed) completed)"
         } else {
-            let percent = (counts.fraction * 100).rounded(.down)
+            // Clamped: a wildly over-completed progress must not trap converting to Int.
+            let percent = min((counts.fraction * 100).rounded(.down), 1e15)
             text = "\(Int(percent))% completed (\(counts.completed) of \(counts.total))"
             if !counts.isFinished, counts.total > 0, let fractionRate, fractionRate > 0 {
                 text += ", \(_formatRate(fractionRate * Double(counts.total))) units/s"
@@ -69,6 +70,7 @@ extension ObservableProgress: CustomStringConvertible {
 /// `1234.5` → `"1235"`, `12.345` → `"12.3"`, `0.01234` → `"0.0123"`: three significant digits at
 /// most, no exponent.
 func _formatRate(_ value: Double) -> String {
+    if value >= 1e15 { return "more than 10^15" }
     if value >= 100 { return String(Int(value.rounded())) }
     let decimals = value >= 10 ? 1 : value >= 1 ? 2 : 4
     var scale = 1.0

@@ -20,15 +20,20 @@ extension ObservableProgress {
     /// Keep the token: when it is invalidated or deallocated, observation stops and a pending
     /// delivery is dropped.
     public func observe<Value: Sendable>(
-        _ keyPath: KeyPath<ObservableProgress, Value>,
+        _ keyPath: KeyPath<ObservableProgress, Value> & Sendable,
         throttledTo interval: Duration,
         on queue: DispatchQueue,
         handler: @escaping @Sendable (Value) -> Void
     ) -> KeyValueObservation {
         precondition(interval >= .zero, "ObservableProgress.observe(_:throttledTo:on:handler:): the interval must not be negative (got \(interval))")
-        let throttle = _Throttle(interval: interval, queue: queue, handler: handler)
-        let token = observe(keyPath, options: [.initial, .new]) { _, change in
-            throttle.receive(change.newValue!)
+        // Notifications only wake the throttle; each delivery reads the value then. With several
+        // threads updating the tree, notifications may arrive out of order, and the value they carry
+        // could be older than the last one set: the value read at delivery never is.
+        let throttle = _Throttle(interval: interval, queue: queue, handler: handler) { [weak self] in
+            self?[keyPath: keyPath]
+        }
+        let token = observe(keyPath, options: [.initial]) { _, _ in
+            throttle.wake()
         }
         return KeyValueObservation(ending: token) { throttle.stop() }
     }
@@ -39,11 +44,16 @@ extension ObservableProgress {
     /// the main actor). The sequence finishes when the progress is deallocated; observation ends
     /// when the loop ends or the task is cancelled.
     public func values<Value: Sendable>(
-        for keyPath: KeyPath<ObservableProgress, Value>,
+        for keyPath: KeyPath<ObservableProgress, Value> & Sendable,
         throttledTo interval: Duration
     ) -> ThrottledProgressValues<Value> {
         precondition(interval >= .zero, "ObservableProgress.values(for:throttledTo:): the interval must not be negative (got \(interval))")
-        return ThrottledProgressValues(base: values(for: keyPath, options: [.initial, .new], buffering: .newest(1)), interval: interval)
+        return ThrottledProgressValues(
+            base: values(for: keyPath, options: [.initial, .new], buffering: .newest(1)),
+            interval: interval,
+            progress: self,
+            keyPath: keyPath
+        )
     }
 }
 
@@ -52,53 +62,67 @@ public struct ThrottledProgressValues<Value: Sendable>: AsyncSequence {
     public typealias Element = Value
     let base: KeyValueObservationValues<Value>
     let interval: Duration
+    weak var progress: ObservableProgress?
+    let keyPath: KeyPath<ObservableProgress, Value> & Sendable
 
     public struct AsyncIterator: AsyncIteratorProtocol {
         var base: KeyValueObservationValues<Value>.AsyncIterator
         let interval: Duration
         var lastDelivery: ContinuousClock.Instant?
+        weak var progress: ObservableProgress?
+        let keyPath: KeyPath<ObservableProgress, Value> & Sendable
 
-        /// Waits out the interval since the previous value, then takes the newest value (the base
-        /// keeps only the newest while the consumer waits).
+        /// Waits out the interval since the previous value, then waits for a change (the base keeps
+        /// only the newest while the consumer waits) and returns the value the key has now: with
+        /// several updating threads, the notified value may be older than the current one.
         public mutating func next() async -> Value? {
             if let lastDelivery {
                 try? await Task.sleep(until: lastDelivery.advanced(by: interval), clock: .continuous)
             }
-            guard let value = await base.next() else { return nil }
+            guard let notified = await base.next() else { return nil }
             lastDelivery = .now
-            return value
+            return progress?[keyPath: keyPath] ?? notified
         }
     }
 
     public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(base: base.makeAsyncIterator(), interval: interval, lastDelivery: nil)
+        AsyncIterator(base: base.makeAsyncIterator(), interval: interval, lastDelivery: nil, progress: progress, keyPath: keyPath)
     }
 }
 
-/// The state of one throttled observer: the latest value not yet delivered, and whether a delivery
-/// is scheduled. One delivery at a time: the next is scheduled only when the previous returns.
+/// The state of one throttled observer: whether a change is waiting to be delivered, and whether a
+/// delivery is scheduled. One delivery at a time: the next is scheduled only when the previous
+/// returns. Each delivery reads the value when it runs.
 final class _Throttle<Value: Sendable>: @unchecked Sendable {
-    // Invariant: `latest`, `isScheduled`, `isStopped` and `lastDelivery` are accessed only with
-    // `lock` held; the other properties are immutable. The handler runs without the lock.
+    // Invariant: `isDirty`, `isScheduled`, `isStopped` and `lastDelivery` are accessed only with
+    // `lock` held; the other properties are immutable. The handler and `read` run without the lock.
     private let lock = Lock()
-    private var latest: Value?
+    private var isDirty = false
     private var isScheduled = false
     private var isStopped = false
     private var lastDelivery: DispatchTime?
     private let interval: Duration
     private let queue: DispatchQueue
     private let handler: @Sendable (Value) -> Void
+    /// The current value, or `nil` once the progress is gone.
+    private let read: @Sendable () -> Value?
 
-    init(interval: Duration, queue: DispatchQueue, handler: @escaping @Sendable (Value) -> Void) {
+    init(
+        interval: Duration,
+        queue: DispatchQueue,
+        handler: @escaping @Sendable (Value) -> Void,
+        read: @escaping @Sendable () -> Value?
+    ) {
         self.interval = interval
         self.queue = queue
         self.handler = handler
+        self.read = read
     }
 
-    /// On the updating thread: keeps `value` as the latest, and schedules a delivery unless one is.
-    func receive(_ value: Value) {
+    /// On the updating thread: notes that the value changed, and schedules a delivery unless one is.
+    func wake() {
         lock.lock()
-        latest = value
+        isDirty = true
         guard !isScheduled, !isStopped else {
             lock.unlock()
             return
@@ -112,9 +136,7 @@ final class _Throttle<Value: Sendable>: @unchecked Sendable {
     func stop() {
         lock.lock()
         isStopped = true
-        let dropped = latest.take()
         lock.unlock()
-        withExtendedLifetime(dropped) {}
     }
 
     private func schedule(after previous: DispatchTime?) {
@@ -129,13 +151,14 @@ final class _Throttle<Value: Sendable>: @unchecked Sendable {
 
     private func fire() {
         lock.lock()
-        let value = isStopped ? nil : latest.take()
+        let deliver = isDirty && !isStopped
+        isDirty = false
         lock.unlock()
-        if let value { handler(value) }
+        if deliver, let value = read() { handler(value) }
         lock.lock()
         let now = DispatchTime.now()
         lastDelivery = now
-        let again = latest != nil && !isStopped
+        let again = isDirty && !isStopped
         isScheduled = again
         lock.unlock()
         if again { schedule(after: now) }

@@ -7,7 +7,8 @@ extension ObservableProgress {
     /// progress is cancelled or paused too.
     ///
     /// Traps if `child` already has a parent, is this progress or one of its ancestors, or if
-    /// `pendingUnitCount` is negative.
+    /// `pendingUnitCount` is negative. (The ancestor check reads the tree as it is: two threads
+    /// making two nodes each other's child at the same moment are not caught.)
     ///
     /// - Complexity: O(depth of the tree).
     public func addChild(_ child: ObservableProgress, withPendingUnitCount pendingUnitCount: Int64) {
@@ -18,7 +19,16 @@ extension ObservableProgress {
             precondition(node !== child, "ObservableProgress.addChild: the child is an ancestor of this progress; a tree cannot have cycles")
             ancestor = node.withLock { $0.parent }
         }
-        // 1. The parent counts the child first, so no message the child sends from now on is lost.
+        // 1. Claim the child: it reports to one parent, and from here on to this one. It sends
+        // nothing yet (`parentReference` is still nil).
+        child.lock.lock()
+        let hadParent = child.parent != nil
+        if !hadParent { child.parent = self }
+        child.lock.unlock()
+        precondition(!hadParent, "ObservableProgress.addChild: the child already has a parent; a progress reports to one parent")
+        // 2. The parent counts the child, so no message the child sends from now on is lost; it
+        // reads what the child inherits in the same step, so a concurrent cancel, pause or resume
+        // either sees the child or is seen here.
         lock.lock()
         child.isAttached = true
         child.appliedVersion = 0
@@ -26,21 +36,17 @@ extension ObservableProgress {
         children[ObjectIdentifier(child)] = _WeakChild(node: child)
         let inheritsCancel = cancelled
         let inheritsPause = paused
+        let pauseStamp = pauseGeneration
         lock.unlock()
-        // 2. The child points to its parent and sends its current state.
+        // 3. The child starts reporting, with its current state.
         child.lock.lock()
-        let hadParent = child.parent != nil
-        if !hadParent {
-            child.parent = self
-            child.parentReference = Unmanaged.passUnretained(self)
-            child.pendingUnitCountInParent = pendingUnitCount
-        }
-        let message = hadParent ? nil : child.messageToParent(child.values, force: true, now: _coarseNanoseconds())
+        child.parentReference = Unmanaged.passUnretained(self)
+        child.pendingUnitCountInParent = pendingUnitCount
+        let message = child.messageToParent(child.values, force: true, now: _coarseNanoseconds())
         child.lock.unlock()
-        precondition(!hadParent, "ObservableProgress.addChild: the child already has a parent; a progress reports to one parent")
         if let message { deliver(message) }
         if inheritsCancel { child.cancel() }
-        if inheritsPause { child.pause() }
+        if inheritsPause { child.setPaused(true, parentGeneration: pauseStamp) }
     }
 
     /// Applies `mutate` to this node's counts under its lock, then notifies and propagates.

@@ -71,6 +71,11 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
     // Control.
     @exclusivity(unchecked) var cancelled = false
     @exclusivity(unchecked) var paused = false
+    /// Increases with every pause or resume this node passes down, so a child applies the latest.
+    @exclusivity(unchecked) var pauseGeneration: UInt64 = 0
+    /// The latest `pauseGeneration` of the parent this node applied: pushes from the parent that
+    /// arrive out of order (two threads pausing and resuming it) are ignored.
+    @exclusivity(unchecked) var appliedParentPauseGeneration: UInt64 = 0
     @exclusivity(unchecked) var cancellable = true
     @exclusivity(unchecked) var pausable = false
     @exclusivity(unchecked) var handlers = _ControlHandlers()

@@ -38,7 +38,9 @@ struct _ProgressRate {
     /// The time of an update of this node, for `record`. While updates come less than a
     /// millisecond apart, the clock is read only every few updates (up to every 64th) and the last
     /// reading stands in for the others; when they come slower, it is read for every one. A sample
-    /// may thus be stamped up to about a millisecond early: nothing next to a 250 ms sampling period.
+    /// may thus be stamped early: by about a millisecond while updates flow, by the length of a
+    /// pause for the first few updates after it (at most 63), which shifts one sample of the
+    /// window and leaves the estimate's trend intact.
     @inline(__always)
     mutating func time() -> UInt64 {
         if clockSkipped < clockStride {
@@ -59,7 +61,8 @@ struct _ProgressRate {
     /// Records `fraction` at `now` if the last sample is old enough.
     @inline(__always)
     mutating func record(fraction: Double, now: UInt64) {
-        guard now &- lastSampleTime >= Self.sampleInterval else { return }
+        // Parents are stamped with their children's times, which may arrive out of order.
+        guard now > lastSampleTime, now - lastSampleTime >= Self.sampleInterval else { return }
         append(fraction: fraction, now: now)
     }
 

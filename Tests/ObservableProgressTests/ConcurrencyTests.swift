@@ -37,13 +37,18 @@ struct ConcurrencyTests {
         let notifications = Counter(0)
         let tokens = Locked<[KeyValueObservation]>([])
         let cancelled = Counter(0)
+        let underCancelled = Locked<[ObservableProgress]>([])
         TestThread.run(6) { index in
             switch index {
             case 0, 1, 2:
                 // Workers: leaves under random middles, updated per unit.
                 for round in 0..<200 {
                     let leaf = ObservableProgress(totalUnitCount: 20, parent: middles[(index + round) % 4], pendingUnitCount: 1)
-                    for _ in 0..<20 { leaf.complete() }
+                    // Leaves of the subtree that gets cancelled stop half-way, so they stay in the
+                    // tree and must all hear of the cancellation, whenever they were added.
+                    let isUnderCancelled = (index + round) % 4 == 3
+                    if isUnderCancelled { underCancelled.append(leaf) }
+                    for _ in 0..<(isUnderCancelled ? 10 : 20) { leaf.complete() }
                 }
             case 3:
                 // Observers come and go.
@@ -66,11 +71,17 @@ struct ConcurrencyTests {
                 }
             }
         }
-        // 600 leaves of 1 unit each into middles of 100 units (150 each): every middle finished.
-        #expect(middles.allSatisfy { $0.isFinished })
-        #expect(root.completedUnitCount == 400)
-        #expect(root.fractionCompleted == 0.4)
+        // 600 leaves of 1 unit each into middles of 100 units (150 each): three middles finished
+        // (100 units each credited to the root); the fourth holds 150 half-done leaves (75 units).
+        #expect(middles[0...2].allSatisfy { $0.isFinished })
+        #expect(middles[3].fractionCompleted == 0.75)
+        #expect(root.completedUnitCount == 300)
+        #expect(root.fractionCompleted == 0.375)
         #expect(cancelled.current == 1)
+        // Every leaf of the cancelled subtree is cancelled (whenever it was added), and none stays
+        // paused after the last resume.
+        #expect(underCancelled.current.count == 150)
+        #expect(underCancelled.current.allSatisfy { $0.isCancelled && !$0.isPaused })
         #expect(notifications.current > 0)
         tokens.withLock { $0.forEach { $0.invalidate() } }
     }

@@ -85,4 +85,46 @@ struct ControlTests {
         #expect(seen.current == [true])
         #expect(progress.isFinished)
     }
+
+    @Test func pauseReachesNodesThatWereAlreadyInThatState() {
+        let root = ObservableProgress(totalUnitCount: 1)
+        let child = ObservableProgress(totalUnitCount: 1, parent: root, pendingUnitCount: 1)
+        let grandchild = ObservableProgress(totalUnitCount: 1, parent: child, pendingUnitCount: 1)
+        child.pause()
+        grandchild.resume()
+        #expect(child.isPaused && !grandchild.isPaused)
+        root.pause()
+        #expect(grandchild.isPaused)
+        root.resume()
+        #expect(!child.isPaused && !grandchild.isPaused)
+    }
+
+    @Test func concurrentPauseAndResumeLeaveChildrenInTheParentsState() {
+        for _ in 0..<500 {
+            let root = ObservableProgress(totalUnitCount: 1)
+            let children = (0..<3).map { _ in ObservableProgress(totalUnitCount: 1, parent: root, pendingUnitCount: 1) }
+            TestThread.run(2) { index in
+                if index == 0 { root.pause() } else { root.resume() }
+            }
+            let state = root.isPaused
+            #expect(children.allSatisfy { $0.isPaused == state })
+        }
+    }
+
+    @Test func childrenAddedWhileTheParentIsPausedAndResumedEndInItsState() {
+        for _ in 0..<200 {
+            let root = ObservableProgress(totalUnitCount: 100)
+            root.pause()
+            let added = Locked<[ObservableProgress]>([])
+            TestThread.run(2) { index in
+                if index == 0 {
+                    for _ in 0..<5 { added.append(ObservableProgress(totalUnitCount: 1, parent: root, pendingUnitCount: 1)) }
+                } else {
+                    root.resume()
+                }
+            }
+            #expect(!root.isPaused)
+            #expect(added.current.allSatisfy { !$0.isPaused })
+        }
+    }
 }

@@ -175,4 +175,25 @@ struct ObservationTests {
         progress.complete()
         #expect(count.current == 1)
     }
+
+    @Test func anObserverMayUpdateTheTreeFromInsideANotification() {
+        // Handlers run with no lock held: updating a leaf and adding a child from a root observer
+        // (in the middle of the walk up) neither deadlocks nor loses the nested updates.
+        let root = ObservableProgress(totalUnitCount: 2)
+        let leaf = ObservableProgress(totalUnitCount: 4, parent: root, pendingUnitCount: 1)
+        let extra = Locked<ObservableProgress?>(nil)
+        let fractions = Locked<[Double]>([])
+        let token = root.observe(\.fractionCompleted, options: [.new]) { root, change in
+            fractions.append(change.newValue!)
+            if change.newValue! == 0.125 {
+                leaf.complete()
+                extra.withLock { $0 = ObservableProgress(totalUnitCount: 2, parent: root, pendingUnitCount: 1) }
+                extra.current?.complete()
+            }
+        }
+        leaf.complete()
+        #expect(fractions.current == [0.125, 0.25, 0.5])
+        #expect(root.fractionCompleted == 0.5)
+        token.invalidate()
+    }
 }

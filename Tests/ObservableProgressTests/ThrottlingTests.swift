@@ -47,6 +47,30 @@ struct ThrottlingTests {
         #expect(offQueue.current == 0)
     }
 
+    @Test func withSeveralUpdatingThreadsTheLastDeliveryIsTheFinalValue() async {
+        // Notifications of different threads may arrive out of order; the throttle must still end
+        // on the value the progress has, not on the last notification it heard.
+        for _ in 0..<20 {
+            let root = ObservableProgress(totalUnitCount: 4)
+            let leaves = (0..<4).map { _ in ObservableProgress(totalUnitCount: 1_000, parent: root, pendingUnitCount: 1) }
+            let queue = DispatchQueue(label: "display")
+            let last = Locked<Double>(-1)
+            let token = root.observe(\.fractionCompleted, throttledTo: .zero, on: queue) { fraction in
+                last.withLock { $0 = fraction }
+            }
+            TestThread.run(4) { index in
+                for _ in 0..<1_000 { leaves[index].complete() }
+            }
+            let deadline = ContinuousClock.now.advanced(by: .seconds(10))
+            while last.current != 1, ContinuousClock.now < deadline {
+                try? await Task.sleep(for: .milliseconds(2))
+            }
+            queue.sync {}
+            #expect(last.current == 1)
+            token.invalidate()
+        }
+    }
+
     @Test func aThrottledHandlerNeverRunsTwiceAtOnce() async {
         let progress = ObservableProgress(totalUnitCount: 10_000)
         let concurrent = DispatchQueue(label: "concurrent", attributes: .concurrent)
@@ -75,12 +99,13 @@ struct ThrottlingTests {
         let progress = ObservableProgress(totalUnitCount: 10)
         let queue = DispatchQueue(label: "display")
         let delivered = Locked<[Double]>([])
-        let token = progress.observe(\.fractionCompleted, throttledTo: .seconds(60), on: queue) { delivered.append($0) }
-        // The initial value goes out at once; the next would wait a minute.
+        let token = progress.observe(\.fractionCompleted, throttledTo: .milliseconds(20), on: queue) { delivered.append($0) }
+        // The initial value goes out at once; the next one 20 ms after it.
         queue.sync {}
         progress.complete()
         token.invalidate()
-        try? await Task.sleep(for: .milliseconds(50))
+        // Well past the interval: the dropped delivery would have run by now.
+        try? await Task.sleep(for: .milliseconds(300))
         queue.sync {}
         #expect(delivered.current == [0])
     }
