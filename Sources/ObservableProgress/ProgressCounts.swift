@@ -7,7 +7,7 @@ struct _ProgressCounts {
     /// (a child's fraction times its pending units), as fixed-point numbers with 32 fractional
     /// bits. Integers add exactly and in any order, so the sum never drifts, however many updates
     /// arrive and in whatever order the children's threads deliver them. The price: each child's
-    /// contribution is rounded to 2^-32 of a unit (Foundation's doubles are off by their own
+    /// contribution is truncated to a multiple of 2^-32 of a unit (Foundation's doubles are off by their own
     /// rounding instead, which accumulates).
     var childUnits: Int128 = 0
 
@@ -62,7 +62,8 @@ struct _ProgressValues {
 func _fixedPoint(_ units: Double) -> Int128 {
     let scaled = units * 0x1p32
     // The common case (under 2^31 units) converts through Int64, which the hardware does directly.
-    if abs(scaled) < 0x1p62 { return Int128(Int64(scaled.rounded())) }
+    // Truncated: rounding to nearest measured ~85 instructions more per update (three levels).
+    if abs(scaled) < 0x1p62 { return Int128(Int64(scaled)) }
     guard scaled.isFinite else { return 0 }
     // Beyond any real count of units; clamped so that sums of many cannot overflow.
     return Int128(max(min(scaled, 0x1p120), -0x1p120))
