@@ -262,7 +262,7 @@ func thresholdsFile(
     func quoted(_ text: String) -> String {
         "\"" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
     }
-    let lines = measured.map { "    { \"scenario\": \(quoted($0.name)), \"instructionsPerOp\": \(Int($0.instructionsPerOp.rounded(.up))) }" }
+    let lines = measured.map { "    { \"scenario\": \(quoted($0.name)), \"instructionsPerOp\": \(Int($0.instructionsPerOp.rounded())) }" }
     return """
         {
           "toolchain": \(quoted(toolchainVersion() ?? compiledWith)),
