@@ -22,7 +22,7 @@ struct ChartFamily: Hashable {
     static let observers = ChartFamily(
         id: "observers", title: "One set vs observers of the key", xAxis: "observers of the key")
     static let observedKeys = ChartFamily(
-        id: "observed-keys", title: "One set vs observed keys of the object", xAxis: "observed keys on the object (1 observer each)")
+        id: "observed-keys", title: "One set vs observed keys of the object", xAxis: "observed keys (the one set is observed last)")
     static let objects = ChartFamily(
         id: "objects", title: "One set vs observed objects", xAxis: "objects, 1 observer each (sets go round them)")
     static let progressTreeDepth = ChartFamily(

@@ -1,25 +1,6 @@
 import Foundation
 import Observation
 
-/// Ten `@Observable` properties, for the observed-keys baseline (-1 at first: the benchmark sets 0, 1, 2…,
-/// and Observation does not notify an assignment of an equal value). `@unchecked Sendable`: used on the
-/// main thread only; `withObservationTracking`'s `onChange` closure is `@Sendable`.
-@Observable
-final class ObservableForm: @unchecked Sendable {
-    var f0 = -1
-    var f1 = -1
-    var f2 = -1
-    var f3 = -1
-    var f4 = -1
-    var f5 = -1
-    var f6 = -1
-    var f7 = -1
-    var f8 = -1
-    var f9 = -1
-}
-
-@inline(never) func setF0(_ form: ObservableForm, _ value: Int) { form.f0 = value }
-
 /// Tracks what `read` reads; the change handler counts and tracks again, so every set fires.
 func trackRepeatedly(_ read: @escaping @Sendable () -> Void, counting counter: Counter) {
     withObservationTracking(read) {
@@ -80,47 +61,47 @@ extension Scenarios {
                 },
             ]
         }
-        let keys = [
-            Scenario(
-                name: "notificationcenter-keys-10", group: .scaling,
-                summary: "baseline: post one of 10 names, one block observer per name, same sender",
-                chart: [ChartPoint(.observedKeys, ChartSeries.notificationCenter, x: 10)]
-            ) {
-                let counter = Counter()
-                let center = NotificationCenter()
-                let names = (0..<10).map { Notification.Name("kvo-bench.f\($0)") }
-                let sender = opaque(PlainPlayer())
-                let tokens = names.map { name in
-                    center.addObserver(forName: name, object: sender, queue: nil) { _ in counter.count &+= 1 }
-                }
-                return Workload(retaining: [center, sender] + tokens.map { $0 as AnyObject }) { iterations in
-                    counter.reset()
-                    for _ in 0..<iterations { center.post(name: names[0], object: sender) }
-                } check: { iterations in
-                    expectHandlerCalls(counter, iterations)
-                }
-            },
-            Scenario(
-                name: "observation-keys-10", group: .scaling,
-                summary: "baseline: set one of 10 @Observable properties, each tracked by its own re-armed observer",
-                chart: [ChartPoint(.observedKeys, ChartSeries.observation, x: 10)]
-            ) {
-                let counter = Counter()
-                let form = opaque(ObservableForm())
-                let reads: [@Sendable () -> Void] = [
-                    { _ = form.f0 }, { _ = form.f1 }, { _ = form.f2 }, { _ = form.f3 }, { _ = form.f4 },
-                    { _ = form.f5 }, { _ = form.f6 }, { _ = form.f7 }, { _ = form.f8 }, { _ = form.f9 },
-                ]
-                for read in reads { trackRepeatedly(read, counting: counter) }
-                let values = Values()
-                return Workload(retaining: [form]) { iterations in
-                    counter.reset()
-                    for i in values.next(iterations) { setF0(form, i) }
-                } check: { iterations in
-                    expectHandlerCalls(counter, iterations)
-                }
-            },
-        ]
+        let keys = [10, 100].flatMap { count -> [Scenario] in
+            [
+                Scenario(
+                    name: "notificationcenter-keys-\(count)", group: .scaling,
+                    summary: "baseline: post the name observed last of \(count) names, one block observer per name, same sender",
+                    chart: [ChartPoint(.observedKeys, ChartSeries.notificationCenter, x: Double(count))]
+                ) {
+                    let counter = Counter()
+                    let center = NotificationCenter()
+                    let names = (1..<count).map { Notification.Name("kvo-bench.k\($0)") } + [Notification.Name("kvo-bench.k0")]
+                    let sender = opaque(PlainPlayer())
+                    let tokens = names.map { name in
+                        center.addObserver(forName: name, object: sender, queue: nil) { _ in counter.count &+= 1 }
+                    }
+                    let posted = names.last!
+                    return Workload(retaining: [center, sender] + tokens.map { $0 as AnyObject }) { iterations in
+                        counter.reset()
+                        for _ in 0..<iterations { center.post(name: posted, object: sender) }
+                    } check: { iterations in
+                        expectHandlerCalls(counter, iterations)
+                    }
+                },
+                Scenario(
+                    name: "observation-keys-\(count)", group: .scaling,
+                    summary: "baseline: set the property tracked last of \(count) @Observable properties, each with its own re-armed observer",
+                    chart: [ChartPoint(.observedKeys, ChartSeries.observation, x: Double(count))]
+                ) {
+                    let counter = Counter()
+                    let form = opaque(ObservableWideForm())
+                    let reads = everyPropertyRead(of: form)
+                    for read in reads[1..<count] + [reads[0]] { trackRepeatedly(read, counting: counter) }
+                    let values = Values()
+                    return Workload(retaining: [form]) { iterations in
+                        counter.reset()
+                        for i in values.next(iterations) { setK0(form, i) }
+                    } check: { iterations in
+                        expectHandlerCalls(counter, iterations)
+                    }
+                },
+            ]
+        }
         let objects = [100, 10_000].flatMap { count -> [Scenario] in
             [
                 Scenario(

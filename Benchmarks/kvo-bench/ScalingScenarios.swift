@@ -91,28 +91,31 @@ extension Scenarios {
                     counter.count == iterations ? nil : "handlers ran \(counter.count) times, expected \(iterations)"
                 }
             }
-        } + [
+        } + [10, 100].map { count -> Scenario in
             Scenario(
-                name: "observed-keys-10", group: .scaling,
-                summary: "one set of a key, on an object with 10 observed keys (one observer each)",
+                name: "observed-keys-\(count)", group: .scaling,
+                summary: "one set of the key observed last, on an object with \(count) observed keys (one observer each)",
                 baseline: "observers-1",
-                comparisons: ["notificationcenter-keys-10", "observation-keys-10"],
-                chart: [ChartPoint(.observedKeys, ChartSeries.keyValueObserving, x: 10)]
+                comparisons: ["notificationcenter-keys-\(count)", "observation-keys-\(count)"],
+                chart: [ChartPoint(.observedKeys, ChartSeries.keyValueObserving, x: Double(count))]
             ) {
                 let counter = Counter()
-                let form = opaque(Form())
-                let keys: [ReferenceWritableKeyPath<Form, Int>] = [\.f0, \.f1, \.f2, \.f3, \.f4, \.f5, \.f6, \.f7, \.f8, \.f9]
+                let form = opaque(WideForm())
+                // k0, the key that is set, is observed last: the registry looks through the other
+                // keys' slots first.
+                let keys = WideForm.keys[1..<count] + [WideForm.keys[0]]
                 let tokens = keys.map { key in form.observe(key, options: [.new]) { _, _ in counter.count &+= 1 } }
                 // Teach the registry every key's storage (the first set of each does).
-                setAllFields(form, -1)
+                for key in keys { form[keyPath: key] = -1 }
                 let values = Values()
                 return Workload(retaining: tokens) { iterations in
                     counter.reset()
-                    for i in values.next(iterations) { setF0(form, i) }
+                    for i in values.next(iterations) { setK0(form, i) }
                 } check: { iterations in
                     counter.count == iterations ? nil : "handlers ran \(counter.count) times, expected \(iterations)"
                 }
-            },
+            }
+        } + [
             Scenario(
                 name: "contention-different-objects", group: .scaling,
                 summary: "two threads each setting their own object, one observer each (per set, both threads)",

@@ -255,7 +255,8 @@ private func parseGate(_ arguments: ArraySlice<String>) -> Command {
 
 func listScenarios() {
     let all = Scenarios.list
-    let width = all.map(\.name.count).max()!
+    let memory = Scenarios.memoryScenarios(quick: false)
+    let width = (all.map(\.name.count) + memory.map(\.name.count)).max()!
     for group in Scenario.Group.allCases {
         print(group.rawValue)
         for scenario in all where scenario.group == group {
@@ -271,8 +272,8 @@ func listScenarios() {
         }
     }
     print("Memory")
-    for scenario in Scenarios.memoryScenarios(quick: false) {
-        let padding = String(repeating: " ", count: max(width - scenario.name.count, 0))
+    for scenario in memory {
+        let padding = String(repeating: " ", count: width - scenario.name.count)
         print("  \(scenario.name)\(padding)  bytes per \(scenario.unit): \(scenario.summary)"
             + (scenario.baseline.map { " [vs \($0)]" } ?? ""))
     }
