@@ -67,8 +67,8 @@ extension Scenarios {
     /// Progress trees: a per-unit leaf update against Foundation's `Progress`, and how its cost
     /// grows with the depth of the tree.
     static var progressScenarios: [Scenario] {
-        func foundation(depth: Int, name: String, summary: String) -> Scenario {
-            Scenario(name: name, group: .progress, summary: summary) {
+        func foundation(depth: Int, name: String, summary: String, chart: [ChartPoint] = []) -> Scenario {
+            Scenario(name: name, group: .progress, summary: summary, chart: chart) {
                 let chain = opaque(FoundationProgressChain(depth: depth))
                 return Workload { iterations in
                     for _ in 0..<iterations { incrementLeaf(chain) }
@@ -78,8 +78,11 @@ extension Scenarios {
                 }
             }
         }
-        func ours(depth: Int, observed: Bool, name: String, summary: String, baseline: String?, target: Scenario.Target?) -> Scenario {
-            Scenario(name: name, group: .progress, summary: summary, baseline: baseline, target: target) {
+        func ours(
+            depth: Int, observed: Bool, name: String, summary: String, baseline: String?, target: Scenario.Target?,
+            comparisons: [String] = [], chart: [ChartPoint] = []
+        ) -> Scenario {
+            Scenario(name: name, group: .progress, summary: summary, baseline: baseline, target: target, comparisons: comparisons, chart: chart) {
                 let chain = opaque(ProgressChain(depth: depth))
                 let counter = Counter()
                 let tokens = observed
@@ -112,23 +115,34 @@ extension Scenarios {
             ),
             foundation(
                 depth: 3, name: "foundation-progress-3-levels",
-                summary: "Foundation Progress: completedUnitCount += 1 on the leaf of a 3-level tree"
+                summary: "Foundation Progress: completedUnitCount += 1 on the leaf of a 3-level tree",
+                chart: [ChartPoint(.progressTreeDepth, ChartSeries.foundationProgress, x: 3)]
             ),
+        ] + [1, 2, 4, 5, 6].map { depth in
+            foundation(
+                depth: depth, name: "foundation-progress-depth-\(depth)",
+                summary: "Foundation Progress: leaf update in a tree \(depth) level\(depth == 1 ? "" : "s") deep (no observer possible)",
+                chart: [ChartPoint(.progressTreeDepth, ChartSeries.foundationProgress, x: Double(depth))]
+            )
+        } + [
             ours(
                 depth: 3, observed: false, name: "progress-leaf-unobserved",
                 summary: "ObservableProgress: complete() on the leaf of a 3-level tree, no observer",
-                baseline: "foundation-progress-child", target: .ratioAtMost(0.5)
+                baseline: "foundation-progress-child", target: .ratioAtMost(0.5),
+                comparisons: ["foundation-progress-3-levels"]
             ),
             ours(
                 depth: 3, observed: true, name: "progress-leaf-observed-root",
                 summary: "ObservableProgress: complete() on the leaf of a 3-level tree, [.new] observer of the root's fractionCompleted",
-                baseline: "foundation-progress-child", target: .ratioAtMost(1.0)
+                baseline: "foundation-progress-child", target: .ratioAtMost(1.0),
+                comparisons: ["foundation-progress-3-levels"]
             ),
         ] + (1...6).map { depth in
             ours(
                 depth: depth, observed: true, name: "progress-depth-\(depth)",
                 summary: "ObservableProgress: leaf update in a tree \(depth) level\(depth == 1 ? "" : "s") deep, observer on the root",
-                baseline: depth == 1 ? nil : "progress-depth-1", target: nil
+                baseline: depth == 1 ? nil : "progress-depth-1", target: nil,
+                chart: [ChartPoint(.progressTreeDepth, "ObservableProgress (observer on the root)", x: Double(depth))]
             )
         }
     }
