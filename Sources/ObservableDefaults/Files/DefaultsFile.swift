@@ -83,7 +83,8 @@ struct DefaultsFile: Sendable, Hashable {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         if descriptor < 0 {
             let error = errno
-            if error == ENOENT { return .missing }
+            // No file, or a missing directory on its path: every key is absent.
+            if error == ENOENT || error == ENOTDIR { return .missing }
             throw failure(.readFailed, "cannot open \(path): \(Self.describe(error))", errno: error)
         }
         defer { close(descriptor) }
