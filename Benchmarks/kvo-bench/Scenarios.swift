@@ -13,6 +13,7 @@ struct Scenario {
         case sequences = "Async sequences, batches, observers of every key"
         case scaling = "Scaling and contention"
         case registration = "Registration"
+        case defaults = "Defaults store (ObservableDefaults vs Foundation UserDefaults)"
     }
 
     enum Target {
@@ -396,7 +397,7 @@ enum Scenarios {
                     return deliveries.count == 0 ? nil : "an invalidated handler ran \(deliveries.count) times"
                 }
             },
-        ]
+        ] + defaultsScenarios
     }
 
     /// `observers` handlers with `options` on `Player.volume`, counting calls and recording the

@@ -17,7 +17,9 @@ let usage = """
     same process, and prints ns/op (p50, p90, p99 over repeated samples) with the ratio of each
     scenario's p50 to its baseline's p50. Samples are taken in rounds (one batch of every
     scenario per round) so machine noise hits a scenario and its baseline alike. Missed targets
-    are reported, never fatal.
+    are reported, never fatal. The defaults store's cross-process notification latency
+    (defaults-cross-process-latency) follows the tables, in its own section, when kvo-defaults
+    is built next to kvo-bench.
 
     OPTIONS:
       --quick               CI smoke mode: few, short samples (the whole run takes well under a second)
@@ -181,7 +183,7 @@ func benchmark(quick: Bool, filters: [String], markdown: Bool, jsonPath: String?
     var selected = all
     if !filters.isEmpty {
         let matching = Set(all.filter { scenario in filters.contains { scenario.name.contains($0) } }.map(\.name))
-        if matching.isEmpty {
+        if matching.isEmpty, !filters.contains(where: { DefaultsLatency.name.contains($0) }) {
             badArgument("no scenario name contains \(filters.map { "'\($0)'" }.joined(separator: " or ")) (see 'kvo-bench --list')")
         }
         let needed = matching.union(all.filter { matching.contains($0.name) }.flatMap(\.dependencies))
@@ -210,6 +212,9 @@ func benchmark(quick: Bool, filters: [String], markdown: Bool, jsonPath: String?
         print("kvo-bench — \(method)")
         print("\(compiledWith), release build; \(machine.description)\n")
         print(textReport(rows), terminator: "")
+    }
+    if filters.isEmpty || filters.contains(where: { DefaultsLatency.name.contains($0) }) {
+        print(DefaultsLatency.report(quick: quick, markdown: markdown), terminator: "")
     }
 
     if let jsonPath {

@@ -84,6 +84,8 @@ extension DefaultsStorage {
         }
 
         try file.createDirectory()
+        // Reports wait until the lock file is unlocked: a handler may flush, which locks it again.
+        var corruption: DefaultsError?
         let (written, fileValues) = try file.withExclusiveLock { () throws(DefaultsError) -> ([String: JSONValue], [String: JSONValue]?) in
             var base: [String: JSONValue]
             var fileValues: [String: JSONValue]?
@@ -100,10 +102,10 @@ extension DefaultsStorage {
                 // Never overwrite a broken file without keeping it: copy it aside, then write the
                 // last good values with this process's changes.
                 let copy = try file.copyAside()
-                report(DefaultsError(
+                corruption = DefaultsError(
                     .corruptFile, path: error.path, line: error.line, column: error.column, byteOffset: error.byteOffset,
                     corruptCopyPath: copy, reason: error.reason
-                ))
+                )
                 base = lock.withLock { state.persisted }
                 mustWrite = true
             }
@@ -112,6 +114,7 @@ extension DefaultsStorage {
             if mustWrite || merged != base { try file.write(merged) }
             return (merged, fileValues)
         }
+        if let corruption { report(corruption) }
 
         let records: [Record] = lock.withLock {
             var records: [Record] = []
