@@ -173,8 +173,10 @@ struct DefaultsFile: Sendable, Hashable {
     /// Replaces the file with `values`, pretty-printed with sorted keys: temporary file in the same
     /// directory, fsync, rename, fsync of the directory. Call it with the lock held.
     ///
+    /// - Returns: the `CLOCK_MONOTONIC` time just before the (fsynced) new file replaced the old one.
     /// - Throws: `.writeFailed` (with the file left as it was) on any failure, a full disk included.
-    func write(_ values: [String: JSONValue]) throws(DefaultsError) {
+    @discardableResult
+    func write(_ values: [String: JSONValue]) throws(DefaultsError) -> UInt64 {
         let text = JSONValue.object(values).prettyText + "\n"
         let temporary = directory + "/." + name + ".tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
@@ -191,11 +193,14 @@ struct DefaultsFile: Sendable, Hashable {
             var existing = stat()
             if stat(path, &existing) == 0 { _ = fchmod(descriptor, existing.st_mode & 0o7777) }
             try writeAll(Array(text.utf8), to: descriptor, at: temporary)
-            if fsync(descriptor) != 0 {
+            if synchronize(descriptor) != 0 {
                 let error = errno
                 throw failure(.writeFailed, "cannot fsync \(temporary): \(Self.describe(error))", errno: error)
             }
         }
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let replacedAt = UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
         if rename(temporary, path) != 0 {
             let error = errno
             throw failure(.writeFailed, "cannot rename \(temporary) to \(path): \(Self.describe(error))", errno: error)
@@ -208,6 +213,17 @@ struct DefaultsFile: Sendable, Hashable {
             _ = fsync(directoryDescriptor)
             close(directoryDescriptor)
         }
+        return replacedAt
+    }
+
+    /// Makes a new file's data durable: `fdatasync` on Linux (the data and the size, which is all a
+    /// new file needs before the rename), `fsync` elsewhere.
+    private func synchronize(_ descriptor: Int32) -> Int32 {
+        #if os(Linux)
+        fdatasync(descriptor)
+        #else
+        fsync(descriptor)
+        #endif
     }
 
     private func writeAll(_ bytes: [UInt8], to descriptor: Int32, at path: String) throws(DefaultsError) {

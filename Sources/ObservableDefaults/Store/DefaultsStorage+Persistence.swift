@@ -86,6 +86,7 @@ extension DefaultsStorage {
         try file.createDirectory()
         // Reports wait until the lock file is unlocked: a handler may flush, which locks it again.
         var corruption: DefaultsError?
+        var replacedAt: UInt64?
         let (written, fileValues) = try file.withExclusiveLock { () throws(DefaultsError) -> ([String: JSONValue], [String: JSONValue]?) in
             var base: [String: JSONValue]
             var fileValues: [String: JSONValue]?
@@ -111,7 +112,7 @@ extension DefaultsStorage {
             }
             var merged = base
             for (key, value) in changes { merged[key] = value }
-            if mustWrite || merged != base { try file.write(merged) }
+            if mustWrite || merged != base { replacedAt = try file.write(merged) }
             return (merged, fileValues)
         }
         if let corruption { report(corruption) }
@@ -129,6 +130,7 @@ extension DefaultsStorage {
             return records
         }
         queueState.polledIdentity = file.identity()
+        if let replacedAt { queueState.lastReplacement = replacedAt }
         deliver(records)
     }
 
@@ -221,7 +223,11 @@ extension DefaultsStorage {
         let timer = DispatchSource.makeTimerSource(queue: queue)
         let nanoseconds = Int(interval.components.seconds) * 1_000_000_000 + Int(interval.components.attoseconds / 1_000_000_000)
         timer.schedule(deadline: .now() + .nanoseconds(nanoseconds), repeating: .nanoseconds(max(nanoseconds, 1_000_000)))
-        queue.sync { queueState.polledIdentity = file.identity() }
+        if isOnQueue {
+            queueState.polledIdentity = file.identity()
+        } else {
+            queue.sync { queueState.polledIdentity = file.identity() }
+        }
         timer.setEventHandler { [weak self] in
             guard let self else { return }
             let identity = self.file.identity()

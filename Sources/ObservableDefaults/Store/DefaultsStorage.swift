@@ -79,6 +79,8 @@ final class DefaultsStorage: @unchecked Sendable {
     struct QueueState {
         /// The file's identity when the poller last looked.
         var polledIdentity: DefaultsFile.Identity?
+        /// When this process's last write replaced the file (`CLOCK_MONOTONIC`), for latency measurements.
+        var lastReplacement: UInt64?
     }
 
     init(file: DefaultsFile) {

@@ -36,4 +36,10 @@ extension DefaultsStore {
         }
         return KeyValueObservation(invalidating: DefaultsObserverHandle(storage: storage, id: id, key: key))
     }
+
+    /// When this process's last write started replacing the file (`CLOCK_MONOTONIC` nanoseconds, just
+    /// before the rename that lets other processes see it), for the benchmark's latency measurement.
+    package func lastReplacementTime() -> UInt64? {
+        storage.isOnQueue ? storage.queueState.lastReplacement : storage.queue.sync { storage.queueState.lastReplacement }
+    }
 }
