@@ -229,3 +229,23 @@ struct LocationTests {
         #endif
     }
 }
+
+extension DefaultsKey where Value == Double {
+    static var readmeSpeed: DefaultsKey<Double> { DefaultsKey("playbackSpeed", default: 1.0) }
+}
+
+@Suite("README example")
+struct ReadmeExampleTests {
+    let directory = TemporaryDirectory()
+
+    @Test func keysDeclaredAsStaticMembersReadAsImplicitMembers() throws {
+        let store = DefaultsStore(suiteName: "com.example.player", directory: directory.url)
+        let seen = Locked<[Double]>([])
+        let token = store.observe(.readmeSpeed, options: [.initial, .old, .new]) { _, change in seen.append(change.newValue!) }
+        store[.readmeSpeed] = 1.5
+        try store.flush()
+        #expect(seen.current == [1.0, 1.5])
+        #expect(jsonObject(at: store.fileURL) == ["playbackSpeed": .number("1.5")])
+        token.invalidate()
+    }
+}

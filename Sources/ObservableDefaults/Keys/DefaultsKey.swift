@@ -2,7 +2,7 @@
 ///
 /// ```swift
 /// extension DefaultsKey where Value == Double {
-///     static let playbackSpeed = DefaultsKey("playbackSpeed", default: 1.0)
+///     static var playbackSpeed: Self { DefaultsKey("playbackSpeed", default: 1.0) }
 /// }
 /// store[.playbackSpeed] = 1.5
 /// ```
