@@ -40,6 +40,7 @@ public final class KeyValueObservation: Sendable {
 
     /// A token that ends `part`'s observation: for the package's other modules (the defaults store),
     /// whose observers live outside `KeyValueObservable`'s registry.
+    @usableFromInline
     package convenience init(invalidating part: any _Invalidatable) {
         self.init(registry: nil, id: 0, parts: [part])
     }

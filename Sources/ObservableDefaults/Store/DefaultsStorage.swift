@@ -7,14 +7,16 @@ import KeyValueObserving
 /// Sets and reads happen on the caller's thread under `lock`; observers are called after the lock
 /// is released. File work (writing dirty keys, reloading after another process's write) happens on
 /// `queue`, a serial queue, so a write and a reload of this process never interleave.
+@usableFromInline
 final class DefaultsStorage: @unchecked Sendable {
     // Invariant: `state` is only accessed with `lock` held; `queueState` only on `queue`;
-    // `subscription` and `pollTimer` are only accessed with `lock` held.
+    // `subscription` and `pollTimer` are only accessed with `lock` held. Those rules are what makes
+    // the accesses exclusive, so the run-time exclusivity check is skipped on the set path.
     let file: DefaultsFile
     let queue: DispatchQueue
     let lock = Lock()
-    var state = State()
-    var queueState = QueueState()
+    @exclusivity(unchecked) var state = State()
+    @exclusivity(unchecked) var queueState = QueueState()
     var subscription: FileWatcher.Subscription?
     var pollTimer: DispatchSourceTimer?
 
@@ -23,18 +25,26 @@ final class DefaultsStorage: @unchecked Sendable {
     static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
 
     /// One stored value: the typed value this process set, or the JSON read from the file, or both.
+    @usableFromInline
     struct Entry: Sendable {
-        var typed: (any Codable & Sendable)?
-        var json: JSONValue?
+        @usableFromInline var typed: (any Codable & Sendable)?
+        @usableFromInline var json: JSONValue?
+
+        @usableFromInline
+        init(typed: (any Codable & Sendable)?, json: JSONValue?) {
+            self.typed = typed
+            self.json = json
+        }
     }
 
     /// A change as delivered to the type-erased observers.
+    @usableFromInline
     struct Record: Sendable {
-        let key: String
-        let old: Entry?
-        let new: Entry?
-        let isPrior: Bool
-        let origin: DefaultsChangeOrigin
+        @usableFromInline let key: String
+        @usableFromInline let old: Entry?
+        @usableFromInline let new: Entry?
+        @usableFromInline let isPrior: Bool
+        @usableFromInline let origin: DefaultsChangeOrigin
     }
 
     final class Observer: Sendable {
@@ -103,15 +113,23 @@ final class DefaultsStorage: @unchecked Sendable {
     // MARK: Reading
 
     /// The entry for `key`, or `nil` if the key is absent.
+    @usableFromInline
     func entry(for key: String) -> Entry? {
         lock.withLock { state.values[key] }
     }
 
     /// The value of `entry` as a `Value`: the typed value if it is one, else its JSON decoded; the
     /// default if the key is absent or its value does not decode (reported once per value found).
+    @inlinable
     func value<Value>(of entry: Entry?, for key: DefaultsKey<Value>, caching: Bool = false) -> Value {
         guard let entry else { return key.defaultValue }
         if let typed = entry.typed as? Value { return typed }
+        return decodedValue(of: entry, for: key, caching: caching)
+    }
+
+    /// `value(of:for:caching:)` for an entry that does not hold a `Value`: decode its JSON.
+    @usableFromInline
+    func decodedValue<Value>(of entry: Entry, for key: DefaultsKey<Value>, caching: Bool) -> Value {
         let json: JSONValue
         if let stored = entry.json {
             json = stored
@@ -159,6 +177,7 @@ final class DefaultsStorage: @unchecked Sendable {
     // MARK: Writing
 
     /// Stores `entry` for `key` (`nil` removes it), schedules the write and notifies the observers.
+    @usableFromInline
     func set(_ entry: Entry?, for key: String) {
         lock.lock()
         if state.priorObserverCount > 0 {
@@ -170,12 +189,7 @@ final class DefaultsStorage: @unchecked Sendable {
                 lock.lock()
             }
         }
-        let old = state.values[key]
-        if let entry {
-            state.values[key] = entry
-        } else {
-            state.values.removeValue(forKey: key)
-        }
+        let old = if let entry { state.values.updateValue(entry, forKey: key) } else { state.values.removeValue(forKey: key) }
         state.version &+= 1
         state.dirty[key] = state.version
         let needsWrite = !state.isWriteScheduled
@@ -203,6 +217,7 @@ final class DefaultsStorage: @unchecked Sendable {
     // MARK: Observers
 
     /// Registers an observer of `key` (or of every key) and returns its id.
+    @usableFromInline
     func addObserver(
         key: String?,
         wantsPrior: Bool,

@@ -22,6 +22,7 @@ extension DefaultsStore {
     ///
     /// The token does not keep the store alive; when the last store on the file is deallocated, the
     /// observation goes quiet.
+    @inlinable
     public func observe<Value>(
         _ key: DefaultsKey<Value>,
         options: KeyValueObservingOptions = [],
@@ -72,17 +73,20 @@ extension DefaultsStore {
 }
 
 /// What a defaults observation's token ends.
+@usableFromInline
 final class DefaultsObserverHandle: _Invalidatable {
     weak let storage: DefaultsStorage?
     let id: UInt64
     let key: String?
 
+    @usableFromInline
     init(storage: DefaultsStorage, id: UInt64, key: String?) {
         self.storage = storage
         self.id = id
         self.key = key
     }
 
+    @usableFromInline
     func invalidate() {
         storage?.removeObserver(id: id, key: key)
     }

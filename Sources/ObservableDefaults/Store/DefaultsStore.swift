@@ -38,7 +38,7 @@ public final class DefaultsStore: Sendable {
         case polling(interval: Duration)
     }
 
-    let storage: DefaultsStorage
+    @usableFromInline let storage: DefaultsStorage
     private let errorHandlerID: UInt64?
 
     /// The file the store reads and writes.
@@ -98,6 +98,7 @@ public final class DefaultsStore: Sendable {
     // MARK: Values
 
     /// The value of `key`: its default while the key is absent.
+    @inlinable
     public subscript<Value>(key: DefaultsKey<Value>) -> Value {
         get { value(for: key) }
         set { set(newValue, for: key) }
@@ -105,6 +106,7 @@ public final class DefaultsStore: Sendable {
 
     /// The value of `key`, or its default while the key is absent or when the file holds a value that
     /// does not decode as `Value` (reported to the error handler).
+    @inlinable
     public func value<Value>(for key: DefaultsKey<Value>) -> Value {
         storage.value(of: storage.entry(for: key.name), for: key, caching: true)
     }
@@ -117,6 +119,7 @@ public final class DefaultsStore: Sendable {
     /// Sets the value of `key`. The observers of `key` in this process (through any store on the
     /// same file) are called before this returns, on this thread; the file is written shortly after,
     /// off this thread (`flush()` waits for it).
+    @inlinable
     public func set<Value>(_ value: Value, for key: DefaultsKey<Value>) {
         storage.set(DefaultsStorage.Entry(typed: value, json: nil), for: key.name)
     }
