@@ -165,6 +165,13 @@ extension DefaultsStorage {
         case .values(let values, _):
             fileValues = values
         case .corrupt(let error, let identity):
+            // A program that rewrites the file in place (truncate, then write) can be caught half-way
+            // by a reload that an earlier event started: look again shortly before calling it broken.
+            if queueState.suspectedCorruption != identity {
+                queueState.suspectedCorruption = identity
+                queue.asyncAfter(deadline: .now() + Self.corruptionConfirmationDelay) { [self] in reload() }
+                return
+            }
             let isNew = lock.withLock {
                 defer { state.reportedCorruption = identity }
                 return state.reportedCorruption != identity
@@ -172,6 +179,7 @@ extension DefaultsStorage {
             if isNew { report(error) }
             return
         }
+        queueState.suspectedCorruption = nil
         let records = lock.withLock {
             let records = applyForeign(fileValues)
             state.persisted = fileValues

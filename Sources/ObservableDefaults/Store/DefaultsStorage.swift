@@ -22,6 +22,8 @@ final class DefaultsStorage: @unchecked Sendable {
 
     /// How long a write waits for more changes to join it.
     static let coalescingDelay = DispatchTimeInterval.milliseconds(5)
+    /// How long a broken file must stay broken before it is reported (see `reload()`).
+    static let corruptionConfirmationDelay = DispatchTimeInterval.milliseconds(50)
     static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
 
     /// One stored value: the typed value this process set, or the JSON read from the file, or both.
@@ -89,6 +91,9 @@ final class DefaultsStorage: @unchecked Sendable {
     struct QueueState {
         /// The file's identity when the poller last looked.
         var polledIdentity: DefaultsFile.Identity?
+        /// A broken version of the file seen once and not reported yet: it may be another program's
+        /// in-place rewrite caught half-way, so it is reported only if it is still there shortly after.
+        var suspectedCorruption: DefaultsFile.Identity?
         /// When this process's last write replaced the file (`CLOCK_MONOTONIC`), for latency measurements.
         var lastReplacement: UInt64?
     }

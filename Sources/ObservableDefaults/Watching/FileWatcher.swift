@@ -56,6 +56,7 @@ final class FileWatcher: @unchecked Sendable {
     private let wakeDescriptors: (read: Int32, write: Int32)
     private let finished = DispatchSemaphore(value: 0)
     private var isStarted = false
+    private var isStopped = false
 
     // From <sys/inotify.h>.
     static let closeWrite: UInt32 = 0x0000_0008
@@ -119,6 +120,9 @@ final class FileWatcher: @unchecked Sendable {
             close(descriptor)
             return nil
         }
+        // Not inherited by the processes this one starts.
+        _ = fcntl(pipeDescriptors[0], F_SETFD, FD_CLOEXEC)
+        _ = fcntl(pipeDescriptors[1], F_SETFD, FD_CLOEXEC)
         self.descriptor = descriptor
         self.wakeDescriptors = (pipeDescriptors[0], pipeDescriptors[1])
     }
@@ -140,7 +144,11 @@ final class FileWatcher: @unchecked Sendable {
 
     /// Stops the thread and closes the inotify instance (the shared watcher is never stopped).
     func stop() {
-        let wasStarted = lock.withLock { isStarted }
+        let wasStarted = lock.withLock {
+            // After this, `remove` must not touch the descriptor: its number may be reused.
+            isStopped = true
+            return isStarted
+        }
         var byte: UInt8 = 1
         _ = write(wakeDescriptors.write, &byte, 1)
         if wasStarted { finished.wait() }
@@ -156,6 +164,7 @@ final class FileWatcher: @unchecked Sendable {
         return lock.withLock {
             // Under the lock: a `remove` that drops a directory's last subscription must not remove
             // the kernel watch between this add and the registration below.
+            guard !isStopped else { return nil }
             let watchDescriptor = inotify_add_watch(descriptor, directory, mask)
             guard watchDescriptor >= 0 else { return nil }
             nextID += 1
@@ -169,7 +178,7 @@ final class FileWatcher: @unchecked Sendable {
             guard subscriptions[watchDescriptor]?.removeValue(forKey: id) != nil else { return }
             if subscriptions[watchDescriptor]!.isEmpty {
                 subscriptions.removeValue(forKey: watchDescriptor)
-                inotify_rm_watch(descriptor, watchDescriptor)
+                if !isStopped { inotify_rm_watch(descriptor, watchDescriptor) }
             }
         }
     }
