@@ -14,6 +14,7 @@ struct Scenario {
         case scaling = "Scaling and contention"
         case registration = "Registration"
         case progress = "Progress trees"
+        case defaults = "Defaults store (ObservableDefaults vs Foundation UserDefaults)"
     }
 
     enum Target {
@@ -402,7 +403,7 @@ enum Scenarios {
                     return deliveries.count == 0 ? nil : "an invalidated handler ran \(deliveries.count) times"
                 }
             },
-        ]
+        ] + defaultsScenarios
     }
 
     /// `observers` handlers with `options` on `Player.volume`, counting calls and recording the

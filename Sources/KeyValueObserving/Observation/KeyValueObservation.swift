@@ -38,14 +38,22 @@ public final class KeyValueObservation: Sendable {
         for part in parts { part.invalidate() }
     }
 
+    /// A token that ends `part`'s observation: for the package's other modules (the defaults store),
+    /// whose observers live outside `KeyValueObservable`'s registry.
+    @usableFromInline
+    package convenience init(invalidating part: any _Invalidatable) {
+        self.init(registry: nil, id: 0, parts: [part])
+    }
+
     deinit {
         invalidate()
     }
 }
 
-/// Something a token ends: a chain's or a dependent key's observers of other objects.
+/// Something a token ends: a chain's or a dependent key's observers of other objects, or a defaults
+/// store's observer.
 @usableFromInline
-protocol _Invalidatable: AnyObject, Sendable {
+package protocol _Invalidatable: AnyObject, Sendable {
     func invalidate()
 }
 
