@@ -42,9 +42,10 @@ extension ObservableProgress {
         child.lock.lock()
         child.parentReference = Unmanaged.passUnretained(self)
         child.pendingUnitCountInParent = pendingUnitCount
-        let message = child.messageToParent(child.values, force: true, now: _coarseNanoseconds())
+        var message = _ChildMessage(placeholderFor: child)
+        let mustTell = child.fillMessage(&message, after: child.values, changedFrom: nil, force: true, now: _coarseNanoseconds())
         child.lock.unlock()
-        if let message { deliver(message) }
+        if mustTell { deliver(&message) }
         if inheritsCancel { child.cancel() }
         if inheritsPause { child.setPaused(true, parentGeneration: pauseStamp) }
     }
@@ -52,6 +53,7 @@ extension ObservableProgress {
     /// Applies `mutate` to this node's counts under its lock, then notifies and propagates.
     @inline(__always)
     func update(_ mutate: (inout _ProgressCounts) -> Void) {
+        var message = _ChildMessage(placeholderFor: self)
         lock.lock()
         let now = rate.time()
         let before = values
@@ -59,33 +61,39 @@ extension ObservableProgress {
         let after = counts.values
         values = after
         if after.fraction != before.fraction { rate.record(fraction: after.fraction, now: now) }
-        let message = messageToParent(after, force: false, changedFrom: before, now: now)
+        let mustTell = fillMessage(&message, after: after, changedFrom: before, force: false, now: now)
         lock.unlock()
         notifyObservers(from: before, to: after)
-        if let message { deliver(message) }
+        if mustTell { deliver(&message) }
     }
 
-    /// What the parent must hear after a change to `values`, with the lock held: the new
-    /// contribution, or that this node finished. `nil` if there is no parent or nothing changed for
-    /// it.
+    /// Fills `message` with what the parent must hear after a change to `values`, with the lock
+    /// held: the new contribution, or that this node finished. Returns `false` (and leaves
+    /// `message` alone) if there is no parent or nothing changed for it. The message is filled in
+    /// place, not returned: it is copied at every level of the walk otherwise.
     @inline(__always)
-    func messageToParent(_ values: _ProgressValues, force: Bool, changedFrom before: _ProgressValues? = nil, now: UInt64) -> _ChildMessage? {
-        guard let parentReference else { return nil }
+    func fillMessage(
+        _ message: inout _ChildMessage,
+        after values: _ProgressValues,
+        changedFrom before: _ProgressValues?,
+        force: Bool,
+        now: UInt64
+    ) -> Bool {
+        guard let parentReference else { return false }
         let contribution = values.isFinished || values.isIndeterminate
             ? 0
             : _fixedPoint(values.fraction * Double(pendingUnitCountInParent))
         let finishedChanged = before.map { $0.isFinished != values.isFinished } ?? false
-        guard force || finishedChanged || contribution != sentContribution else { return nil }
+        guard force || finishedChanged || contribution != sentContribution else { return false }
         sentContribution = contribution
         version &+= 1
-        return _ChildMessage(
-            parent: parentReference,
-            child: Unmanaged.passUnretained(self),
-            version: version,
-            contribution: contribution,
-            isFinished: values.isFinished,
-            time: now
-        )
+        message.parent = parentReference
+        message.child = Unmanaged.passUnretained(self)
+        message.version = version
+        message.contribution = contribution
+        message.isFinished = values.isFinished
+        message.time = now
+        return true
     }
 
     /// Delivers a child's message to its parent, then the parent's to its own parent, and so on:
@@ -96,47 +104,44 @@ extension ObservableProgress {
     /// path outlives the walk. Retaining them would cost more than the update itself: a node that
     /// is weakly referenced (every child is, by its parent) keeps its reference counts in a side
     /// table, where each retain and release is several times slower.
-    func deliver(_ first: _ChildMessage) {
-        var message = first
-        while let next = message.parent._withUnsafeGuaranteedRef({ $0.apply(message) }) {
-            message = next
-        }
+    func deliver(_ message: inout _ChildMessage) {
+        while message.parent._withUnsafeGuaranteedRef({ parent in
+            message.child._withUnsafeGuaranteedRef { child in parent.apply(&message, from: child) }
+        }) {}
     }
 
-    /// Applies a child's message under this node's lock; notifies this node's observers; returns
-    /// the message for this node's parent, if any.
+    /// Applies a child's message under this node's lock and notifies this node's observers. Returns
+    /// whether this node's parent must hear of it, with `message` rewritten for it.
     @inline(__always)
-    private func apply(_ message: _ChildMessage) -> _ChildMessage? {
-        message.child._withUnsafeGuaranteedRef { child in apply(message, from: child) }
-    }
-
-    @inline(__always)
-    private func apply(_ message: _ChildMessage, from child: ObservableProgress) -> _ChildMessage? {
+    private func apply(_ message: inout _ChildMessage, from child: ObservableProgress) -> Bool {
         lock.lock()
         // A stale message (a newer one from the same child was applied already) or one from a
         // child that left changes nothing.
         guard child.isAttached, message.version > child.appliedVersion else {
             lock.unlock()
-            return nil
+            return false
         }
         child.appliedVersion = message.version
         let before = values
         if message.isFinished {
             // The finished child credits its pending units and leaves the tree.
-            counts.childUnits -= child.appliedContribution
+            counts.childUnits &-= child.appliedContribution
             child.appliedContribution = 0
             child.isAttached = false
             children[ObjectIdentifier(child)] = nil
             let (sum, overflow) = counts.completed.addingReportingOverflow(child.pendingUnitCountInParent)
             counts.completed = overflow ? .max : sum
         } else {
-            counts.childUnits += message.contribution - child.appliedContribution
+            // Wrapping arithmetic: contributions are clamped to ±2^120 (`_fixedPoint`), so no
+            // realistic number of children overflows the sum, and the checks cost an update.
+            counts.childUnits &+= message.contribution &- child.appliedContribution
             child.appliedContribution = message.contribution
         }
         let after = counts.values
         values = after
-        if after.fraction != before.fraction { rate.record(fraction: after.fraction, now: message.time) }
-        let forward = messageToParent(after, force: false, changedFrom: before, now: message.time)
+        let time = message.time
+        if after.fraction != before.fraction { rate.record(fraction: after.fraction, now: time) }
+        let forward = fillMessage(&message, after: after, changedFrom: before, force: false, now: time)
         lock.unlock()
         notifyObservers(from: before, to: after)
         return forward
@@ -146,11 +151,18 @@ extension ObservableProgress {
 /// What a child tells its parent: its latest contribution (fixed point, in the parent's units), or
 /// that it finished. Unretained references: see `deliver(_:)` for why both outlive the message.
 struct _ChildMessage {
-    let parent: Unmanaged<ObservableProgress>
-    let child: Unmanaged<ObservableProgress>
-    let version: UInt64
-    let contribution: Int128
-    let isFinished: Bool
+    var parent: Unmanaged<ObservableProgress>
+    var child: Unmanaged<ObservableProgress>
+    var version: UInt64 = 0
+    var contribution: Int128 = 0
+    var isFinished = false
     /// When the update was made (coarse clock), for the throughput estimate of every level.
-    let time: UInt64
+    var time: UInt64 = 0
+
+    /// A message not filled in yet (see `fillMessage`).
+    @inline(__always)
+    init(placeholderFor node: ObservableProgress) {
+        parent = Unmanaged.passUnretained(node)
+        child = parent
+    }
 }

@@ -61,8 +61,9 @@ struct _ProgressRate {
     /// Records `fraction` at `now` if the last sample is old enough.
     @inline(__always)
     mutating func record(fraction: Double, now: UInt64) {
-        // Parents are stamped with their children's times, which may arrive out of order.
-        guard now > lastSampleTime, now - lastSampleTime >= Self.sampleInterval else { return }
+        // Parents are stamped with their children's times, which may arrive out of order: a time
+        // before the last sample wraps around in the first test and is caught by the second.
+        guard now &- lastSampleTime >= Self.sampleInterval, now > lastSampleTime else { return }
         append(fraction: fraction, now: now)
     }
 
