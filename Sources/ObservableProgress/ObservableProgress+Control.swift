@@ -17,33 +17,28 @@ extension ObservableProgress {
     /// Whether the work can be cancelled: a hint for user interfaces (default `true`); `cancel()`
     /// works either way, as in Foundation. Observable.
     public var isCancellable: Bool {
-        get {
-            reportRead(.isCancellable, Bool.self)
-            return withLock { $0.cancellable }
-        }
-        set {
-            let old = withLock { progress in
-                defer { progress.cancellable = newValue }
-                return progress.cancellable
-            }
-            notify(.isCancellable, from: old, to: newValue)
-        }
+        get { hint(.isCancellable, \.cancellable) }
+        set { setHint(.isCancellable, \.cancellable, to: newValue) }
     }
 
     /// Whether the work can be paused: a hint for user interfaces (default `false`); `pause()` works
     /// either way, as in Foundation. Observable.
     public var isPausable: Bool {
-        get {
-            reportRead(.isPausable, Bool.self)
-            return withLock { $0.pausable }
+        get { hint(.isPausable, \.pausable) }
+        set { setHint(.isPausable, \.pausable, to: newValue) }
+    }
+
+    private func hint(_ key: _ProgressKey, _ storage: ReferenceWritableKeyPath<ObservableProgress, Bool>) -> Bool {
+        reportRead(key, Bool.self)
+        return withLock { $0[keyPath: storage] }
+    }
+
+    private func setHint(_ key: _ProgressKey, _ storage: ReferenceWritableKeyPath<ObservableProgress, Bool>, to newValue: Bool) {
+        let old = withLock { progress in
+            defer { progress[keyPath: storage] = newValue }
+            return progress[keyPath: storage]
         }
-        set {
-            let old = withLock { progress in
-                defer { progress.pausable = newValue }
-                return progress.pausable
-            }
-            notify(.isPausable, from: old, to: newValue)
-        }
+        notify(key, from: old, to: newValue)
     }
 
     /// Cancels this progress and its whole subtree, including children added later. The first call
