@@ -13,6 +13,8 @@ struct Scenario {
         case sequences = "Async sequences, batches, observers of every key"
         case scaling = "Scaling and contention"
         case registration = "Registration"
+        case progress = "Progress trees"
+        case defaults = "Defaults store (ObservableDefaults vs Foundation UserDefaults)"
     }
 
     enum Target {
@@ -378,7 +380,7 @@ enum Scenarios {
                 }
             },
 
-        ] + sequenceScenarios + scalingScenarios + scalingBaselineScenarios + [
+        ] + sequenceScenarios + scalingScenarios + scalingBaselineScenarios + progressScenarios + [
             Scenario(
                 name: "register-invalidate", group: .registration,
                 summary: "observe(\\.volume, [.new]) + invalidate(), on an object with no other observer",
@@ -401,7 +403,7 @@ enum Scenarios {
                     return deliveries.count == 0 ? nil : "an invalidated handler ran \(deliveries.count) times"
                 }
             },
-        ]
+        ] + defaultsScenarios
     }
 
     /// `observers` handlers with `options` on `Player.volume`, counting calls and recording the

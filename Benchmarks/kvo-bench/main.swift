@@ -20,7 +20,9 @@ let usage = """
     scenario's p50 to its baseline's p50, and a memory table (bytes per object, observer and
     observed key, from the allocator's statistics). Samples are taken in rounds (one batch of
     every scenario per round) so machine noise hits a scenario and its baseline alike. Missed
-    targets are reported, never fatal.
+    targets are reported, never fatal. The defaults store's cross-process notification latency
+    (defaults-cross-process-latency) follows the tables, in its own section, when kvo-defaults
+    is built next to kvo-bench.
 
     OPTIONS:
       --quick               CI smoke mode: few, short samples (the whole run takes a few seconds)
@@ -300,7 +302,7 @@ func benchmark(_ options: BenchmarkOptions) -> Never {
     if !filters.isEmpty {
         let matching = Set(all.filter { scenario in filters.contains { scenario.name.contains($0) } }.map(\.name))
         let matchingMemory = Set(memoryScenarios.filter { scenario in filters.contains { scenario.name.contains($0) } }.map(\.name))
-        if matching.isEmpty && matchingMemory.isEmpty {
+        if matching.isEmpty && matchingMemory.isEmpty, !filters.contains(where: { DefaultsLatency.name.contains($0) }) {
             badArgument("no scenario name contains \(filters.map { "'\($0)'" }.joined(separator: " or ")) (see 'kvo-bench --list')")
         }
         let needed = matching.union(all.filter { matching.contains($0.name) }.flatMap(\.dependencies))
@@ -362,6 +364,9 @@ func benchmark(_ options: BenchmarkOptions) -> Never {
     }
     if memory == nil && !memoryScenarios.isEmpty {
         printError("memory: not measured (no allocator statistics on this platform)")
+    }
+    if filters.isEmpty || filters.contains(where: { DefaultsLatency.name.contains($0) }) {
+        print(DefaultsLatency.report(quick: options.quick, markdown: options.markdown), terminator: "")
     }
 
     if let jsonPath = options.jsonPath {

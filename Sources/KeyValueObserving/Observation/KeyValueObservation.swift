@@ -38,13 +38,50 @@ public final class KeyValueObservation: Sendable {
         for part in parts { part.invalidate() }
     }
 
+    /// A token that ends `part`'s observation: for the package's other modules (the defaults store),
+    /// whose observers live outside `KeyValueObservable`'s registry.
+    @usableFromInline
+    package convenience init(invalidating part: any _Invalidatable) {
+        self.init(registry: nil, id: 0, parts: [part])
+    }
+
     deinit {
         invalidate()
     }
 }
 
-/// Something a token ends: a chain's or a dependent key's observers of other objects.
+/// Something a token ends: a chain's or a dependent key's observers of other objects, or a defaults
+/// store's observer.
 @usableFromInline
-protocol _Invalidatable: AnyObject, Sendable {
+package protocol _Invalidatable: AnyObject, Sendable {
     func invalidate()
+}
+
+extension KeyValueObservation {
+    /// A token that ends `token` and then calls `onInvalidate`, once: for observations built on
+    /// another one (a throttled observer also stops its pending delivery).
+    package convenience init(ending token: KeyValueObservation, then onInvalidate: @escaping @Sendable () -> Void) {
+        self.init(registry: nil, id: 0, parts: [_InvalidationHandler(token: token, onInvalidate: onInvalidate)])
+    }
+}
+
+/// Ends a token, then runs a closure, the first time it is invalidated.
+final class _InvalidationHandler: _Invalidatable {
+    private let token: KeyValueObservation
+    private let onInvalidate: _Locked<(@Sendable () -> Void)?>
+
+    init(token: KeyValueObservation, onInvalidate: @escaping @Sendable () -> Void) {
+        self.token = token
+        self.onInvalidate = _Locked(onInvalidate)
+    }
+
+    func invalidate() {
+        token.invalidate()
+        // Taken out under the lock, called after it.
+        let handler = onInvalidate.withLock { handler in
+            defer { handler = nil }
+            return handler
+        }
+        handler?()
+    }
 }

@@ -1,0 +1,312 @@
+import Foundation
+import KeyValueObserving
+import ObservableDefaults
+
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A temporary directory for one scenario's files, removed when the workload goes away.
+final class BenchDirectory {
+    let path: String
+
+    init(_ label: String) {
+        var template = Array((NSTemporaryDirectory() + "/kvo-bench-\(label)-XXXXXX").utf8CString)
+        let result = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        precondition(result != nil, "kvo-bench: mkdtemp failed with errno \(errno)")
+        path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    }
+
+    var url: URL { URL(fileURLWithPath: path) }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: path)
+    }
+}
+
+/// Counts calls from a defaults observer. Unchecked `Sendable`: the handler runs synchronously on the
+/// benchmark's thread (the only writer is this process, so no change arrives from another thread).
+final class DefaultsCounter: @unchecked Sendable {
+    @exclusivity(unchecked) var count = 0
+    @exclusivity(unchecked) var last: Double? = nil
+}
+
+@inline(never) func setSpeed(_ store: DefaultsStore, _ key: DefaultsKey<Double>, _ value: Double) { store[key] = value }
+@inline(never) func setSpeed(_ defaults: UserDefaults, _ value: Double) { defaults.set(value, forKey: "playbackSpeed") }
+
+/// A corelibs `UserDefaults` suite whose file lives in a scratch directory: `UserDefaults(suiteName:)`
+/// with an absolute path writes that plist (on Linux and macOS alike), so the user's own preferences
+/// are never touched.
+private func scratchUserDefaults(_ directory: BenchDirectory) -> UserDefaults {
+    UserDefaults(suiteName: directory.path + "/kvo-bench")!
+}
+
+extension Scenarios {
+    /// ObservableDefaults against corelibs `UserDefaults`, in the same run.
+    static var defaultsScenarios: [Scenario] {
+        [
+            Scenario(
+                name: "userdefaults-set", group: .defaults,
+                summary: "Foundation UserDefaults.set(Double, forKey:), in memory (no notification, no persistence)"
+            ) {
+                let directory = BenchDirectory("userdefaults")
+                let defaults = opaque(scratchUserDefaults(directory))
+                let values = Values()
+                return Workload(retaining: [directory, defaults]) { iterations in
+                    for i in values.next(iterations) { setSpeed(defaults, Double(i)) }
+                } check: { _ in
+                    let stored = defaults.double(forKey: "playbackSpeed")
+                    return stored == Double(values.last) ? nil : "UserDefaults holds \(stored), expected \(values.last)"
+                }
+            },
+            Scenario(
+                name: "defaults-set-observed", group: .defaults,
+                summary: "DefaultsStore set of a Double key with one [.new] observer (persistence batched off the thread)",
+                baseline: "userdefaults-set", target: .ratioAtMost(0.1)
+            ) {
+                let directory = BenchDirectory("defaults")
+                let store = opaque(DefaultsStore(fileURL: directory.url.appendingPathComponent("bench.json")))
+                let key = DefaultsKey("playbackSpeed", default: 0.0)
+                let counter = DefaultsCounter()
+                let token = store.observe(key, options: [.new]) { _, change in
+                    counter.count &+= 1
+                    counter.last = change.newValue
+                }
+                let values = Values()
+                return Workload(retaining: [directory, store, token]) { iterations in
+                    counter.count = 0
+                    for i in values.next(iterations) { setSpeed(store, key, Double(i)) }
+                } check: { iterations in
+                    if counter.count != iterations { return "observer ran \(counter.count) times, expected \(iterations)" }
+                    if counter.last != Double(values.last) { return "observer saw \(String(describing: counter.last)), expected \(values.last)" }
+                    return store[key] == Double(values.last) ? nil : "store holds \(store[key]), expected \(values.last)"
+                }
+            },
+            Scenario(
+                name: "userdefaults-set-synchronize", group: .defaults,
+                summary: "Foundation UserDefaults.set + synchronize() (truncates the plist in place: no lock, no fsync, no rename)"
+            ) {
+                let directory = BenchDirectory("userdefaults-sync")
+                let defaults = opaque(scratchUserDefaults(directory))
+                let values = Values()
+                return Workload(retaining: [directory, defaults]) { iterations in
+                    for i in values.next(iterations) {
+                        setSpeed(defaults, Double(i))
+                        defaults.synchronize()
+                    }
+                } check: { _ in
+                    let stored = defaults.double(forKey: "playbackSpeed")
+                    return stored == Double(values.last) ? nil : "UserDefaults holds \(stored), expected \(values.last)"
+                }
+            },
+            Scenario(
+                name: "defaults-durable-write", group: .defaults,
+                summary: "DefaultsStore set + flush(): lock file, re-read, merge, write temp, fsync, rename, fsync dir",
+                baseline: "userdefaults-set-synchronize", target: .ratioAtMost(1)
+            ) {
+                let directory = BenchDirectory("defaults-durable")
+                let url = directory.url.appendingPathComponent("bench.json")
+                let store = opaque(DefaultsStore(fileURL: url))
+                let key = DefaultsKey("playbackSpeed", default: 0.0)
+                let values = Values()
+                return Workload(retaining: [directory, store]) { iterations in
+                    for i in values.next(iterations) {
+                        setSpeed(store, key, Double(i))
+                        try? store.flush()
+                    }
+                } check: { _ in
+                    guard let data = FileManager.default.contents(atPath: url.path),
+                          let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+                          let stored = object["playbackSpeed"] as? NSNumber
+                    else { return "\(url.path) does not hold playbackSpeed" }
+                    return stored.doubleValue == Double(values.last) ? nil : "file holds \(stored), expected \(values.last)"
+                }
+            },
+        ]
+    }
+}
+
+// MARK: Cross-process latency
+
+/// The cross-process notification latency of ObservableDefaults, measured outside the ns/op harness
+/// (one change at a time, end to end through another process): this process writes a key (set +
+/// flush) while `kvo-defaults watch --timestamps` in another process observes the file and stamps
+/// each change with `CLOCK_MONOTONIC` (one clock for every process) when its observer is called.
+enum DefaultsLatency {
+    static let name = "defaults-cross-process-latency"
+
+    struct Result {
+        /// From the start of `set` (so including the writer's durable write) to the observer's call.
+        let fromSet: [Double]
+        /// From just before the rename that makes the (already fsynced) file visible to the observer's call.
+        let fromReplace: [Double]
+        /// From `flush()`'s return (the write is durable) to the observer's call; negative when the
+        /// watcher was called before the writer's final directory fsync returned.
+        let fromFlush: [Double]
+    }
+
+    /// The `kvo-defaults` built next to this executable.
+    static var toolPath: String {
+        #if os(Linux)
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        #else
+        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        #endif
+        return executable.deletingLastPathComponent().appendingPathComponent("kvo-defaults").path
+    }
+
+    /// Measures `changes` changes; returns `nil` and a reason if the measurement cannot run.
+    static func measure(changes: Int, timeoutSeconds: Double = 10) -> (Result?, String?) {
+        let tool = toolPath
+        guard FileManager.default.isExecutableFile(atPath: tool) else {
+            return (nil, "skipped: \(tool) not found (build it too: swift build -c release --product kvo-defaults)")
+        }
+        let directory = BenchDirectory("latency")
+        let url = directory.url.appendingPathComponent("latency.json")
+        let outputPath = directory.path + "/watch.out"
+        guard FileManager.default.createFile(atPath: outputPath, contents: nil),
+              let output = FileHandle(forWritingAtPath: outputPath)
+        else { return (nil, "skipped: cannot create \(outputPath)") }
+        let store = DefaultsStore(fileURL: url)
+        let key = DefaultsKey("latency", default: -1)
+        let watcher = Process()
+        watcher.executableURL = URL(fileURLWithPath: tool)
+        watcher.arguments = ["watch", "--file", url.path, "latency", "--timestamps"]
+        watcher.standardOutput = output
+        do {
+            try watcher.run()
+        } catch {
+            return (nil, "skipped: cannot start \(tool): \(error)")
+        }
+        defer {
+            if watcher.isRunning { kill(watcher.processIdentifier, SIGTERM) }
+            watcher.waitUntilExit()
+            try? output.close()
+        }
+
+        var reader = LineReader(path: outputPath)
+        /// The watcher's timestamp of the line reporting `value`, waiting at most the timeout.
+        func stamp(of value: Int, within seconds: Double = timeoutSeconds) -> Double? {
+            let deadline = monotonicNanoseconds() + UInt64(seconds * 1e9)
+            let suffix = " -> \(value)"
+            while monotonicNanoseconds() < deadline {
+                while let line = reader.nextLine() {
+                    if line.hasSuffix(suffix), let stamp = line.split(separator: " ").first.flatMap({ Double($0) }) {
+                        return stamp
+                    }
+                }
+                usleep(50)
+            }
+            return nil
+        }
+
+        // The watcher is ready once it reports a change: write until it does (a write made before
+        // it started watching is never reported).
+        var value = 0
+        var ready = false
+        let readyDeadline = monotonicNanoseconds() + UInt64(timeoutSeconds * 1e9)
+        while !ready, monotonicNanoseconds() < readyDeadline {
+            value += 1
+            store[key] = value
+            try? store.flush()
+            ready = stamp(of: value, within: 0.05) != nil || reader.sawAny
+        }
+        guard ready else { return (nil, "failed: kvo-defaults watch reported nothing within \(timeoutSeconds) s") }
+        // Drain what the readiness loop left.
+        while reader.nextLine() != nil {}
+
+        var fromSet: [Double] = []
+        var fromFlush: [Double] = []
+        var fromReplace: [Double] = []
+        for _ in 0..<changes {
+            value += 1
+            let start = Double(monotonicNanoseconds())
+            store[key] = value
+            do {
+                try store.flush()
+            } catch {
+                return (nil, "failed: \(error)")
+            }
+            let flushed = Double(monotonicNanoseconds())
+            guard let observed = stamp(of: value) else {
+                return (nil, "failed: the watcher did not report change \(value) within \(timeoutSeconds) s")
+            }
+            fromSet.append(observed - start)
+            fromFlush.append(observed - flushed)
+            if let replaced = store.lastReplacementTime() { fromReplace.append(observed - Double(replaced)) }
+        }
+        return (Result(fromSet: fromSet.sorted(), fromReplace: fromReplace.sorted(), fromFlush: fromFlush.sorted()), nil)
+    }
+
+    /// The report section: p50 / p90 / p99 / max of both spans, against the targets.
+    static func report(quick: Bool, markdown: Bool) -> String {
+        let changes = quick ? 20 : 300
+        let (result, problem) = measure(changes: changes)
+        guard let result else {
+            return "\(name): \(problem ?? "failed")\n"
+        }
+        func percentile(_ sorted: [Double], _ fraction: Double) -> Double {
+            sorted[min(max(Int((fraction * Double(sorted.count)).rounded(.up)), 1), sorted.count) - 1]
+        }
+        func microseconds(_ nanoseconds: Double) -> String {
+            nanoseconds.magnitude >= 1_000_000
+                ? "\(formatNumber((nanoseconds / 1_000_000 * 100).rounded() / 100)) ms"
+                : "\(formatNumber((nanoseconds / 1_000).rounded())) µs"
+        }
+        let p50 = percentile(result.fromReplace, 0.5)
+        let p99 = percentile(result.fromReplace, 0.99)
+        let met = p50 <= 2_000_000 && p99 <= 20_000_000
+        var lines: [String] = []
+        let heading = "Cross-process notification latency (\(changes) changes, one at a time; writer: this process, "
+            + "set + flush(); observer: kvo-defaults watch in another process, stamped with CLOCK_MONOTONIC)"
+        lines.append(markdown ? "\n**\(heading)**\n" : "\n\(heading)")
+        let spans = [
+            ("rename (of the fsynced file) → observer call", result.fromReplace),
+            ("flush() return (directory fsynced) → observer call", result.fromFlush),
+            ("set() start (whole durable write included) → observer call", result.fromSet),
+        ]
+        for (label, sorted) in spans where !sorted.isEmpty {
+            let row = "\(label): p50 \(microseconds(percentile(sorted, 0.5))), p90 \(microseconds(percentile(sorted, 0.9))), "
+                + "p99 \(microseconds(percentile(sorted, 0.99))), max \(microseconds(sorted.last!))"
+            lines.append(markdown ? "- \(row)" : "  \(row)")
+        }
+        let target = "target (rename → observer call): p50 ≤ 2 ms, p99 ≤ 20 ms: \(met ? "met" : "MISSED")"
+        lines.append(markdown ? "- \(target)" : "  \(target)")
+        return lines.joined(separator: "\n") + "\n"
+    }
+}
+
+/// Reads the lines appended to a file by another process.
+private struct LineReader {
+    let path: String
+    var offset: UInt64 = 0
+    var pending = ""
+    var sawAny = false
+
+    init(path: String) {
+        self.path = path
+    }
+
+    mutating func nextLine() -> String? {
+        if let newline = pending.firstIndex(of: "\n") {
+            let line = String(pending[..<newline])
+            pending.removeSubrange(...newline)
+            return line
+        }
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        try? handle.seek(toOffset: offset)
+        guard let data = try? handle.readToEnd(), !data.isEmpty else { return nil }
+        offset += UInt64(data.count)
+        sawAny = true
+        pending += String(decoding: data, as: UTF8.self)
+        guard let newline = pending.firstIndex(of: "\n") else { return nil }
+        let line = String(pending[..<newline])
+        pending.removeSubrange(...newline)
+        return line
+    }
+}

@@ -1,0 +1,89 @@
+/// A problem with a defaults file or a stored value, reported to a store's error handler (see
+/// `DefaultsStore.init(fileURL:watching:errorHandler:)`) and thrown by `DefaultsStore.flush()`.
+///
+/// None of these stops the store: it keeps the last good values in memory and keeps serving reads
+/// and writes, so a broken file or a full disk never crashes the program.
+public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What went wrong.
+    public struct Kind: Sendable, Hashable, CustomStringConvertible {
+        let name: String
+
+        /// The file is not valid JSON or not a JSON object. `line`, `column` and `byteOffset` say
+        /// where; the values read before stay in memory, and the file is copied aside
+        /// (`corruptCopyPath`) before this process writes it again.
+        public static let corruptFile = Kind(name: "corruptFile")
+        /// The file holds a value for `key` that does not decode as the key's type; the key's default
+        /// was returned. `found` is the value in the file.
+        public static let typeMismatch = Kind(name: "typeMismatch")
+        /// The file or its directory could not be read (`errno` says why).
+        public static let readFailed = Kind(name: "readFailed")
+        /// The file could not be written (read-only or missing directory, full disk: `errno` says
+        /// which). The changes stay in memory and are written by the next successful write.
+        public static let writeFailed = Kind(name: "writeFailed")
+        /// A value could not be encoded as JSON (its `Encodable` conformance threw).
+        public static let encodingFailed = Kind(name: "encodingFailed")
+
+        public var description: String { name }
+    }
+
+    /// What went wrong.
+    public let kind: Kind
+    /// The defaults file concerned.
+    public let path: String
+    /// The key concerned, for `.typeMismatch` and `.encodingFailed`.
+    public let key: String?
+    /// For `.corruptFile`: the line (1-based) of the problem.
+    public let line: Int?
+    /// For `.corruptFile`: the column (1-based, in bytes) of the problem.
+    public let column: Int?
+    /// For `.corruptFile`: the byte offset (0-based) of the problem.
+    public let byteOffset: Int?
+    /// For `.typeMismatch`: the value found in the file, as JSON.
+    public let found: String?
+    /// For `.readFailed` and `.writeFailed`: the system error number.
+    public let errno: Int32?
+    /// For `.corruptFile`: where the broken file was copied before it was overwritten, once it was.
+    public let corruptCopyPath: String?
+    /// The cause in words.
+    public let reason: String
+
+    init(
+        _ kind: Kind,
+        path: String,
+        key: String? = nil,
+        line: Int? = nil,
+        column: Int? = nil,
+        byteOffset: Int? = nil,
+        found: String? = nil,
+        errno: Int32? = nil,
+        corruptCopyPath: String? = nil,
+        reason: String
+    ) {
+        self.kind = kind
+        self.path = path
+        self.key = key
+        self.line = line
+        self.column = column
+        self.byteOffset = byteOffset
+        self.found = found
+        self.errno = errno
+        self.corruptCopyPath = corruptCopyPath
+        self.reason = reason
+    }
+
+    /// One line naming the file, the place or key, and the cause.
+    public var description: String {
+        switch kind {
+        case .corruptFile:
+            let place = line.map { ":\($0):\(column ?? 0) (byte \(byteOffset ?? 0))" } ?? ""
+            let copy = corruptCopyPath.map { "; the broken file was copied to \($0)" } ?? ""
+            return "\(path)\(place): corrupt defaults file: \(reason); keeping the last good values\(copy)"
+        case .typeMismatch:
+            return "\(path): value of key '\(key ?? "")' is \(found ?? "?"), \(reason); using the key's default"
+        case .encodingFailed:
+            return "\(path): cannot encode the value of key '\(key ?? "")': \(reason)"
+        default:
+            return "\(path): \(kind == .writeFailed ? "cannot write" : "cannot read") defaults file: \(reason)"
+        }
+    }
+}

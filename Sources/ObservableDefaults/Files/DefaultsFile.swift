@@ -1,0 +1,301 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The files of one defaults suite and the system calls on them: read and parse, write atomically
+/// under a lock, copy a broken file aside.
+///
+/// A write locks a separate, never-renamed lock file (`.NAME.lock`: a lock on the data file itself
+/// would be lost when the file is renamed over), writes a temporary file in the same directory,
+/// fsyncs it, renames it over the data file and fsyncs the directory, so that readers see either the
+/// old or the new file, never a torn one, even if the writer is killed.
+struct DefaultsFile: Sendable, Hashable {
+    /// The data file's absolute path.
+    let path: String
+    /// Its directory.
+    let directory: String
+    /// Its name in the directory.
+    let name: String
+
+    init(path: String) {
+        let slash = path.lastIndex(of: "/")!
+        self.path = path
+        self.directory = slash == path.startIndex ? "/" : String(path[..<slash])
+        self.name = String(path[path.index(after: slash)...])
+    }
+
+    /// The stable lock file every writer locks.
+    var lockPath: String { directory + "/." + name + ".lock" }
+
+    /// What identifies one version of the file cheaply (the polling watcher compares these).
+    struct Identity: Hashable, Sendable {
+        let device: UInt64
+        let inode: UInt64
+        let size: Int64
+        let modificationSeconds: Int
+        let modificationNanoseconds: Int
+    }
+
+    /// The result of reading the file.
+    enum Contents: Sendable {
+        /// There is no file: every key is absent.
+        case missing
+        /// The file's values.
+        case values([String: JSONValue], Identity)
+        /// The file is not a JSON object: the parse error, and the file it was found in.
+        case corrupt(DefaultsError, Identity)
+    }
+
+    // MARK: Reading
+
+    /// The identity of the file as it is now, or `nil` if there is none.
+    func identity() -> Identity? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return Self.identity(of: info)
+    }
+
+    private static func identity(of info: stat) -> Identity {
+        #if canImport(Darwin)
+        let seconds = info.st_mtimespec.tv_sec
+        let nanoseconds = info.st_mtimespec.tv_nsec
+        #else
+        let seconds = info.st_mtim.tv_sec
+        let nanoseconds = info.st_mtim.tv_nsec
+        #endif
+        return Identity(
+            device: UInt64(info.st_dev),
+            inode: UInt64(info.st_ino),
+            size: Int64(info.st_size),
+            modificationSeconds: Int(seconds),
+            modificationNanoseconds: Int(nanoseconds)
+        )
+    }
+
+    /// Reads and parses the file.
+    ///
+    /// - Throws: `.readFailed` if the file exists but cannot be read.
+    func read() throws(DefaultsError) -> Contents {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        if descriptor < 0 {
+            let error = errno
+            // No file, or a missing directory on its path: every key is absent.
+            if error == ENOENT || error == ENOTDIR { return .missing }
+            throw failure(.readFailed, "cannot open \(path): \(Self.describe(error))", errno: error)
+        }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else {
+            let error = errno
+            throw failure(.readFailed, "cannot stat \(path): \(Self.describe(error))", errno: error)
+        }
+        let identity = Self.identity(of: info)
+        let bytes = try readAll(descriptor)
+        return Self.parse(bytes, path: path, identity: identity)
+    }
+
+    /// Parses the bytes of a defaults file: a JSON object, one member per key.
+    static func parse(_ bytes: [UInt8], path: String, identity: Identity) -> Contents {
+        if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
+            let error = DefaultsError(.corruptFile, path: path, line: 1, column: 1, byteOffset: 0, reason: "the file is empty (expected a JSON object, e.g. {})")
+            return .corrupt(error, identity)
+        }
+        do throws(JSONParseError) {
+            guard case .object(let values) = try JSONValue.parse(bytes) else {
+                let error = DefaultsError(.corruptFile, path: path, line: 1, column: 1, byteOffset: 0, reason: "the top-level value is not a JSON object")
+                return .corrupt(error, identity)
+            }
+            return .values(values, identity)
+        } catch {
+            let corrupt = DefaultsError(
+                .corruptFile, path: path, line: error.line, column: error.column, byteOffset: error.offset, reason: error.reason
+            )
+            return .corrupt(corrupt, identity)
+        }
+    }
+
+    private func readAll(_ descriptor: Int32) throws(DefaultsError) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16_384)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { systemRead(descriptor, $0.baseAddress, $0.count) }
+            if count == 0 { return bytes }
+            if count < 0 {
+                let error = errno
+                if error == EINTR { continue }
+                throw failure(.readFailed, "cannot read \(path): \(Self.describe(error))", errno: error)
+            }
+            bytes.append(contentsOf: chunk[0..<count])
+        }
+    }
+
+    // MARK: Writing
+
+    /// Creates the file's directory and its missing parents.
+    ///
+    /// - Throws: `.writeFailed` if a component cannot be created (a parent is a file, no permission).
+    func createDirectory() throws(DefaultsError) {
+        var info = stat()
+        if stat(directory, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR { return }
+        var current = ""
+        for component in directory.split(separator: "/") {
+            current += "/" + component
+            if mkdir(current, 0o755) != 0 {
+                let error = errno
+                if error == EEXIST, stat(current, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR { continue }
+                let cause = error == EEXIST ? "\(current) exists and is not a directory" : "cannot create directory \(current): \(Self.describe(error))"
+                throw failure(.writeFailed, cause, errno: error == EEXIST ? ENOTDIR : error)
+            }
+        }
+    }
+
+    /// Runs `body` holding the exclusive lock on the lock file, which every writing process takes.
+    func withExclusiveLock<Result>(_ body: () throws(DefaultsError) -> Result) throws(DefaultsError) -> Result {
+        let descriptor = open(lockPath, O_RDONLY | O_CREAT | O_CLOEXEC, 0o644)
+        if descriptor < 0 {
+            let error = errno
+            throw failure(.writeFailed, "cannot open lock file \(lockPath): \(Self.describe(error))", errno: error)
+        }
+        defer { close(descriptor) }
+        while flock(descriptor, LOCK_EX) != 0 {
+            let error = errno
+            if error == EINTR { continue }
+            throw failure(.writeFailed, "cannot lock \(lockPath): \(Self.describe(error))", errno: error)
+        }
+        defer { flock(descriptor, LOCK_UN) }
+        return try body()
+    }
+
+    /// Replaces the file with `values`, pretty-printed with sorted keys: temporary file in the same
+    /// directory, fsync, rename, fsync of the directory. Call it with the lock held.
+    ///
+    /// - Returns: the `CLOCK_MONOTONIC` time just before the (fsynced) new file replaced the old one.
+    /// - Throws: `.writeFailed` (with the file left as it was) on any failure, a full disk included.
+    @discardableResult
+    func write(_ values: [String: JSONValue]) throws(DefaultsError) -> UInt64 {
+        let text = JSONValue.object(values).prettyText + "\n"
+        let temporary = directory + "/." + name + ".tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        if descriptor < 0 {
+            let error = errno
+            throw failure(.writeFailed, "cannot create \(temporary): \(Self.describe(error))", errno: error)
+        }
+        var succeeded = false
+        defer {
+            if !succeeded { unlink(temporary) }
+        }
+        do {
+            defer { close(descriptor) }
+            var existing = stat()
+            if stat(path, &existing) == 0 { _ = fchmod(descriptor, existing.st_mode & 0o7777) }
+            try writeAll(Array(text.utf8), to: descriptor, at: temporary)
+            if synchronize(descriptor) != 0 {
+                let error = errno
+                throw failure(.writeFailed, "cannot fsync \(temporary): \(Self.describe(error))", errno: error)
+            }
+        }
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let replacedAt = UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+        if rename(temporary, path) != 0 {
+            let error = errno
+            throw failure(.writeFailed, "cannot rename \(temporary) to \(path): \(Self.describe(error))", errno: error)
+        }
+        succeeded = true
+        let directoryDescriptor = open(directory, O_RDONLY | O_CLOEXEC)
+        if directoryDescriptor >= 0 {
+            // The rename is durable only once the directory is; some file systems refuse fsync on a
+            // directory (EINVAL), where the rename is as durable as it gets.
+            _ = fsync(directoryDescriptor)
+            close(directoryDescriptor)
+        }
+        return replacedAt
+    }
+
+    /// Makes a new file's data durable: `fdatasync` on Linux (the data and the size, which is all a
+    /// new file needs before the rename), `fsync` elsewhere.
+    private func synchronize(_ descriptor: Int32) -> Int32 {
+        #if os(Linux)
+        fdatasync(descriptor)
+        #else
+        fsync(descriptor)
+        #endif
+    }
+
+    private func writeAll(_ bytes: [UInt8], to descriptor: Int32, at path: String) throws(DefaultsError) {
+        var offset = 0
+        while offset < bytes.count {
+            let count = bytes[offset...].withUnsafeBytes { systemWrite(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                let error = errno
+                if error == EINTR { continue }
+                throw failure(.writeFailed, "cannot write \(path): \(Self.describe(error))", errno: error)
+            }
+            offset += count
+        }
+    }
+
+    /// Copies the file as it is now to `NAME.corrupt-YYYYMMDD-HHMMSS` (with a number if that exists)
+    /// and returns the copy's path. Call it with the lock held, before overwriting a broken file.
+    func copyAside() throws(DefaultsError) -> String {
+        let bytes: [UInt8]
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        if descriptor < 0 {
+            let error = errno
+            throw failure(.writeFailed, "cannot read \(path) to copy it aside: \(Self.describe(error))", errno: error)
+        }
+        do {
+            defer { close(descriptor) }
+            bytes = try readAll(descriptor)
+        }
+        var now = time(nil)
+        var parts = tm()
+        gmtime_r(&now, &parts)
+        func padded(_ number: Int32, _ width: Int) -> String {
+            let digits = String(number)
+            return String(repeating: "0", count: max(0, width - digits.count)) + digits
+        }
+        let stamp = padded(parts.tm_year + 1900, 4) + padded(parts.tm_mon + 1, 2) + padded(parts.tm_mday, 2) + "-"
+            + padded(parts.tm_hour, 2) + padded(parts.tm_min, 2) + padded(parts.tm_sec, 2)
+        var attempt = 0
+        while true {
+            let copy = path + ".corrupt-" + stamp + (attempt == 0 ? "" : "-\(attempt)")
+            let output = open(copy, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            if output < 0 {
+                let error = errno
+                if error == EEXIST, attempt < 1000 {
+                    attempt += 1
+                    continue
+                }
+                throw failure(.writeFailed, "cannot create \(copy): \(Self.describe(error))", errno: error)
+            }
+            defer { close(output) }
+            try writeAll(bytes, to: output, at: copy)
+            _ = fsync(output)
+            return copy
+        }
+    }
+
+    // MARK: Errors
+
+    private func failure(_ kind: DefaultsError.Kind, _ reason: String, errno: Int32) -> DefaultsError {
+        DefaultsError(kind, path: path, errno: errno, reason: reason)
+    }
+
+    static func describe(_ error: Int32) -> String {
+        String(cString: strerror(error))
+    }
+}
+
+// `read` and `write` are shadowed by the methods above inside the type.
+func systemRead(_ descriptor: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
+    read(descriptor, buffer, count)
+}
+
+func systemWrite(_ descriptor: Int32, _ buffer: UnsafeRawPointer?, _ count: Int) -> Int {
+    write(descriptor, buffer, count)
+}

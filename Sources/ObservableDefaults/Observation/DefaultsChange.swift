@@ -1,0 +1,53 @@
+import KeyValueObserving
+
+/// One notification of a change of a defaults key: `KeyValueObservedChange` plus where the change
+/// came from.
+///
+/// Which of `newValue` and `oldValue` are filled depends on the `KeyValueObservingOptions` the
+/// observer registered with. An absent key reads as its default, so removing a key is a change to
+/// the default value.
+public struct DefaultsChange<Value: Sendable>: Sendable {
+    /// Where a change came from.
+    public typealias Origin = DefaultsChangeOrigin
+
+    /// The key that changed.
+    public let key: String
+    /// The value after the change, if the observer asked for `.new` (and this is not a prior
+    /// notification).
+    public let newValue: Value?
+    /// The value before the change, if the observer asked for `.old`.
+    public let oldValue: Value?
+    /// `true` for the notification sent before a change to observers that asked for `.prior`.
+    public let isPrior: Bool
+    /// Whether the change was made by this process or by another one.
+    public let origin: Origin
+
+    /// `true` when another process (or a hand edit of the file) made the change.
+    public var isFromAnotherProcess: Bool { origin == .anotherProcess }
+
+    /// The change as the core module's change record (kind `.setting`), for code shared with
+    /// `KeyValueObservable` observers.
+    public var keyValueChange: KeyValueObservedChange<Value> {
+        KeyValueObservedChange(kind: .setting, newValue: newValue, oldValue: oldValue, isPrior: isPrior)
+    }
+
+    /// Creates a change record.
+    public init(key: String, newValue: Value?, oldValue: Value?, isPrior: Bool = false, origin: Origin) {
+        self.key = key
+        self.newValue = newValue
+        self.oldValue = oldValue
+        self.isPrior = isPrior
+        self.origin = origin
+    }
+}
+
+/// Where a change of a defaults key came from.
+public enum DefaultsChangeOrigin: Sendable, Hashable {
+    /// A write through any `DefaultsStore` of this process (every store on the same file shares one
+    /// storage), or the `.initial` notification.
+    case thisProcess
+    /// A write by another process (or a hand edit), seen by watching the file.
+    case anotherProcess
+}
+
+extension DefaultsChange: Equatable where Value: Equatable {}

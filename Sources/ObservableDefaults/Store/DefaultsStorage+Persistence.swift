@@ -1,0 +1,254 @@
+import Dispatch
+import KeyValueObserving
+
+extension DefaultsStorage {
+    // MARK: Loading
+
+    /// Reads the file for the first time (before any store uses this storage).
+    func load() -> [DefaultsError] {
+        do {
+            switch try file.read() {
+            case .missing:
+                return []
+            case .values(let values, _):
+                state.persisted = values
+                state.values = values.mapValues { Entry(typed: nil, json: $0) }
+                return []
+            case .corrupt(let error, let identity):
+                state.reportedCorruption = identity
+                return [error]
+            }
+        } catch {
+            return [error]
+        }
+    }
+
+    // MARK: Writing
+
+    /// Writes the dirty keys soon, on the queue, together with the changes made meanwhile.
+    func scheduleWrite() {
+        queue.asyncAfter(deadline: .now() + Self.coalescingDelay) { [self] in
+            do throws(DefaultsError) {
+                try writeDirtyKeys()
+            } catch {
+                report(error)
+            }
+        }
+    }
+
+    /// Writes this process's changes to the file and waits until they are durable.
+    func flush() throws(DefaultsError) {
+        if isOnQueue {
+            try writeDirtyKeys()
+            return
+        }
+        let result: Result<Void, DefaultsError> = queue.sync {
+            do throws(DefaultsError) {
+                try writeDirtyKeys()
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        try result.get()
+    }
+
+    /// Merges the dirty keys into the file: with the lock file held, re-read the file, apply only the
+    /// keys this process changed (removals included), write a temporary file, fsync, rename, fsync
+    /// the directory. Changes another process made meanwhile are applied here too and reported as
+    /// theirs. Runs on the queue.
+    func writeDirtyKeys() throws(DefaultsError) {
+        let (pending, entries): ([String: UInt64], [String: Entry?]) = lock.withLock {
+            state.isWriteScheduled = false
+            return (state.dirty, Dictionary(uniqueKeysWithValues: state.dirty.keys.map { ($0, state.values[$0]) }))
+        }
+        guard !pending.isEmpty else { return }
+
+        var changes: [String: JSONValue?] = [:]
+        var unencodable: [String] = []
+        for (key, entry) in entries {
+            guard let entry else {
+                changes[key] = .some(nil)
+                continue
+            }
+            if let json = entry.json {
+                changes[key] = json
+            } else {
+                do {
+                    changes[key] = try JSONValue(encoding: entry.typed!)
+                } catch {
+                    unencodable.append(key)
+                    report(DefaultsError(.encodingFailed, path: file.path, key: key, reason: Self.describe(error)))
+                }
+            }
+        }
+
+        try file.createDirectory()
+        // Reports wait until the lock file is unlocked: a handler may flush, which locks it again.
+        var corruption: DefaultsError?
+        var replacedAt: UInt64?
+        let (written, fileValues) = try file.withExclusiveLock { () throws(DefaultsError) -> ([String: JSONValue], [String: JSONValue]?) in
+            var base: [String: JSONValue]
+            var fileValues: [String: JSONValue]?
+            var mustWrite = false
+            switch try file.read() {
+            case .missing:
+                base = [:]
+                fileValues = [:]
+                mustWrite = true
+            case .values(let values, _):
+                base = values
+                fileValues = values
+            case .corrupt(let error, _):
+                // Never overwrite a broken file without keeping it: copy it aside, then write the
+                // last good values with this process's changes.
+                let copy = try file.copyAside()
+                corruption = DefaultsError(
+                    .corruptFile, path: error.path, line: error.line, column: error.column, byteOffset: error.byteOffset,
+                    corruptCopyPath: copy, reason: error.reason
+                )
+                base = lock.withLock { state.persisted }
+                mustWrite = true
+            }
+            var merged = base
+            for (key, value) in changes { merged[key] = value }
+            if mustWrite || merged != base { replacedAt = try file.write(merged) }
+            return (merged, fileValues)
+        }
+        if let corruption { report(corruption) }
+
+        let records: [Record] = lock.withLock {
+            var records: [Record] = []
+            if let fileValues { records = applyForeign(fileValues) }
+            state.persisted = written
+            for (key, version) in pending where state.dirty[key] == version && !unencodable.contains(key) {
+                state.dirty.removeValue(forKey: key)
+                if let json = written[key], state.values[key] != nil, state.values[key]!.json == nil {
+                    state.values[key]!.json = json
+                }
+            }
+            return records
+        }
+        queueState.polledIdentity = file.identity()
+        if let replacedAt { queueState.lastReplacement = replacedAt }
+        deliver(records)
+    }
+
+    // MARK: Reloading
+
+    /// Reloads the file soon, on the queue (called by the file watcher).
+    func scheduleReload() {
+        let needed = lock.withLock {
+            defer { state.isReloadScheduled = true }
+            return !state.isReloadScheduled
+        }
+        guard needed else { return }
+        queue.async { [self] in reload() }
+    }
+
+    /// Reads the whole file, diffs it against memory and reports each key another process changed,
+    /// with old and new values. Keys this process changed and has not written yet keep this
+    /// process's value (its next write wins). Runs on the queue.
+    func reload() {
+        lock.withLock { state.isReloadScheduled = false }
+        let contents: DefaultsFile.Contents
+        do {
+            contents = try file.read()
+        } catch {
+            report(error)
+            return
+        }
+        let fileValues: [String: JSONValue]
+        switch contents {
+        case .missing:
+            fileValues = [:]
+        case .values(let values, _):
+            fileValues = values
+        case .corrupt(let error, let identity):
+            // A program that rewrites the file in place (truncate, then write) can be caught half-way
+            // by a reload that an earlier event started: look again shortly before calling it broken.
+            if queueState.suspectedCorruption != identity {
+                queueState.suspectedCorruption = identity
+                queue.asyncAfter(deadline: .now() + Self.corruptionConfirmationDelay) { [self] in reload() }
+                return
+            }
+            let isNew = lock.withLock {
+                defer { state.reportedCorruption = identity }
+                return state.reportedCorruption != identity
+            }
+            if isNew { report(error) }
+            return
+        }
+        queueState.suspectedCorruption = nil
+        let records = lock.withLock {
+            let records = applyForeign(fileValues)
+            state.persisted = fileValues
+            return records
+        }
+        deliver(records)
+    }
+
+    /// Applies the keys whose value in the file differs from the one this process last saw there,
+    /// except the keys this process changed since; returns the changes, prior notifications first
+    /// for the observers that asked for them. Called with the lock held.
+    private func applyForeign(_ fileValues: [String: JSONValue]) -> [Record] {
+        var records: [Record] = []
+        var priors: [Record] = []
+        for key in Set(fileValues.keys).union(state.persisted.keys) where fileValues[key] != state.persisted[key] {
+            guard state.dirty[key] == nil else { continue }
+            let old = state.values[key]
+            let new = fileValues[key].map { Entry(typed: nil, json: $0) }
+            state.values[key] = new
+            if state.priorObserverCount > 0 {
+                priors.append(Record(key: key, old: old, new: nil, isPrior: true, origin: .anotherProcess))
+            }
+            records.append(Record(key: key, old: old, new: new, isPrior: false, origin: .anotherProcess))
+        }
+        return priors + records
+    }
+
+    // MARK: Watching
+
+    /// Starts watching the file: the process's inotify (kqueue) watcher, or polling if that is not
+    /// available or `pollingInterval` is given.
+    func startWatching(pollingInterval: Duration?) {
+        if pollingInterval == nil, let watcher = FileWatcher.shared {
+            let subscription = watcher.watch(directory: file.directory, name: file.name) { [weak self] _ in
+                // A change and an overflow get the same answer: a reload reads the whole file.
+                self?.scheduleReload()
+            }
+            if let subscription {
+                lock.withLock { self.subscription = subscription }
+                return
+            }
+        }
+        startPolling(interval: pollingInterval ?? .milliseconds(500))
+    }
+
+    /// Polls the file's identity (inode, size, modification time) every `interval`; reloads when it
+    /// changes. For file systems without change notification.
+    func startPolling(interval: Duration) {
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        let nanoseconds = Int(interval.components.seconds) * 1_000_000_000 + Int(interval.components.attoseconds / 1_000_000_000)
+        timer.schedule(deadline: .now() + .nanoseconds(nanoseconds), repeating: .nanoseconds(max(nanoseconds, 1_000_000)))
+        if isOnQueue {
+            queueState.polledIdentity = file.identity()
+        } else {
+            queue.sync { queueState.polledIdentity = file.identity() }
+        }
+        timer.setEventHandler { [weak self] in
+            guard let self else { return }
+            let identity = self.file.identity()
+            if identity != self.queueState.polledIdentity {
+                self.queueState.polledIdentity = identity
+                self.reload()
+            }
+        }
+        let previous = lock.withLock {
+            defer { pollTimer = timer }
+            return pollTimer
+        }
+        previous?.cancel()
+        timer.resume()
+    }
+}

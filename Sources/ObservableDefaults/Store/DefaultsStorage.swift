@@ -1,0 +1,313 @@
+import Dispatch
+import KeyValueObserving
+
+/// The in-memory copy of one defaults file, shared by every `DefaultsStore` of this process on that
+/// file (see `DefaultsStorageRegistry`), with its observers.
+///
+/// Sets and reads happen on the caller's thread under `lock`; observers are called after the lock
+/// is released. File work (writing dirty keys, reloading after another process's write) happens on
+/// `queue`, a serial queue, so a write and a reload of this process never interleave.
+@usableFromInline
+final class DefaultsStorage: @unchecked Sendable {
+    // Invariant: `state` is only accessed with `lock` held; `queueState` only on `queue`;
+    // `subscription` and `pollTimer` are only accessed with `lock` held. Those rules are what makes
+    // the accesses exclusive, so the run-time exclusivity check is skipped on the set path.
+    let file: DefaultsFile
+    let queue: DispatchQueue
+    let lock = Lock()
+    @exclusivity(unchecked) var state = State()
+    @exclusivity(unchecked) var queueState = QueueState()
+    var subscription: FileWatcher.Subscription?
+    var pollTimer: DispatchSourceTimer?
+
+    /// How long a write waits for more changes to join it.
+    static let coalescingDelay = DispatchTimeInterval.milliseconds(5)
+    /// How long a broken file must stay broken before it is reported (see `reload()`).
+    static let corruptionConfirmationDelay = DispatchTimeInterval.milliseconds(50)
+    static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
+
+    /// One stored value: the typed value this process set, or the JSON read from the file, or both.
+    @usableFromInline
+    struct Entry: Sendable {
+        @usableFromInline var typed: (any Codable & Sendable)?
+        @usableFromInline var json: JSONValue?
+
+        @usableFromInline
+        init(typed: (any Codable & Sendable)?, json: JSONValue?) {
+            self.typed = typed
+            self.json = json
+        }
+    }
+
+    /// A change as delivered to the type-erased observers.
+    @usableFromInline
+    struct Record: Sendable {
+        @usableFromInline let key: String
+        @usableFromInline let old: Entry?
+        @usableFromInline let new: Entry?
+        @usableFromInline let isPrior: Bool
+        @usableFromInline let origin: DefaultsChangeOrigin
+    }
+
+    final class Observer: Sendable {
+        let id: UInt64
+        /// The observed key, or `nil` for an observer of every key.
+        let key: String?
+        let wantsPrior: Bool
+        let deliver: @Sendable (Record) -> Void
+        /// Called when the storage goes away (finishes async sequences).
+        let finish: (@Sendable () -> Void)?
+
+        init(id: UInt64, key: String?, wantsPrior: Bool, deliver: @escaping @Sendable (Record) -> Void, finish: (@Sendable () -> Void)?) {
+            self.id = id
+            self.key = key
+            self.wantsPrior = wantsPrior
+            self.deliver = deliver
+            self.finish = finish
+        }
+    }
+
+    struct State {
+        /// What reads return: the file's values with this process's changes applied.
+        var values: [String: Entry] = [:]
+        /// The file's values as this process last read or wrote them.
+        var persisted: [String: JSONValue] = [:]
+        /// Keys changed (or removed) here and not written yet, with the version of their last change.
+        var dirty: [String: UInt64] = [:]
+        var version: UInt64 = 0
+        var isWriteScheduled = false
+        var isReloadScheduled = false
+        var observers: [String: [Observer]] = [:]
+        var anyKeyObservers: [Observer] = []
+        var priorObserverCount = 0
+        var nextObserverID: UInt64 = 0
+        var errorHandlers: [UInt64: @Sendable (DefaultsError) -> Void] = [:]
+        /// Type mismatches already reported (key and value found), so a read loop does not flood.
+        var reportedMismatches: Set<String> = []
+        /// The broken file last reported, so one broken file is reported once.
+        var reportedCorruption: DefaultsFile.Identity?
+    }
+
+    struct QueueState {
+        /// The file's identity when the poller last looked.
+        var polledIdentity: DefaultsFile.Identity?
+        /// A broken version of the file seen once and not reported yet: it may be another program's
+        /// in-place rewrite caught half-way, so it is reported only if it is still there shortly after.
+        var suspectedCorruption: DefaultsFile.Identity?
+        /// When this process's last write replaced the file (`CLOCK_MONOTONIC`), for latency measurements.
+        var lastReplacement: UInt64?
+    }
+
+    init(file: DefaultsFile) {
+        self.file = file
+        self.queue = DispatchQueue(label: "ObservableDefaults.storage")
+        queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(self))
+    }
+
+    deinit {
+        subscription?.cancel()
+        pollTimer?.cancel()
+        for observer in state.observers.values.joined() { observer.finish?() }
+        for observer in state.anyKeyObservers { observer.finish?() }
+    }
+
+    var isOnQueue: Bool {
+        DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self)
+    }
+
+    // MARK: Reading
+
+    /// The entry for `key`, or `nil` if the key is absent.
+    @usableFromInline
+    func entry(for key: String) -> Entry? {
+        lock.withLock { state.values[key] }
+    }
+
+    /// The value of `entry` as a `Value`: the typed value if it is one, else its JSON decoded; the
+    /// default if the key is absent or its value does not decode (reported once per value found).
+    @inlinable
+    func value<Value>(of entry: Entry?, for key: DefaultsKey<Value>, caching: Bool = false) -> Value {
+        guard let entry else { return key.defaultValue }
+        if let typed = entry.typed as? Value { return typed }
+        return decodedValue(of: entry, for: key, caching: caching)
+    }
+
+    /// `value(of:for:caching:)` for an entry that does not hold a `Value`: decode its JSON.
+    @usableFromInline
+    func decodedValue<Value>(of entry: Entry, for key: DefaultsKey<Value>, caching: Bool) -> Value {
+        let json: JSONValue
+        if let stored = entry.json {
+            json = stored
+        } else {
+            // Set here with another type (two keys of the same name): go through its JSON.
+            do {
+                json = try JSONValue(encoding: entry.typed!)
+            } catch {
+                return key.defaultValue
+            }
+        }
+        do {
+            let decoded = try json.decode(as: Value.self)
+            if caching {
+                lock.withLock {
+                    if state.values[key.name]?.json == json, state.values[key.name]?.typed == nil {
+                        state.values[key.name]?.typed = decoded
+                    }
+                }
+            }
+            return decoded
+        } catch {
+            let found = json.compactText
+            let isNew = lock.withLock { state.reportedMismatches.insert(key.name + "\u{0}" + found).inserted }
+            if isNew {
+                report(DefaultsError(
+                    .typeMismatch, path: file.path, key: key.name, found: found,
+                    reason: "which does not decode as \(Value.self) (\(Self.describe(error)))"
+                ))
+            }
+            return key.defaultValue
+        }
+    }
+
+    /// Every key and its value as JSON.
+    func jsonValues() throws -> [String: JSONValue] {
+        let values = lock.withLock { state.values }
+        var result: [String: JSONValue] = [:]
+        for (key, entry) in values {
+            result[key] = try entry.json ?? JSONValue(encoding: entry.typed!)
+        }
+        return result
+    }
+
+    // MARK: Writing
+
+    /// Stores `entry` for `key` (`nil` removes it), schedules the write and notifies the observers.
+    @usableFromInline
+    func set(_ entry: Entry?, for key: String) {
+        lock.lock()
+        if state.priorObserverCount > 0 {
+            let targets = (state.observers[key] ?? []).filter(\.wantsPrior) + state.anyKeyObservers.filter(\.wantsPrior)
+            if !targets.isEmpty {
+                let prior = Record(key: key, old: state.values[key], new: nil, isPrior: true, origin: .thisProcess)
+                lock.unlock()
+                for observer in targets { observer.deliver(prior) }
+                lock.lock()
+            }
+        }
+        let old = if let entry { state.values.updateValue(entry, forKey: key) } else { state.values.removeValue(forKey: key) }
+        state.version &+= 1
+        state.dirty[key] = state.version
+        let needsWrite = !state.isWriteScheduled
+        state.isWriteScheduled = true
+        let targets = state.observers[key]
+        let anyKeyTargets = state.anyKeyObservers
+        lock.unlock()
+
+        if needsWrite { scheduleWrite() }
+        if targets != nil || !anyKeyTargets.isEmpty {
+            let record = Record(key: key, old: old, new: entry, isPrior: false, origin: .thisProcess)
+            if let targets {
+                for observer in targets { observer.deliver(record) }
+            }
+            for observer in anyKeyTargets { observer.deliver(record) }
+        }
+    }
+
+    /// Removes every key.
+    func removeAll() {
+        let keys = lock.withLock { Array(state.values.keys) }
+        for key in keys { set(nil, for: key) }
+    }
+
+    // MARK: Observers
+
+    /// Registers an observer of `key` (or of every key) and returns its id.
+    @usableFromInline
+    func addObserver(
+        key: String?,
+        wantsPrior: Bool,
+        deliver: @escaping @Sendable (Record) -> Void,
+        finish: (@Sendable () -> Void)? = nil
+    ) -> UInt64 {
+        lock.withLock {
+            state.nextObserverID += 1
+            let observer = Observer(id: state.nextObserverID, key: key, wantsPrior: wantsPrior, deliver: deliver, finish: finish)
+            if let key {
+                state.observers[key, default: []].append(observer)
+            } else {
+                state.anyKeyObservers.append(observer)
+            }
+            if wantsPrior { state.priorObserverCount += 1 }
+            return observer.id
+        }
+    }
+
+    func removeObserver(id: UInt64, key: String?) {
+        lock.withLock {
+            var removed: Observer?
+            if let key {
+                if let index = state.observers[key]?.firstIndex(where: { $0.id == id }) {
+                    removed = state.observers[key]!.remove(at: index)
+                    if state.observers[key]!.isEmpty { state.observers.removeValue(forKey: key) }
+                }
+            } else if let index = state.anyKeyObservers.firstIndex(where: { $0.id == id }) {
+                removed = state.anyKeyObservers.remove(at: index)
+            }
+            if removed?.wantsPrior == true { state.priorObserverCount -= 1 }
+        }
+    }
+
+    /// Delivers `records` to the observers of their keys (with the lock *not* held).
+    func deliver(_ records: [Record]) {
+        guard !records.isEmpty else { return }
+        let (observers, anyKeyObservers) = lock.withLock { (state.observers, state.anyKeyObservers) }
+        for record in records {
+            for observer in observers[record.key] ?? [] where !record.isPrior || observer.wantsPrior {
+                observer.deliver(record)
+            }
+            for observer in anyKeyObservers where !record.isPrior || observer.wantsPrior {
+                observer.deliver(record)
+            }
+        }
+    }
+
+    // MARK: Errors
+
+    /// Registers a store's error handler and returns its id.
+    func addErrorHandler(_ handler: @escaping @Sendable (DefaultsError) -> Void) -> UInt64 {
+        lock.withLock {
+            state.nextObserverID += 1
+            state.errorHandlers[state.nextObserverID] = handler
+            return state.nextObserverID
+        }
+    }
+
+    func removeErrorHandler(id: UInt64) {
+        lock.withLock { _ = state.errorHandlers.removeValue(forKey: id) }
+    }
+
+    /// Tells every store's error handler, or standard error if no store installed one.
+    func report(_ error: DefaultsError) {
+        let handlers = lock.withLock { Array(state.errorHandlers.values) }
+        if handlers.isEmpty {
+            DefaultsStorage.printToStandardError(error)
+        } else {
+            for handler in handlers { handler(error) }
+        }
+    }
+
+    static func printToStandardError(_ error: DefaultsError) {
+        var line = "ObservableDefaults: \(error)\n"
+        line.withUTF8 { bytes in _ = systemWrite(2, bytes.baseAddress, bytes.count) }
+    }
+
+    static func describe(_ error: any Error) -> String {
+        switch error {
+        case DecodingError.typeMismatch(let type, _): "expected \(type)"
+        case DecodingError.dataCorrupted(let context): context.debugDescription
+        case DecodingError.keyNotFound(let key, _): "missing key '\(key.stringValue)'"
+        case DecodingError.valueNotFound(let type, _): "expected \(type), found null"
+        default: "\(error)"
+        }
+    }
+}

@@ -1,0 +1,85 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import KeyValueObserving
+
+/// The process-wide table of storages by canonical file path: every `DefaultsStore` of this
+/// process on one file gets the same `DefaultsStorage`, so a write through one is seen and observed
+/// through the others at once.
+enum DefaultsStorageRegistry {
+    private final class WeakStorage {
+        weak var storage: DefaultsStorage?
+
+        init(_ storage: DefaultsStorage) {
+            self.storage = storage
+        }
+    }
+
+    private static let lock = Lock()
+    // Invariant: only accessed with `lock` held.
+    nonisolated(unsafe) private static var storages: [String: WeakStorage] = [:]
+    // Invariant: only accessed with `lock` held.
+    nonisolated(unsafe) private static var isExitHookInstalled = false
+
+    /// The storage of the file at `path` (absolute), created and loaded on first use, and the
+    /// problems met while creating it (missing directory that cannot be created, corrupt file).
+    static func storage(forPath path: String, pollingInterval: Duration?) -> (DefaultsStorage, [DefaultsError]) {
+        var problems: [DefaultsError] = []
+        var file = DefaultsFile(path: path)
+        do {
+            try file.createDirectory()
+        } catch {
+            problems.append(error)
+        }
+        if let resolved = realpath(file.directory, nil) {
+            let directory = String(cString: resolved)
+            free(resolved)
+            file = DefaultsFile(path: (directory == "/" ? "" : directory) + "/" + file.name)
+        }
+
+        if let existing = lock.withLock({ storages[file.path]?.storage }) {
+            if let pollingInterval { existing.startPolling(interval: pollingInterval) }
+            return (existing, problems)
+        }
+        // Build and load a new storage outside the registry's lock (file I/O, and the storage's own
+        // lock), then publish it unless another thread published one first.
+        let candidate = DefaultsStorage(file: file)
+        // Watch first, then read: a change between the two is reported, not missed.
+        candidate.startWatching(pollingInterval: pollingInterval)
+        let loadProblems = candidate.lock.withLock { candidate.load() }
+        let storage: DefaultsStorage = lock.withLock {
+            if !isExitHookInstalled {
+                isExitHookInstalled = true
+                // Writes are batched off the caller's thread; a process that exits right after a
+                // set still makes it durable.
+                atexit { DefaultsStorageRegistry.flushAll() }
+            }
+            if let existing = storages[file.path]?.storage { return existing }
+            storages = storages.filter { $0.value.storage != nil }
+            storages[file.path] = WeakStorage(candidate)
+            return candidate
+        }
+        if storage === candidate {
+            problems += loadProblems
+        } else if let pollingInterval {
+            storage.startPolling(interval: pollingInterval)
+        }
+        return (storage, problems)
+    }
+
+    /// Makes every storage's pending changes durable (at exit).
+    static func flushAll() {
+        let live = lock.withLock { storages.values.compactMap(\.storage) }
+        for storage in live where !storage.isOnQueue {
+            do {
+                try storage.flush()
+            } catch {
+                storage.report(error)
+            }
+        }
+    }
+}

@@ -1,0 +1,45 @@
+import KeyValueObserving
+
+/// Untyped access for the `kvo-defaults` tool, which does not know the keys' types: values as JSON.
+extension DefaultsStore {
+    /// Every key and its value as JSON.
+    package func jsonValues() throws -> [String: JSONValue] {
+        try storage.jsonValues()
+    }
+
+    /// The value of `key` as JSON, or `nil` if it is absent.
+    package func jsonValue(forKey key: String) throws -> JSONValue? {
+        try storage.jsonValues()[key]
+    }
+
+    /// Sets `key` to the JSON `value`.
+    package func setJSONValue(_ value: JSONValue, forKey key: String) {
+        storage.set(DefaultsStorage.Entry(typed: nil, json: value), for: key)
+    }
+
+    /// Removes `key`.
+    package func removeValue(forKey key: String) {
+        storage.set(nil, for: key)
+    }
+
+    /// Observes every key (or only `key`), with old and new values as JSON (`nil`: absent).
+    package func observeJSON(
+        key: String? = nil,
+        handler: @escaping @Sendable (_ key: String, _ old: JSONValue?, _ new: JSONValue?, _ origin: DefaultsChangeOrigin) -> Void
+    ) -> KeyValueObservation {
+        let id = storage.addObserver(key: key, wantsPrior: false) { record in
+            func json(_ entry: DefaultsStorage.Entry?) -> JSONValue? {
+                guard let entry else { return nil }
+                return entry.json ?? (try? JSONValue(encoding: entry.typed!))
+            }
+            handler(record.key, json(record.old), json(record.new), record.origin)
+        }
+        return KeyValueObservation(invalidating: DefaultsObserverHandle(storage: storage, id: id, key: key))
+    }
+
+    /// When this process's last write started replacing the file (`CLOCK_MONOTONIC` nanoseconds, just
+    /// before the rename that lets other processes see it), for the benchmark's latency measurement.
+    package func lastReplacementTime() -> UInt64? {
+        storage.isOnQueue ? storage.queueState.lastReplacement : storage.queue.sync { storage.queueState.lastReplacement }
+    }
+}

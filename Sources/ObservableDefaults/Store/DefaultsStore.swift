@@ -1,0 +1,146 @@
+import Foundation
+import KeyValueObserving
+
+/// A file-backed defaults store, observable across instances and across processes: the
+/// `UserDefaults` that server and command-line Swift lacks on Linux.
+///
+/// ```swift
+/// let speed = DefaultsKey("playbackSpeed", default: 1.0)
+/// let store = DefaultsStore(suiteName: "com.example.player")   // ~/.config/com.example.player.json
+/// let token = store.observe(speed, options: [.initial, .new]) { _, change in
+///     print(change.newValue!, change.isFromAnotherProcess)
+/// }
+/// store[speed] = 1.5                                             // observers called now, on this thread
+/// ```
+///
+/// - Storage: one JSON object per suite, keys sorted, pretty-printed, each value its JSON encoding,
+///   so the file can be read and edited by hand.
+/// - Sharing: every store of this process on the same file shares one in-memory storage; a write
+///   through one is visible through the others and notifies their observers synchronously.
+/// - Persistence: automatic and batched off the caller's thread (a write joins the changes of the
+///   next few milliseconds); `flush()` waits until the changes are durable. Pending changes are also
+///   written when the process exits normally.
+/// - Other processes: their writes are seen by watching the file (inotify on Linux, kqueue on macOS,
+///   polling where neither works) and reported per key with old and new values and
+///   `origin == .anotherProcess`. Writes lock a separate lock file, re-read the file, merge only the
+///   keys this process changed, and replace the file atomically, so no process loses another's
+///   updates and no reader sees a torn file.
+/// - Errors (a corrupt file, a value of the wrong type, an unwritable directory, a full disk) go to
+///   the error handler; the store keeps working with the last good values.
+///
+/// `DefaultsStore` is `Sendable`: use it from any thread.
+public final class DefaultsStore: Sendable {
+    /// How the store notices other processes' writes.
+    public enum Watching: Sendable, Hashable {
+        /// inotify (Linux) or kqueue (macOS) on the file's directory; polling if that fails.
+        case automatic
+        /// Check the file every `interval` (for network file systems, which do not report changes).
+        case polling(interval: Duration)
+    }
+
+    @usableFromInline let storage: DefaultsStorage
+    private let errorHandlerID: UInt64?
+
+    /// The file the store reads and writes.
+    public var fileURL: URL { URL(fileURLWithPath: storage.file.path) }
+
+    /// A store for the suite `suiteName`: the file `suiteName.json` in `directory`, by default in
+    /// `defaultDirectory()` (`$XDG_CONFIG_HOME`, else `~/.config`, on Linux; `~/Library/Preferences`
+    /// on macOS). The directory is created if it is missing.
+    ///
+    /// - Parameters:
+    ///   - suiteName: a file name without its extension: not empty, no `/`, not `.` or `..`.
+    ///   - directory: where the suite's file lives.
+    ///   - watching: how other processes' writes are noticed.
+    ///   - errorHandler: called with each problem (corrupt file, value of the wrong type, failed
+    ///     write), on the thread that met it; with no handler, problems are printed to standard error.
+    public convenience init(
+        suiteName: String,
+        directory: URL? = nil,
+        watching: Watching = .automatic,
+        errorHandler: (@Sendable (DefaultsError) -> Void)? = nil
+    ) {
+        precondition(
+            Self.isValidSuiteName(suiteName),
+            "DefaultsStore(suiteName:): '\(suiteName)' is not a valid suite name (it must be a file name: not empty, no '/', not '.' or '..')"
+        )
+        let directory = directory ?? Self.defaultDirectory()
+        self.init(fileURL: directory.appendingPathComponent(suiteName + ".json"), watching: watching, errorHandler: errorHandler)
+    }
+
+    /// A store for the file at `fileURL` (created on the first write; its directory is created now
+    /// if it is missing).
+    public init(fileURL: URL, watching: Watching = .automatic, errorHandler: (@Sendable (DefaultsError) -> Void)? = nil) {
+        precondition(fileURL.isFileURL, "DefaultsStore(fileURL:): \(fileURL) is not a file URL")
+        var path = fileURL.standardizedFileURL.path
+        if !path.hasPrefix("/") {
+            path = FileManager.default.currentDirectoryPath + "/" + path
+        }
+        var interval: Duration?
+        if case .polling(let every) = watching { interval = every }
+        let (storage, problems) = DefaultsStorageRegistry.storage(forPath: path, pollingInterval: interval)
+        self.storage = storage
+        self.errorHandlerID = errorHandler.map { storage.addErrorHandler($0) }
+        for problem in problems {
+            if let errorHandler { errorHandler(problem) } else { DefaultsStorage.printToStandardError(problem) }
+        }
+    }
+
+    deinit {
+        if let errorHandlerID { storage.removeErrorHandler(id: errorHandlerID) }
+    }
+
+    /// Whether `name` can name a suite (a file name without its extension).
+    public static func isValidSuiteName(_ name: String) -> Bool {
+        !name.isEmpty && name != "." && name != ".." && !name.contains("/") && !name.contains("\u{0}")
+    }
+
+    // MARK: Values
+
+    /// The value of `key`: its default while the key is absent.
+    @inlinable
+    public subscript<Value>(key: DefaultsKey<Value>) -> Value {
+        get { value(for: key) }
+        set { set(newValue, for: key) }
+    }
+
+    /// The value of `key`, or its default while the key is absent or when the file holds a value that
+    /// does not decode as `Value` (reported to the error handler).
+    @inlinable
+    public func value<Value>(for key: DefaultsKey<Value>) -> Value {
+        storage.value(of: storage.entry(for: key.name), for: key, caching: true)
+    }
+
+    /// Whether the key has a value (set here or found in the file), as opposed to reading its default.
+    public func hasValue<Value>(for key: DefaultsKey<Value>) -> Bool {
+        storage.entry(for: key.name) != nil
+    }
+
+    /// Sets the value of `key`. The observers of `key` in this process (through any store on the
+    /// same file) are called before this returns, on this thread; the file is written shortly after,
+    /// off this thread (`flush()` waits for it).
+    @inlinable
+    public func set<Value>(_ value: Value, for key: DefaultsKey<Value>) {
+        storage.set(DefaultsStorage.Entry(typed: value, json: nil), for: key.name)
+    }
+
+    /// Removes `key` from the store: it reads as its default again (observers see the default as the
+    /// new value).
+    public func removeValue<Value>(for key: DefaultsKey<Value>) {
+        storage.set(nil, for: key.name)
+    }
+
+    /// Removes every key from the store.
+    public func reset() {
+        storage.removeAll()
+    }
+
+    /// Writes this process's pending changes to the file and returns when they are durable (file and
+    /// directory fsynced), with another process's concurrent changes kept.
+    ///
+    /// - Throws: `DefaultsError` (`.writeFailed`) if the file cannot be written; the changes stay in
+    ///   memory and pending, and the next write or flush retries them.
+    public func flush() throws(DefaultsError) {
+        try storage.flush()
+    }
+}

@@ -1,0 +1,280 @@
+/// Why a JSON text could not be parsed, and where.
+package struct JSONParseError: Error, Sendable, Hashable {
+    /// Byte offset of the problem from the start of the text (0-based).
+    package let offset: Int
+    /// Line of the problem (1-based).
+    package let line: Int
+    /// Column of the problem, in bytes from the start of its line (1-based).
+    package let column: Int
+    /// What is wrong.
+    package let reason: String
+}
+
+extension JSONValue {
+    /// Parses a complete JSON text (RFC 8259; any value at the top level, surrounded by whitespace).
+    ///
+    /// Written here rather than taken from `JSONSerialization` so that errors carry an exact line and
+    /// column and numbers keep their literal text.
+    ///
+    /// - Complexity: O(*n*) in the length of `bytes`.
+    package static func parse(_ bytes: some Collection<UInt8>) throws(JSONParseError) -> JSONValue {
+        var parser = JSONParser(bytes: Array(bytes))
+        return try parser.parseDocument()
+    }
+
+    /// Parses a JSON text given as a string.
+    package static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
+        try parse(Array(text.utf8))
+    }
+}
+
+private struct JSONParser {
+    let bytes: [UInt8]
+    var index = 0
+    var depth = 0
+
+    static let maximumDepth = 512
+
+    mutating func parseDocument() throws(JSONParseError) -> JSONValue {
+        skipWhitespace()
+        let value = try parseValue()
+        skipWhitespace()
+        if index < bytes.count {
+            throw error("unexpected \(describe(bytes[index])) after the end of the JSON value")
+        }
+        return value
+    }
+
+    func error(_ reason: String, at offset: Int? = nil) -> JSONParseError {
+        let offset = min(offset ?? index, bytes.count)
+        var line = 1
+        var lineStart = 0
+        for position in 0..<offset where bytes[position] == UInt8(ascii: "\n") {
+            line += 1
+            lineStart = position + 1
+        }
+        return JSONParseError(offset: offset, line: line, column: offset - lineStart + 1, reason: reason)
+    }
+
+    func describe(_ byte: UInt8) -> String {
+        if byte >= 0x21, byte < 0x7F { return "'\(Character(Unicode.Scalar(byte)))'" }
+        return "byte 0x\(String(byte, radix: 16, uppercase: true))"
+    }
+
+    mutating func skipWhitespace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return
+            }
+        }
+    }
+
+    mutating func parseValue() throws(JSONParseError) -> JSONValue {
+        guard index < bytes.count else { throw error("unexpected end of file, expected a value") }
+        switch bytes[index] {
+        case UInt8(ascii: "{"): return try parseObject()
+        case UInt8(ascii: "["): return try parseArray()
+        case UInt8(ascii: "\""): return .string(try parseString())
+        case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
+        case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
+        case UInt8(ascii: "n"): try expectLiteral("null"); return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
+        case let byte: throw error("unexpected \(describe(byte)), expected a value")
+        }
+    }
+
+    mutating func expectLiteral(_ literal: StaticString) throws(JSONParseError) {
+        let start = index
+        let expected = UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount)
+        for byte in expected {
+            guard index < bytes.count, bytes[index] == byte else {
+                throw error("invalid literal, expected '\(literal)'", at: start)
+            }
+            index += 1
+        }
+    }
+
+    mutating func enter() throws(JSONParseError) {
+        depth += 1
+        if depth > Self.maximumDepth { throw error("nesting deeper than \(Self.maximumDepth) levels") }
+    }
+
+    mutating func parseObject() throws(JSONParseError) -> JSONValue {
+        try enter()
+        defer { depth -= 1 }
+        index += 1
+        var members: [String: JSONValue] = [:]
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+            index += 1
+            return .object(members)
+        }
+        while true {
+            skipWhitespace()
+            guard index < bytes.count else { throw error("unexpected end of file in an object, expected a key") }
+            guard bytes[index] == UInt8(ascii: "\"") else {
+                throw error("unexpected \(describe(bytes[index])) in an object, expected a key in double quotes")
+            }
+            let key = try parseString()
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else {
+                throw error(index < bytes.count
+                    ? "unexpected \(describe(bytes[index])) after the key \"\(key)\", expected ':'"
+                    : "unexpected end of file after the key \"\(key)\", expected ':'")
+            }
+            index += 1
+            skipWhitespace()
+            members[key] = try parseValue()
+            skipWhitespace()
+            guard index < bytes.count else { throw error("unexpected end of file in an object, expected ',' or '}'") }
+            switch bytes[index] {
+            case UInt8(ascii: ","): index += 1
+            case UInt8(ascii: "}"): index += 1; return .object(members)
+            case let byte: throw error("unexpected \(describe(byte)) in an object, expected ',' or '}'")
+            }
+        }
+    }
+
+    mutating func parseArray() throws(JSONParseError) -> JSONValue {
+        try enter()
+        defer { depth -= 1 }
+        index += 1
+        var elements: [JSONValue] = []
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
+            index += 1
+            return .array(elements)
+        }
+        while true {
+            skipWhitespace()
+            elements.append(try parseValue())
+            skipWhitespace()
+            guard index < bytes.count else { throw error("unexpected end of file in an array, expected ',' or ']'") }
+            switch bytes[index] {
+            case UInt8(ascii: ","): index += 1
+            case UInt8(ascii: "]"): index += 1; return .array(elements)
+            case let byte: throw error("unexpected \(describe(byte)) in an array, expected ',' or ']'")
+            }
+        }
+    }
+
+    mutating func parseNumber() throws(JSONParseError) -> JSONValue {
+        let start = index
+        func digits(_ parser: inout JSONParser) -> Int {
+            let first = parser.index
+            while parser.index < parser.bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(parser.bytes[parser.index]) {
+                parser.index += 1
+            }
+            return parser.index - first
+        }
+        if bytes[index] == UInt8(ascii: "-") { index += 1 }
+        guard index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) else {
+            throw error("invalid number, expected a digit")
+        }
+        if bytes[index] == UInt8(ascii: "0") {
+            index += 1
+            if index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) {
+                throw error("invalid number, leading zeros are not allowed")
+            }
+        } else {
+            _ = digits(&self)
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+            index += 1
+            if digits(&self) == 0 { throw error("invalid number, expected a digit after '.'") }
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+            index += 1
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            if digits(&self) == 0 { throw error("invalid number, expected a digit in the exponent") }
+        }
+        return .number(String(decoding: bytes[start..<index], as: UTF8.self))
+    }
+
+    mutating func parseString() throws(JSONParseError) -> String {
+        let start = index
+        index += 1
+        var scalars = String.UnicodeScalarView()
+        var runStart = index
+        func flushRun(_ parser: JSONParser, to end: Int, into scalars: inout String.UnicodeScalarView) throws(JSONParseError) {
+            guard runStart < end else { return }
+            guard let text = String(validating: parser.bytes[runStart..<end], as: UTF8.self) else {
+                throw parser.error("invalid UTF-8 in a string", at: runStart)
+            }
+            scalars.append(contentsOf: text.unicodeScalars)
+        }
+        while true {
+            guard index < bytes.count else { throw error("unterminated string", at: start) }
+            let byte = bytes[index]
+            switch byte {
+            case UInt8(ascii: "\""):
+                try flushRun(self, to: index, into: &scalars)
+                index += 1
+                return String(scalars)
+            case UInt8(ascii: "\\"):
+                try flushRun(self, to: index, into: &scalars)
+                scalars.append(try parseEscape())
+                runStart = index
+            case 0..<0x20:
+                throw error("unescaped control character \(describe(byte)) in a string")
+            default:
+                index += 1
+            }
+        }
+    }
+
+    mutating func parseEscape() throws(JSONParseError) -> Unicode.Scalar {
+        let start = index
+        index += 1
+        guard index < bytes.count else { throw error("unterminated escape sequence", at: start) }
+        let byte = bytes[index]
+        index += 1
+        switch byte {
+        case UInt8(ascii: "\""): return "\""
+        case UInt8(ascii: "\\"): return "\\"
+        case UInt8(ascii: "/"): return "/"
+        case UInt8(ascii: "b"): return "\u{08}"
+        case UInt8(ascii: "f"): return "\u{0C}"
+        case UInt8(ascii: "n"): return "\n"
+        case UInt8(ascii: "r"): return "\r"
+        case UInt8(ascii: "t"): return "\t"
+        case UInt8(ascii: "u"):
+            let high = try parseHex4(escapeStart: start)
+            if (0xD800..<0xDC00).contains(high) {
+                guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else {
+                    throw error("unpaired high surrogate in a \\u escape", at: start)
+                }
+                index += 2
+                let low = try parseHex4(escapeStart: start)
+                guard (0xDC00..<0xE000).contains(low) else { throw error("invalid low surrogate in a \\u escape", at: start) }
+                return Unicode.Scalar(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))!
+            }
+            guard let scalar = Unicode.Scalar(high) else { throw error("unpaired low surrogate in a \\u escape", at: start) }
+            return scalar
+        default:
+            throw error("invalid escape sequence '\\\(Character(Unicode.Scalar(byte)))'", at: start)
+        }
+    }
+
+    mutating func parseHex4(escapeStart: Int) throws(JSONParseError) -> UInt32 {
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            guard index < bytes.count, let digit = hexValue(bytes[index]) else {
+                throw error("invalid \\u escape, expected 4 hexadecimal digits", at: escapeStart)
+            }
+            value = value << 4 | digit
+            index += 1
+        }
+        return value
+    }
+
+    func hexValue(_ byte: UInt8) -> UInt32? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt32(byte - UInt8(ascii: "0"))
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): UInt32(byte - UInt8(ascii: "a") + 10)
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): UInt32(byte - UInt8(ascii: "A") + 10)
+        default: nil
+        }
+    }
+}

@@ -1,0 +1,246 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Dispatch
+import Foundation
+import KeyValueObserving
+import ObservableDefaults
+
+let usage = """
+    USAGE: kvo-defaults read   (SUITE | --file PATH) [KEY]
+           kvo-defaults write  (SUITE | --file PATH) KEY VALUE
+           kvo-defaults delete (SUITE | --file PATH) KEY
+           kvo-defaults watch  (SUITE | --file PATH) [KEY] [--timestamps]
+           kvo-defaults --help
+
+    Reads, writes and watches the defaults files of ObservableDefaults. A SUITE is the file
+    SUITE.json in $XDG_CONFIG_HOME (else ~/.config; ~/Library/Preferences on macOS); --file PATH
+    names any file instead.
+
+    COMMANDS:
+      read     prints the value of KEY as JSON, or every key and value as a JSON object
+      write    sets KEY to VALUE, a JSON value (1.5, true, "text", [1,2], {"a":1}); a VALUE that
+               is not valid JSON is stored as a string (write S greeting hello == write S greeting
+               '"hello"'). Returns when the file is durably written.
+      delete   removes KEY
+      watch    prints one line per change of KEY (or of any key), "KEY: OLD -> NEW" with JSON
+               values ("(absent)" for a missing key), flushed line by line, until SIGINT or SIGTERM
+
+    OPTIONS:
+      --file PATH     use the file at PATH instead of a suite
+      --timestamps    (watch) prefix each line with the CLOCK_MONOTONIC time in nanoseconds at
+                      which the change was received
+      -h, --help      show this help
+
+    EXIT STATUS: 0 on success; 1 on a runtime error (missing key on read or delete, unreadable
+    or corrupt file, failed write); 2 on a usage error.
+    """
+
+func printError(_ message: String) {
+    var line = "kvo-defaults: \(message)\n"
+    line.withUTF8 { bytes in _ = write(2, bytes.baseAddress, bytes.count) }
+}
+
+/// Writes `text` and a newline to standard output at once (unbuffered: one line per change).
+func printLine(_ text: String) {
+    var line = text + "\n"
+    line.withUTF8 { bytes in
+        var offset = 0
+        while offset < bytes.count {
+            let count = write(1, bytes.baseAddress! + offset, bytes.count - offset)
+            if count <= 0 {
+                if count < 0, errno == EINTR { continue }
+                exit(1)
+            }
+            offset += count
+        }
+    }
+}
+
+func fail(_ message: String) -> Never {
+    printError(message)
+    exit(1)
+}
+
+func usageError(_ message: String) -> Never {
+    printError("\(message)\nRun 'kvo-defaults --help' for usage.")
+    exit(2)
+}
+
+// MARK: Arguments
+
+var filePath: String?
+var timestamps = false
+var positional: [String] = []
+var arguments = CommandLine.arguments.dropFirst()
+while let argument = arguments.popFirst() {
+    switch argument {
+    case "-h", "--help", "help":
+        printLine(usage)
+        exit(0)
+    case "--file":
+        guard let path = arguments.popFirst(), !path.isEmpty else { usageError("'--file' needs a path") }
+        filePath = path
+    case _ where argument.hasPrefix("--file="):
+        let path = String(argument.dropFirst("--file=".count))
+        if path.isEmpty { usageError("'--file' needs a path") }
+        filePath = path
+    case "--timestamps":
+        timestamps = true
+    case "--":
+        positional += arguments
+        arguments = []
+    case _ where argument.hasPrefix("-") && argument.count > 1 && Double(argument) == nil:
+        usageError("unknown option '\(argument)'")
+    default:
+        positional.append(argument)
+    }
+}
+
+guard let command = positional.first else { usageError("missing command (read, write, delete or watch)") }
+positional.removeFirst()
+let commands = ["read", "write", "delete", "watch", "write-many"]
+guard commands.contains(command) else { usageError("unknown command '\(command)'") }
+if timestamps, command != "watch" { usageError("'--timestamps' only applies to 'watch'") }
+
+let fileURL: URL
+if let filePath {
+    fileURL = URL(fileURLWithPath: filePath)
+} else {
+    guard let suite = positional.first else { usageError("'\(command)' needs a SUITE or --file PATH") }
+    guard DefaultsStore.isValidSuiteName(suite) else {
+        usageError("'\(suite)' is not a valid suite name (a file name: not empty, no '/', not '.' or '..')")
+    }
+    positional.removeFirst()
+    fileURL = DefaultsStore.defaultDirectory().appendingPathComponent(suite + ".json")
+}
+
+@MainActor
+func expectArguments(_ range: ClosedRange<Int>, _ names: String) {
+    if !range.contains(positional.count) {
+        usageError(positional.count < range.lowerBound
+            ? "'\(command)' needs \(names)"
+            : "unexpected argument '\(positional[range.upperBound])'")
+    }
+}
+
+/// The store, with problems (corrupt file, unreadable directory) made fatal for commands that
+/// would otherwise act on an incomplete view of the file.
+final class Problems: @unchecked Sendable {
+    // Invariant: `errors` is only accessed with `lock` held.
+    private let lock = NSLock()
+    private var errors: [DefaultsError] = []
+
+    func append(_ error: DefaultsError) {
+        lock.lock()
+        errors.append(error)
+        lock.unlock()
+    }
+
+    var first: DefaultsError? {
+        lock.lock()
+        defer { lock.unlock() }
+        return errors.first
+    }
+}
+
+let problems = Problems()
+let isWatching = command == "watch"
+let store = DefaultsStore(fileURL: fileURL) { error in
+    if isWatching {
+        // Keep watching: the next good version of the file will be reported.
+        printError(error.description)
+    } else {
+        problems.append(error)
+    }
+}
+let path = store.fileURL.path
+
+@MainActor
+func failOnProblems() {
+    if let problem = problems.first { fail(problem.description) }
+}
+
+@MainActor
+func flushOrFail() {
+    do {
+        try store.flush()
+    } catch {
+        fail(error.description)
+    }
+}
+
+// MARK: Commands
+
+switch command {
+case "read":
+    expectArguments(0...1, "at most a KEY")
+    failOnProblems()
+    do {
+        if let key = positional.first {
+            guard let value = try store.jsonValue(forKey: key) else { fail("key '\(key)' not found in \(path)") }
+            printLine(value.prettyText)
+        } else {
+            printLine(JSONValue.object(try store.jsonValues()).prettyText)
+        }
+    } catch {
+        fail("\(error)")
+    }
+
+case "write":
+    expectArguments(2...2, "a KEY and a VALUE")
+    failOnProblems()
+    let text = positional[1]
+    let value = (try? JSONValue.parse(text)) ?? .string(text)
+    store.setJSONValue(value, forKey: positional[0])
+    flushOrFail()
+
+case "delete":
+    expectArguments(1...1, "a KEY")
+    failOnProblems()
+    let key = positional[0]
+    guard (try? store.jsonValue(forKey: key)) ?? nil != nil else { fail("key '\(key)' not found in \(path)") }
+    store.removeValue(forKey: key)
+    flushOrFail()
+
+case "watch":
+    expectArguments(0...1, "at most a KEY")
+    let withTimestamps = timestamps
+    let token = store.observeJSON(key: positional.first) { key, old, new, _ in
+        var line = "\(key): \(old?.compactText ?? "(absent)") -> \(new?.compactText ?? "(absent)")"
+        if withTimestamps {
+            var now = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &now)
+            line = "\(Int(now.tv_sec) * 1_000_000_000 + Int(now.tv_nsec)) " + line
+        }
+        printLine(line)
+    }
+    // A plain handler, not a Dispatch signal source: on Linux a source needs the signal ignored,
+    // and an ignored signal is discarded by the kernel before libdispatch sees it. Lines are
+    // written unbuffered, so exiting at once loses nothing.
+    signal(SIGINT) { _ in _exit(0) }
+    signal(SIGTERM) { _ in _exit(0) }
+    withExtendedLifetime(token) { dispatchMain() }
+
+case "write-many":
+    // Hidden, for tests and benchmarks: write-many (SUITE | --file PATH) PREFIX COUNT [FLUSH-EVERY]
+    // sets PREFIX-0 … PREFIX-(COUNT-1) to 0 … COUNT-1, flushing every FLUSH-EVERY sets (default 1).
+    expectArguments(2...3, "a PREFIX and a COUNT")
+    guard let count = Int(positional[1]), count >= 0 else { usageError("COUNT must be a non-negative integer") }
+    let flushEvery = positional.count > 2 ? Int(positional[2]) ?? 0 : 1
+    guard flushEvery > 0 else { usageError("FLUSH-EVERY must be a positive integer") }
+    failOnProblems()
+    for index in 0..<count {
+        store.setJSONValue(.number(String(index)), forKey: "\(positional[0])-\(index)")
+        if (index + 1) % flushEvery == 0 { flushOrFail() }
+    }
+    flushOrFail()
+
+default:
+    usageError("unknown command '\(command)'")
+}
+exit(0)

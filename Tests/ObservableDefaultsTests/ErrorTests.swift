@@ -1,0 +1,114 @@
+import Foundation
+import KeyValueObserving
+@testable import ObservableDefaults
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+@Suite("Errors")
+struct ErrorTests {
+    let directory = TemporaryDirectory()
+
+    @Test func aHandBrokenFileIsReportedWithItsPositionAndTheLastGoodValuesStay() throws {
+        let url = directory.file("s.json")
+        let key = DefaultsKey("speed", default: 1.0)
+        let errors = Locked<[DefaultsError]>([])
+        let store = DefaultsStore(fileURL: url) { errors.append($0) }
+        store[key] = 1.5
+        try store.flush()
+        try runShell("printf '{\\n  \"speed\": 2.0,\\n  \"volume\" 3\\n}\\n' > \(shellQuoted(url.path))")
+        #expect(waitUntil { !errors.current.isEmpty })
+        let error = try #require(errors.current.first)
+        #expect(error.kind == .corruptFile)
+        #expect(error.path == url.path)
+        #expect(error.line == 3)
+        #expect(error.column == 12)
+        #expect(error.byteOffset == 29)
+        #expect(error.reason.contains("expected ':'"))
+        #expect(error.description.contains("\(url.path):3:12"))
+        #expect(store[key] == 1.5)
+    }
+
+    @Test func aBrokenFileIsCopiedAsideBeforeThisProcessWritesAgain() throws {
+        let url = directory.file("s.json")
+        let broken = "{\"speed\": 2.0,,}"
+        try broken.write(to: url, atomically: false, encoding: .utf8)
+        let errors = Locked<[DefaultsError]>([])
+        let store = DefaultsStore(fileURL: url) { errors.append($0) }
+        #expect(errors.current.map(\.kind) == [.corruptFile])
+        #expect(errors.current.first?.column == 15)
+        store[DefaultsKey("volume", default: 0.0)] = 0.5
+        try store.flush()
+        let copy = try #require(errors.current.last?.corruptCopyPath)
+        #expect(copy.hasPrefix(url.path + ".corrupt-"))
+        #expect(contents(of: URL(fileURLWithPath: copy)) == broken)
+        #expect(jsonObject(at: url) == ["volume": .number("0.5")])
+    }
+
+    @Test func aValueOfTheWrongTypeReadsAsTheDefaultAndIsReported() throws {
+        let url = directory.file("s.json")
+        try "{\"speed\": \"fast\"}".write(to: url, atomically: false, encoding: .utf8)
+        let errors = Locked<[DefaultsError]>([])
+        let store = DefaultsStore(fileURL: url) { errors.append($0) }
+        let key = DefaultsKey("speed", default: 1.0)
+        #expect(store[key] == 1.0)
+        #expect(store[key] == 1.0)
+        #expect(errors.current.count == 1)
+        let error = try #require(errors.current.first)
+        #expect(error.kind == .typeMismatch)
+        #expect(error.key == "speed")
+        #expect(error.found == "\"fast\"")
+        #expect(error.description.contains("Double"))
+        // The value is not lost: the file keeps it, and a key of the right type reads it.
+        #expect(store[DefaultsKey("speed", default: "")] == "fast")
+    }
+
+    @Test func aMissingDirectoryIsCreated() throws {
+        let url = directory.url.appendingPathComponent("a/b/c/s.json")
+        let errors = Locked<[DefaultsError]>([])
+        let store = DefaultsStore(fileURL: url) { errors.append($0) }
+        store[DefaultsKey("x", default: 0)] = 1
+        try store.flush()
+        #expect(jsonObject(at: url) == ["x": .number("1")])
+        #expect(errors.current.isEmpty)
+    }
+
+    /// As root, a directory without write permission is still writable, so the unwritable directory
+    /// is made another way that holds for every user: its would-be parent is a regular file.
+    @Test func anUnwritableDirectoryIsAnErrorNotACrash() throws {
+        let blocker = directory.file("not-a-directory")
+        try "x".write(to: blocker, atomically: false, encoding: .utf8)
+        let url = blocker.appendingPathComponent("s.json")
+        let errors = Locked<[DefaultsError]>([])
+        let store = DefaultsStore(fileURL: url) { errors.append($0) }
+        #expect(errors.current.map(\.kind) == [.writeFailed])
+        let key = DefaultsKey("x", default: 0)
+        store[key] = 5
+        #expect(store[key] == 5)
+        #expect(throws: DefaultsError.self) { try store.flush() }
+        do {
+            try store.flush()
+        } catch {
+            #expect(error.kind == .writeFailed)
+            #expect(error.errno == ENOTDIR)
+            #expect(error.path == url.path)
+        }
+        // The change is still pending, not lost.
+        #expect(store[key] == 5)
+    }
+
+    @Test func aReadOnlyDirectoryIsAnErrorForUsersWhomPermissionsBind() throws {
+        guard geteuid() != 0 else { return }  // root ignores permissions; see the test above
+        let readOnly = directory.url.appendingPathComponent("ro")
+        try FileManager.default.createDirectory(at: readOnly, withIntermediateDirectories: false)
+        chmod(readOnly.path, 0o500)
+        defer { chmod(readOnly.path, 0o700) }
+        let store = DefaultsStore(fileURL: readOnly.appendingPathComponent("s.json")) { _ in }
+        store[DefaultsKey("x", default: 0)] = 1
+        #expect(throws: DefaultsError.self) { try store.flush() }
+    }
+}

@@ -1,0 +1,151 @@
+import Foundation
+import KeyValueObserving
+@testable import ObservableDefaults
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A value shared with `@Sendable` handlers, guarded by the package's pthread lock (which the thread
+/// sanitizer understands, unlike `Synchronization.Mutex` on Linux).
+final class Locked<Value>: @unchecked Sendable {
+    // Invariant: `value` is only accessed with `lock` held.
+    private let lock = Lock()
+    private var value: Value
+
+    init(_ value: Value) {
+        self.value = value
+    }
+
+    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+        try lock.withLock { try body(&value) }
+    }
+
+    var current: Value {
+        withLock { $0 }
+    }
+}
+
+extension Locked where Value: RangeReplaceableCollection {
+    func append(_ element: Value.Element) {
+        withLock { $0.append(element) }
+    }
+}
+
+/// A fresh directory under the system's temporary directory, removed when the value is deallocated.
+final class TemporaryDirectory: Sendable {
+    let path: String
+
+    init() {
+        var template = Array((NSTemporaryDirectory() + "/kvo-defaults-tests-XXXXXX").utf8CString)
+        let result = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        precondition(result != nil, "mkdtemp failed: \(errno)")
+        path = URL(fileURLWithPath: template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }).standardizedFileURL.path
+    }
+
+    var url: URL { URL(fileURLWithPath: path) }
+
+    func file(_ name: String) -> URL { url.appendingPathComponent(name) }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: path)
+    }
+}
+
+/// Waits until `condition` holds, checking every few milliseconds, for at most `seconds`.
+/// Returns whether it held (a deadline, not a sleep: the test goes on as soon as it holds).
+func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        usleep(2_000)
+    }
+    return condition()
+}
+
+/// The text of the file at `url`, or `nil`.
+func contents(of url: URL) -> String? {
+    try? String(contentsOf: url, encoding: .utf8)
+}
+
+/// The parsed JSON object in the file at `url`, or `nil`.
+func jsonObject(at url: URL) -> [String: JSONValue]? {
+    guard let text = contents(of: url), case .object(let values)? = try? JSONValue.parse(text) else { return nil }
+    return values
+}
+
+// MARK: Processes
+
+/// The `kvo-defaults` executable SwiftPM built next to this test bundle (the test target depends on it).
+let toolPath: String = {
+    #if os(Linux)
+    let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+    let directory = executable.deletingLastPathComponent()
+    #else
+    let bundle = Bundle.allBundles.first { $0.bundlePath.hasSuffix(".xctest") } ?? Bundle.main
+    let directory = bundle.bundleURL.deletingLastPathComponent()
+    #endif
+    return directory.appendingPathComponent("kvo-defaults").path
+}()
+
+struct ToolResult {
+    let status: Int32
+    let output: String
+    let error: String
+}
+
+/// Runs `kvo-defaults` with `arguments` to completion (at most `seconds`).
+@discardableResult
+func runTool(_ arguments: [String], environment: [String: String]? = nil, seconds: Double = 60) throws -> ToolResult {
+    let process = try startTool(arguments, environment: environment)
+    let finished = waitUntil(seconds: seconds) { !process.process.isRunning }
+    if !finished {
+        process.process.terminate()
+        Issue.record("kvo-defaults \(arguments) did not finish in \(seconds) s")
+    }
+    process.process.waitUntilExit()
+    return ToolResult(
+        status: process.process.terminationStatus,
+        output: String(decoding: (try? process.output.fileHandleForReading.readToEnd()) ?? Data(), as: UTF8.self),
+        error: String(decoding: (try? process.error.fileHandleForReading.readToEnd()) ?? Data(), as: UTF8.self)
+    )
+}
+
+struct RunningTool {
+    let process: Process
+    let output: Pipe
+    let error: Pipe
+}
+
+/// Starts `kvo-defaults` with `arguments`.
+func startTool(_ arguments: [String], environment: [String: String]? = nil) throws -> RunningTool {
+    #expect(FileManager.default.isExecutableFile(atPath: toolPath), "kvo-defaults not found at \(toolPath)")
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: toolPath)
+    process.arguments = arguments
+    if let environment { process.environment = environment }
+    let output = Pipe()
+    let error = Pipe()
+    process.standardOutput = output
+    process.standardError = error
+    try process.run()
+    return RunningTool(process: process, output: output, error: error)
+}
+
+/// Runs `/bin/sh -c script` (another program editing the file) to completion.
+func runShell(_ script: String) throws {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/bin/sh")
+    process.arguments = ["-c", script]
+    try process.run()
+    process.waitUntilExit()
+    #expect(process.terminationStatus == 0, "sh -c \(script) failed")
+}
+
+/// Quotes `text` for the shell.
+func shellQuoted(_ text: String) -> String {
+    "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
+}

@@ -1,0 +1,101 @@
+import Foundation
+@testable import ObservableDefaults
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+@Suite("kvo-defaults")
+struct ToolTests {
+    let directory = TemporaryDirectory()
+
+    @Test func writeReadDeleteRoundTripWithShellExitCodes() throws {
+        let path = directory.file("s.json").path
+        #expect(try runTool(["write", "--file", path, "speed", "1.5"]).status == 0)
+        #expect(try runTool(["write", "--file", path, "greeting", "hello world"]).status == 0)
+        #expect(try runTool(["write", "--file", path, "list", "[1, true, null]"]).status == 0)
+        #expect(try runTool(["read", "--file", path, "speed"]).output == "1.5\n")
+        #expect(try runTool(["read", "--file", path, "greeting"]).output == "\"hello world\"\n")
+        #expect(try runTool(["read", "--file", path]).output == """
+            {
+              "greeting": "hello world",
+              "list": [
+                1,
+                true,
+                null
+              ],
+              "speed": 1.5
+            }
+
+            """)
+        #expect(try runTool(["delete", "--file", path, "speed"]).status == 0)
+        let missing = try runTool(["read", "--file", path, "speed"])
+        #expect(missing.status == 1)
+        #expect(missing.error.hasPrefix("kvo-defaults: key 'speed' not found"))
+        #expect(try runTool(["delete", "--file", path, "speed"]).status == 1)
+    }
+
+    @Test func usageErrorsExitWithTwo() throws {
+        for arguments in [[], ["frobnicate", "s"], ["read"], ["write", "--file", "/tmp/x.json", "k"], ["read", "a/b"], ["read", "s", "--bogus"]] {
+            let result = try runTool(arguments)
+            #expect(result.status == 2, "\(arguments)")
+            #expect(result.error.hasPrefix("kvo-defaults: "), "\(arguments)")
+        }
+        let help = try runTool(["--help"])
+        #expect(help.status == 0)
+        #expect(help.output.contains("USAGE: kvo-defaults read"))
+    }
+
+    @Test func aCorruptFileIsARuntimeError() throws {
+        let url = directory.file("s.json")
+        try "{oops".write(to: url, atomically: false, encoding: .utf8)
+        let result = try runTool(["read", "--file", url.path])
+        #expect(result.status == 1)
+        #expect(result.error.contains("\(url.path):1:2"))
+    }
+
+    @Test func aSuiteLivesInXDGConfigHome() throws {
+        var environment = ProcessInfo.processInfo.environment
+        environment["XDG_CONFIG_HOME"] = directory.path + "/config"
+        #expect(try runTool(["write", "com.example.tool", "k", "7"], environment: environment).status == 0)
+        #expect(jsonObject(at: URL(fileURLWithPath: directory.path + "/config/com.example.tool.json")) == ["k": .number("7")])
+        #expect(try runTool(["read", "com.example.tool", "k"], environment: environment).output == "7\n")
+    }
+
+    @Test func watchPrintsEachChangeWithOldAndNewValuesUntilInterrupted() throws {
+        let url = directory.file("s.json")
+        let outputURL = directory.file("watch.out")
+        #expect(FileManager.default.createFile(atPath: outputURL.path, contents: nil))
+        let output = try FileHandle(forWritingTo: outputURL)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: toolPath)
+        process.arguments = ["watch", "--file", url.path]
+        process.standardOutput = output
+        try process.run()
+        let store = DefaultsStore(fileURL: url)
+        let ready = DefaultsKey("ready", default: 0)
+        // The watcher is ready once it reports a change: write until it does.
+        var attempt = 0
+        #expect(waitUntil {
+            attempt += 1
+            store[ready] = attempt
+            try? store.flush()
+            return contents(of: outputURL)?.contains("ready: ") == true
+        })
+        let before = contents(of: outputURL) ?? ""
+        store[DefaultsKey("speed", default: 0.0)] = 1.5
+        try store.flush()
+        #expect(waitUntil { contents(of: outputURL)?.contains("speed: (absent) -> 1.5\n") == true })
+        store.removeValue(for: DefaultsKey("speed", default: 0.0))
+        try store.flush()
+        #expect(waitUntil { contents(of: outputURL)?.contains("speed: 1.5 -> (absent)\n") == true })
+        #expect(before.hasSuffix("\n"))
+        kill(process.processIdentifier, SIGINT)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        try output.close()
+    }
+}

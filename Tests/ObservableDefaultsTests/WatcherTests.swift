@@ -1,0 +1,71 @@
+import Foundation
+@testable import ObservableDefaults
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+@Suite("File watching")
+struct WatcherTests {
+    let directory = TemporaryDirectory()
+
+    #if os(Linux)
+    /// Fills a watcher's kernel queue (`fs.inotify.max_queued_events`) before it reads anything, then
+    /// replaces the watched file: that event is dropped, and only the overflow can tell the
+    /// subscription to reload.
+    @Test func aQueueOverflowIsReportedToEverySubscription() throws {
+        let watcher = try #require(FileWatcher())
+        defer { watcher.stop() }
+        let events = Locked<[FileWatcher.Event]>([])
+        let subscription = try #require(watcher.watch(directory: directory.path, name: "s.json") { events.append($0) })
+        let limit = (try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))
+            .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 16_384
+        try #require(limit <= 200_000, "max_queued_events is \(limit): too many events to overflow in a test")
+        // Identical consecutive events are coalesced by the kernel: alternate two names.
+        let others = [directory.path + "/other-a", directory.path + "/other-b"]
+        // Twice the limit: a margin for events the kernel may not queue one by one.
+        for index in 0...(2 * limit) {
+            let descriptor = open(others[index & 1], O_WRONLY | O_CREAT, 0o644)
+            close(descriptor)
+        }
+        try runShell("printf '{}' > \(shellQuoted(directory.path + "/s.tmp")) && mv \(shellQuoted(directory.path + "/s.tmp")) \(shellQuoted(directory.path + "/s.json"))")
+        watcher.start()
+        #expect(waitUntil { events.current.contains(.overflow) })
+        #expect(!events.current.contains(.changed))
+        subscription.cancel()
+    }
+
+    @Test func aWatcherReportsOnlyItsFilesName() throws {
+        let watcher = try #require(FileWatcher())
+        defer { watcher.stop() }
+        watcher.start()
+        let events = Locked<[FileWatcher.Event]>([])
+        let subscription = try #require(watcher.watch(directory: directory.path, name: "s.json") { events.append($0) })
+        try runShell("printf x > \(shellQuoted(directory.path + "/other.json"))")
+        try runShell("printf x > \(shellQuoted(directory.path + "/s.json"))")
+        #expect(waitUntil { !events.current.isEmpty })
+        #expect(events.current == [.changed])
+        subscription.cancel()
+    }
+    #endif
+
+    @Test func anOverflowReloadsTheWholeFileAndReportsEachChangedKey() throws {
+        // What the storage does with an overflow (or any event): read the whole file and diff it.
+        let url = directory.file("s.json")
+        let store = DefaultsStore(fileURL: url, watching: .polling(interval: .seconds(3600)))
+        store[DefaultsKey("a", default: 0)] = 1
+        store[DefaultsKey("b", default: 0)] = 2
+        try store.flush()
+        let seen = Locked<[String]>([])
+        let token = store.observeJSON { key, old, new, origin in
+            seen.append("\(key) \(old?.compactText ?? "-") \(new?.compactText ?? "-") \(origin)")
+        }
+        try #"{"a": 1, "b": 3, "c": 4}"#.write(to: url, atomically: true, encoding: .utf8)
+        store.storage.queue.sync { store.storage.reload() }
+        #expect(seen.current.sorted() == ["b 2 3 anotherProcess", "c - 4 anotherProcess"])
+        token.invalidate()
+    }
+}
