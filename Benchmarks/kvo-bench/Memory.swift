@@ -77,17 +77,18 @@ struct MemoryScenario {
     let count: Int
     /// The scenario this one's figure is compared with.
     var baseline: String? = nil
-    /// Makes `count` units between the two readings of `meter`, keeping them alive until the second.
-    let measure: (_ count: Int, _ meter: inout AllocationMeter) -> Void
+    /// Makes `count` units and returns the bytes they took (`nil` if the allocator cannot be asked).
+    let measure: (_ count: Int) -> Int?
 }
 
-/// Two readings of the allocator around the making of the units.
-struct AllocationMeter {
-    private(set) var before: Int?
-    private(set) var after: Int?
-
-    mutating func start() { before = allocatedBytes() }
-    mutating func stop() { after = allocatedBytes() }
+/// How many more bytes the allocator has handed out after `body` than before, with what `body`
+/// returns kept alive until the second reading.
+private func bytesAllocated<T>(by body: () -> T) -> Int? {
+    guard let before = allocatedBytes() else { return nil }
+    let kept = body()
+    let after = allocatedBytes()
+    withExtendedLifetime(kept) {}
+    return after.map { $0 - before }
 }
 
 /// One memory scenario's result.
@@ -102,18 +103,18 @@ struct MemoryFigure {
 /// How many units are made and dropped before measuring.
 private let warmUpUnits = 16
 
-/// Makes `count` values with `make(0..<count)` between the meter's readings and keeps them until
-/// after the second. `make(count..<count + warmUpUnits)` runs and is dropped first, so one-time costs
-/// (type metadata, key-path objects, caches) are not mistaken for the cost of a unit; the array that
-/// keeps the units is allocated before the first reading.
-private func keeping<T>(_ count: Int, _ meter: inout AllocationMeter, _ make: (Int) -> T) {
+/// The bytes taken by `make(0..<count)`, kept alive until measured. `make(count..<count +
+/// warmUpUnits)` runs and is dropped first, so one-time costs (type metadata, key-path objects,
+/// caches) are not mistaken for the cost of a unit; the array that keeps the units is allocated
+/// before the first reading.
+private func bytesOfUnits<T>(_ count: Int, _ make: (Int) -> T) -> Int? {
     for index in count..<count + warmUpUnits { _ = make(index) }
     var kept: [T] = []
     kept.reserveCapacity(count)
-    meter.start()
-    for index in 0..<count { kept.append(make(index)) }
-    meter.stop()
-    withExtendedLifetime(kept) {}
+    return bytesAllocated {
+        for index in 0..<count { kept.append(make(index)) }
+        return kept
+    }
 }
 
 /// The plain class the memory baselines are made of: the same two stored properties as `Player`.
@@ -138,104 +139,84 @@ extension Scenarios {
             MemoryScenario(
                 name: "memory-plain-object", summary: "a plain final class with a Double and an Int (the floor)",
                 unit: "object", count: objects
-            ) { count, meter in
-                keeping(count, &meter) { _ in PlainPair() }
+            ) { count in
+                bytesOfUnits(count) { _ in PlainPair() }
             },
             MemoryScenario(
                 name: "memory-unobserved-object", summary: "a KeyValueObservable subclass with two @Observed properties, never observed",
                 unit: "object", count: objects, baseline: "memory-plain-object"
-            ) { count, meter in
-                keeping(count, &meter) { _ in Player() }
+            ) { count in
+                bytesOfUnits(count) { _ in Player() }
             },
             MemoryScenario(
                 name: "memory-observable-object", summary: "baseline: an @Observable class (Observation) with the same two properties",
                 unit: "object", count: objects, baseline: "memory-plain-object"
-            ) { count, meter in
-                keeping(count, &meter) { _ in ObservablePair() }
+            ) { count in
+                bytesOfUnits(count) { _ in ObservablePair() }
             },
             MemoryScenario(
                 name: "memory-first-observer",
                 summary: "the first observe(\\.volume, [.new]) on an object: its registry, the observer and the token",
                 unit: "object", count: objects, baseline: "memory-observation-tracking"
-            ) { count, meter in
+            ) { count in
                 let players = (0..<count + warmUpUnits).map { _ in Player() }
-                keeping(count, &meter) { index in players[index].observe(\.volume, options: [.new]) { _, _ in } }
-                withExtendedLifetime(players) {}
+                return bytesOfUnits(count) { index in players[index].observe(\.volume, options: [.new]) { _, _ in } }
             },
             MemoryScenario(
                 name: "memory-observation-tracking",
                 summary: "baseline: one withObservationTracking { volume } registration on an @Observable object",
                 unit: "object", count: objects
-            ) { count, meter in
+            ) { count in
                 // Tracking ends when the property changes or the object goes away: keep the objects
                 // and never set them while measuring.
                 let models = (0..<count + warmUpUnits).map { _ in ObservablePair() }
-                keeping(count, &meter) { index in
-                    withObservationTracking { _ = models[index].volume } onChange: {}
+                return withExtendedLifetime(models) {
+                    bytesOfUnits(count) { index in withObservationTracking { _ = models[index].volume } onChange: {} }
                 }
-                withExtendedLifetime(models) {}
             },
             MemoryScenario(
                 name: "memory-observer",
                 summary: "one more observe(\\.volume, [.new]) on an already observed key (observer + token)",
                 unit: "observer", count: 1_000, baseline: "memory-notificationcenter-observer"
-            ) { count, meter in
+            ) { count in
                 let player = Player()
                 let first = player.observe(\.volume, options: [.new]) { _, _ in }
-                keeping(count, &meter) { _ in player.observe(\.volume, options: [.new]) { _, _ in } }
-                withExtendedLifetime(first) {}
+                return withExtendedLifetime(first) {
+                    bytesOfUnits(count) { _ in player.observe(\.volume, options: [.new]) { _, _ in } }
+                }
             },
             MemoryScenario(
                 name: "memory-notificationcenter-observer",
                 summary: "baseline: one more block observer for a name and sender on a NotificationCenter",
                 unit: "observer", count: 1_000
-            ) { count, meter in
+            ) { count in
                 let center = NotificationCenter()
                 let name = Notification.Name("kvo-bench.memory")
                 let sender = PlainPair()
                 let first = center.addObserver(forName: name, object: sender, queue: nil) { _ in }
-                keeping(count, &meter) { _ in center.addObserver(forName: name, object: sender, queue: nil) { _ in } }
-                withExtendedLifetime((first, sender)) {}
+                return withExtendedLifetime((first, sender)) {
+                    bytesOfUnits(count) { _ in center.addObserver(forName: name, object: sender, queue: nil) { _ in } }
+                }
             },
             MemoryScenario(
                 name: "memory-observed-key",
                 summary: "one more observed key: 10 observers on 10 keys of an object, minus 10 observers on one key (per extra key)",
                 unit: "key", count: objects / 10
-            ) { count, meter in
-                let oneKey = (0..<count).map { _ in Form() }
-                let tenKeys = (0..<count).map { _ in Form() }
+            ) { count in
+                // `count` objects with 10 observers on 10 keys, minus `count` objects with 10 observers
+                // on one key: the difference is 9 keys' slots per object.
                 let keys: [ReferenceWritableKeyPath<Form, Int>] = [\.f0, \.f1, \.f2, \.f3, \.f4, \.f5, \.f6, \.f7, \.f8, \.f9]
                 func observe(_ form: Form, _ key: ReferenceWritableKeyPath<Form, Int>) -> KeyValueObservation {
                     form.observe(key, options: [.new]) { _, _ in }
                 }
-                // Warm up both shapes on spare objects.
-                withExtendedLifetime((keys.map { observe(Form(), $0) }, keys.map { _ in observe(Form(), \.f0) })) {}
-
-                var oneKeyMeter = AllocationMeter()
-                var tokens: [KeyValueObservation] = []
-                tokens.reserveCapacity(20 * count)
-                oneKeyMeter.start()
-                for form in oneKey { for _ in keys { tokens.append(observe(form, \.f0)) } }
-                oneKeyMeter.stop()
-                meter.start()
-                for form in tenKeys { for key in keys { tokens.append(observe(form, key)) } }
-                meter.stop()
-                // Report the difference: (ten keys − one key) over the 9 extra keys of every object.
-                meter.subtract(oneKeyMeter, perUnitScale: 9)
-                withExtendedLifetime((tokens, oneKey, tenKeys)) {}
+                let perShape = count + warmUpUnits
+                let forms = (0..<2 * perShape).map { _ in Form() }
+                guard let oneKey = bytesOfUnits(count, { index in keys.map { _ in observe(forms[index], \.f0) } }),
+                      let tenKeys = bytesOfUnits(count, { index in keys.map { observe(forms[perShape + index], $0) } })
+                else { return nil }
+                return (tenKeys - oneKey) / 9
             },
         ]
-    }
-}
-
-extension AllocationMeter {
-    /// Turns this meter's reading into the difference from `other`'s, and scales it so that dividing
-    /// by the scenario's count gives the figure per `perUnitScale` units.
-    mutating func subtract(_ other: AllocationMeter, perUnitScale: Int) {
-        guard let before, let after, let otherBefore = other.before, let otherAfter = other.after else { return }
-        let difference = (after - before) - (otherAfter - otherBefore)
-        self.before = 0
-        self.after = difference / perUnitScale
     }
 }
 
@@ -245,10 +226,8 @@ func measureMemory(_ scenarios: [MemoryScenario]) -> [MemoryFigure]? {
     guard allocatedBytes() != nil else { return nil }
     var figures: [MemoryFigure] = []
     for scenario in scenarios {
-        var meter = AllocationMeter()
-        scenario.measure(scenario.count, &meter)
-        guard let before = meter.before, let after = meter.after else { continue }
-        figures.append(MemoryFigure(scenario: scenario, bytes: Double(after - before) / Double(scenario.count)))
+        guard let bytes = scenario.measure(scenario.count) else { continue }
+        figures.append(MemoryFigure(scenario: scenario, bytes: Double(bytes) / Double(scenario.count)))
     }
     let byName = Dictionary(figures.map { ($0.scenario.name, $0.bytes) }, uniquingKeysWith: { first, _ in first })
     return figures.map { figure in
