@@ -88,7 +88,7 @@ extension Scenarios {
             },
             Scenario(
                 name: "userdefaults-set-synchronize", group: .defaults,
-                summary: "Foundation UserDefaults.set + synchronize() (truncates the plist in place: no lock, no fsync, no rename)"
+                summary: "Foundation UserDefaults.set + synchronize() (truncates the plist in place and fsyncs it: no lock, no rename)"
             ) {
                 let directory = BenchDirectory("userdefaults-sync")
                 let defaults = opaque(scratchUserDefaults(directory))

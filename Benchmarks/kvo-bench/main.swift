@@ -22,7 +22,7 @@ let usage = """
     is built next to kvo-bench.
 
     OPTIONS:
-      --quick               CI smoke mode: few, short samples (the whole run takes well under a second)
+      --quick               CI smoke mode: few, short samples (the whole run takes about a second)
       --filter SUBSTRING    only scenarios whose name contains SUBSTRING (repeatable); the
                             baselines they are compared with run too
       --markdown            print the tables as Markdown
