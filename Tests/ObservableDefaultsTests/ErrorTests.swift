@@ -104,6 +104,21 @@ struct ErrorTests {
         #expect(jsonObject(at: url) == ["x": .number("5")])
     }
 
+    @Test func aValueThatCannotBeEncodedIsReportedOnceAndKeptInMemoryOnly() throws {
+        let url = directory.file("s.json")
+        let errors = Locked<[DefaultsError]>([])
+        let store = DefaultsStore(fileURL: url) { errors.append($0) }
+        let ratio = DefaultsKey("ratio", default: 1.0)
+        store[ratio] = .nan  // JSON has no NaN: JSONEncoder refuses it
+        store[DefaultsKey("fine", default: 0)] = 1
+        try store.flush()
+        try store.flush()
+        #expect(errors.current.map(\.kind) == [.encodingFailed])
+        #expect(errors.current.first?.key == "ratio")
+        #expect(store[ratio].isNaN)
+        #expect(jsonObject(at: url) == ["fine": .number("1")])
+    }
+
     @Test func aReadOnlyDirectoryIsAnErrorForUsersWhomPermissionsBind() throws {
         guard geteuid() != 0 else { return }  // root ignores permissions; see the test above
         let readOnly = directory.url.appendingPathComponent("ro")
