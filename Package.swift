@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "KeyValueObserving", targets: ["KeyValueObserving"]),
+        .library(name: "ObservableProgress", targets: ["ObservableProgress"]),
         .library(name: "ObservableDefaults", targets: ["ObservableDefaults"]),
         .executable(name: "kvo-bench", targets: ["kvo-bench"]),
         .executable(name: "kvo-defaults", targets: ["kvo-defaults"]),
@@ -13,16 +14,26 @@ let package = Package(
     dependencies: [],
     targets: [
         .target(name: "KeyValueObserving"),
+        .target(name: "ObservableProgress", dependencies: ["KeyValueObserving"]),
         .target(name: "ObservableDefaults", dependencies: ["KeyValueObserving"]),
         .executableTarget(name: "kvo-defaults", dependencies: ["KeyValueObserving", "ObservableDefaults"]),
         .executableTarget(
             name: "kvo-bench",
-            dependencies: ["KeyValueObserving", "ObservableDefaults"],
+            dependencies: ["KeyValueObserving", "ObservableProgress", "ObservableDefaults"],
             path: "Benchmarks/kvo-bench"
+        ),
+        .target(
+            name: "TestSupport",
+            dependencies: ["KeyValueObserving"],
+            path: "Tests/TestSupport"
         ),
         .testTarget(
             name: "KeyValueObservingTests",
-            dependencies: ["KeyValueObserving"]
+            dependencies: ["KeyValueObserving", "TestSupport"]
+        ),
+        .testTarget(
+            name: "ObservableProgressTests",
+            dependencies: ["ObservableProgress", "KeyValueObserving", "TestSupport"]
         ),
         .testTarget(
             name: "ObservableDefaultsTests",

@@ -24,6 +24,8 @@ struct ReportRow {
     let measurement: Measurement
     let primary: Comparison?
     let extra: [Comparison]
+    /// Instructions per operation, when counted with callgrind (`--callgrind`).
+    var instructionsPerOp: Double? = nil
 
     /// The target as text, e.g. "≤ 2×", and whether this run met it.
     var target: (text: String, isMet: Bool)? {
@@ -79,15 +81,22 @@ private func timesFaster(_ ratio: Double) -> String {
 
 // MARK: Text and Markdown tables
 
-private let headers = ["scenario", "p50 ns", "p90 ns", "p99 ns", "baseline", "baseline p50", "ratio", "target"]
-private let rightAligned: Set<Int> = [1, 2, 3, 5, 6]
+private let baseHeaders = ["scenario", "p50 ns", "p90 ns", "p99 ns", "baseline", "baseline p50", "ratio", "target"]
+
+/// The columns: an "Ir/op" column after p99 when some row has an instruction count.
+private func headers(_ rows: [ReportRow]) -> (names: [String], rightAligned: Set<Int>) {
+    rows.contains { $0.instructionsPerOp != nil }
+        ? (Array(baseHeaders[..<4]) + ["Ir/op"] + Array(baseHeaders[4...]), [1, 2, 3, 4, 6, 7])
+        : (baseHeaders, [1, 2, 3, 5, 6])
+}
 
 /// The cells of a group's table: one line per scenario, plus one per extra comparison.
-private func cells(of rows: [ReportRow]) -> [[String]] {
+private func cells(of rows: [ReportRow], withInstructions: Bool) -> [[String]] {
     var lines: [[String]] = []
     for row in rows {
         let m = row.measurement
         var line = [row.scenario.name, formatNanoseconds(m.p50), formatNanoseconds(m.p90), formatNanoseconds(m.p99)]
+        if withInstructions { line.append(row.instructionsPerOp.map { formatFigure($0, .instructions) } ?? "") }
         if let primary = row.primary {
             line += [primary.baseline, formatNanoseconds(primary.baselineP50), formatRatio(primary.ratio)]
         } else {
@@ -101,7 +110,7 @@ private func cells(of rows: [ReportRow]) -> [[String]] {
         lines.append(line)
         for comparison in row.extra {
             lines.append([
-                "  ↳ same, vs", "", "", "",
+                "  ↳ same, vs", "", "", ""] + (withInstructions ? [""] : []) + [
                 comparison.baseline, formatNanoseconds(comparison.baselineP50), formatRatio(comparison.ratio),
                 comparison.ratio < 1 ? timesFaster(comparison.ratio) : "",
             ])
@@ -118,48 +127,30 @@ private func groups(of rows: [ReportRow]) -> [(Scenario.Group, [ReportRow])] {
 }
 
 func textReport(_ rows: [ReportRow]) -> String {
+    let (headers, rightAligned) = headers(rows)
     var output = ""
     for (group, members) in groups(of: rows) {
-        let lines = [headers] + cells(of: members)
-        let widths = headers.indices.map { column in lines.map { $0[column].count }.max()! }
         output += "\(group.rawValue)\n"
-        for (index, line) in lines.enumerated() {
-            let padded = line.indices.map { column in
-                let cell = line[column]
-                let padding = String(repeating: " ", count: widths[column] - cell.count)
-                return rightAligned.contains(column) ? padding + cell : cell + padding
-            }
-            output += padded.joined(separator: "  ").trimmingTrailingSpaces() + "\n"
-            if index == 0 {
-                output += widths.map { String(repeating: "-", count: $0) }.joined(separator: "  ") + "\n"
-            }
-        }
+        output += alignedTable([headers] + cells(of: members, withInstructions: headers.count > baseHeaders.count), rightAligned: rightAligned)
         output += "\n"
     }
     return output
 }
 
 func markdownReport(_ rows: [ReportRow]) -> String {
+    let (headers, rightAligned) = headers(rows)
     var output = ""
     for (group, members) in groups(of: rows) {
         output += "### \(group.rawValue)\n\n"
         output += "| " + headers.joined(separator: " | ") + " |\n"
         output += "|" + headers.indices.map { rightAligned.contains($0) ? "---:" : "---" }.joined(separator: "|") + "|\n"
-        for line in cells(of: members) {
+        for line in cells(of: members, withInstructions: headers.count > baseHeaders.count) {
             let escaped = line.map { $0.isEmpty ? " " : $0.replacingOccurrences(of: "|", with: "\\|") }
             output += "| " + escaped.joined(separator: " | ") + " |\n"
         }
         output += "\n"
     }
     return output
-}
-
-private extension String {
-    func trimmingTrailingSpaces() -> String {
-        var result = self
-        while result.last == " " { result.removeLast() }
-        return result
-    }
 }
 
 // MARK: Environment
@@ -251,6 +242,33 @@ private struct JSONReport: Encodable {
     let unit = "ns/op"
     let samplesPerScenario: Int
     let scenarios: [JSONScenario]
+    /// Bytes per unit; absent where the allocator cannot be asked or no memory scenario was selected.
+    let memory: [JSONMemoryFigure]?
+}
+
+private struct JSONMemoryFigure: Encodable {
+    let name: String
+    let summary: String
+    let unit: String
+    let count: Int
+    let bytes: Double
+    let baseline: String?
+    let baselineBytes: Double?
+
+    private enum CodingKeys: String, CodingKey {
+        case name, summary, unit, count, bytes, baseline, baselineBytes
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(name, forKey: .name)
+        try container.encode(summary, forKey: .summary)
+        try container.encode(unit, forKey: .unit)
+        try container.encode(count, forKey: .count)
+        try container.encode(bytes, forKey: .bytes)
+        try container.encode(baseline, forKey: .baseline)
+        try container.encode(baselineBytes, forKey: .baselineBytes)
+    }
 }
 
 private struct JSONScenario: Encodable {
@@ -267,10 +285,11 @@ private struct JSONScenario: Encodable {
     let target: String?
     let targetMet: Bool?
     let comparisons: [JSONComparison]
+    let instructionsPerOp: Double?
 
     private enum CodingKeys: String, CodingKey {
         case name, group, summary, iterationsPerSample, p50, p90, p99
-        case baseline, baselineP50, ratio, target, targetMet, comparisons
+        case baseline, baselineP50, ratio, target, targetMet, comparisons, instructionsPerOp
     }
 
     // Written by hand so that absent values appear as `null` rather than disappear.
@@ -289,6 +308,7 @@ private struct JSONScenario: Encodable {
         try container.encode(target, forKey: .target)
         try container.encode(targetMet, forKey: .targetMet)
         try container.encode(comparisons, forKey: .comparisons)
+        try container.encode(instructionsPerOp, forKey: .instructionsPerOp)
     }
 }
 
@@ -303,7 +323,7 @@ private func rounded(_ value: Double, digits: Int = 3) -> Double {
     return (value * scale).rounded() / scale
 }
 
-func jsonReport(_ rows: [ReportRow], plan: SamplingPlan, mode: String) throws -> Data {
+func jsonReport(_ rows: [ReportRow], memory: [MemoryFigure]?, plan: SamplingPlan, mode: String) throws -> Data {
     let report = JSONReport(
         date: ISO8601DateFormatter().string(from: Date()),
         toolchain: toolchainVersion() ?? compiledWith,
@@ -328,8 +348,18 @@ func jsonReport(_ rows: [ReportRow], plan: SamplingPlan, mode: String) throws ->
                 targetMet: target?.isMet,
                 comparisons: row.extra.map {
                     JSONComparison(baseline: $0.baseline, baselineP50: rounded($0.baselineP50), ratio: rounded($0.ratio, digits: 4))
-                }
+                },
+                instructionsPerOp: row.instructionsPerOp.map { rounded($0, digits: 1) }
             )
+        },
+        memory: memory.map { figures in
+            figures.map { figure in
+                JSONMemoryFigure(
+                    name: figure.scenario.name, summary: figure.scenario.summary, unit: figure.scenario.unit,
+                    count: figure.scenario.count, bytes: rounded(figure.bytes, digits: 1),
+                    baseline: figure.scenario.baseline, baselineBytes: figure.baselineBytes.map { rounded($0, digits: 1) }
+                )
+            }
         }
     )
     let encoder = JSONEncoder()

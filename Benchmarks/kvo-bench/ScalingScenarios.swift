@@ -46,11 +46,18 @@ final class Worker: @unchecked Sendable {
 extension Scenarios {
     /// How the cost of one set grows with observers, observed keys and objects, and under contention.
     static var scalingScenarios: [Scenario] {
-        [1, 10, 100, 1_000].map { count in
-            Scenario(
+        [1, 10, 100, 1_000].map { count -> Scenario in
+            // One observer of one key on one object is also the first point of the keys and objects curves.
+            let firstPoints: [ChartPoint] = count != 1 ? [] : [
+                ChartPoint(.observedKeys, ChartSeries.keyValueObserving, x: 1),
+                ChartPoint(.objects, ChartSeries.keyValueObserving, x: 1),
+            ]
+            return Scenario(
                 name: "observers-\(count)", group: .scaling,
                 summary: "one set with \(count) [.new] observer\(count == 1 ? "" : "s") on the key (per set)",
-                baseline: count == 1 ? nil : "observers-1"
+                baseline: count == 1 ? nil : "observers-1",
+                comparisons: ["notificationcenter-observers-\(count)", "observation-observers-\(count)"],
+                chart: [ChartPoint(.observers, ChartSeries.keyValueObserving, x: Double(count))] + firstPoints
             ) {
                 let counter = Counter()
                 let player = opaque(Player())
@@ -65,33 +72,16 @@ extension Scenarios {
                     counter.count == count * iterations ? nil : "handlers ran \(counter.count) times, expected \(count * iterations)"
                 }
             }
-        } + [
+        } + [100, 10_000].map { count -> Scenario in
             Scenario(
-                name: "observed-keys-10", group: .scaling,
-                summary: "one set of a key, on an object with 10 observed keys (one observer each)",
-                baseline: "observers-1"
+                name: "objects-\(count)", group: .scaling,
+                summary: "one set on each of \(formatCount(Double(count))) objects in turn, one [.new] observer each",
+                baseline: "observers-1",
+                comparisons: ["notificationcenter-objects-\(count)", "observation-objects-\(count)"],
+                chart: [ChartPoint(.objects, ChartSeries.keyValueObserving, x: Double(count))]
             ) {
                 let counter = Counter()
-                let form = opaque(Form())
-                let keys: [ReferenceWritableKeyPath<Form, Int>] = [\.f0, \.f1, \.f2, \.f3, \.f4, \.f5, \.f6, \.f7, \.f8, \.f9]
-                let tokens = keys.map { key in form.observe(key, options: [.new]) { _, _ in counter.count &+= 1 } }
-                // Teach the registry every key's storage (the first set of each does).
-                setAllFields(form, -1)
-                let values = Values()
-                return Workload(retaining: tokens) { iterations in
-                    counter.reset()
-                    for i in values.next(iterations) { setF0(form, i) }
-                } check: { iterations in
-                    counter.count == iterations ? nil : "handlers ran \(counter.count) times, expected \(iterations)"
-                }
-            },
-            Scenario(
-                name: "objects-10000", group: .scaling,
-                summary: "one set on each of 10,000 objects in turn, one [.new] observer each",
-                baseline: "observers-1"
-            ) {
-                let counter = Counter()
-                let players = (0..<10_000).map { _ in Player() }
+                let players = (0..<count).map { _ in Player() }
                 let tokens = players.map { player in player.observe(\.volume, options: [.new]) { _, _ in counter.count &+= 1 } }
                 let values = Values()
                 return Workload(retaining: tokens + players) { iterations in
@@ -100,7 +90,32 @@ extension Scenarios {
                 } check: { iterations in
                     counter.count == iterations ? nil : "handlers ran \(counter.count) times, expected \(iterations)"
                 }
-            },
+            }
+        } + [10, 100].map { count -> Scenario in
+            Scenario(
+                name: "observed-keys-\(count)", group: .scaling,
+                summary: "one set of the key observed last, on an object with \(count) observed keys (one observer each)",
+                baseline: "observers-1",
+                comparisons: ["notificationcenter-keys-\(count)", "observation-keys-\(count)"],
+                chart: [ChartPoint(.observedKeys, ChartSeries.keyValueObserving, x: Double(count))]
+            ) {
+                let counter = Counter()
+                let form = opaque(WideForm())
+                // k0, the key that is set, is observed last: the registry looks through the other
+                // keys' slots first.
+                let keys = WideForm.keys[1..<count] + [WideForm.keys[0]]
+                let tokens = keys.map { key in form.observe(key, options: [.new]) { _, _ in counter.count &+= 1 } }
+                // Teach the registry every key's storage (the first set of each does).
+                for key in keys { form[keyPath: key] = -1 }
+                let values = Values()
+                return Workload(retaining: tokens) { iterations in
+                    counter.reset()
+                    for i in values.next(iterations) { setK0(form, i) }
+                } check: { iterations in
+                    counter.count == iterations ? nil : "handlers ran \(counter.count) times, expected \(iterations)"
+                }
+            }
+        } + [
             Scenario(
                 name: "contention-different-objects", group: .scaling,
                 summary: "two threads each setting their own object, one observer each (per set, both threads)",

@@ -13,6 +13,7 @@ struct Scenario {
         case sequences = "Async sequences, batches, observers of every key"
         case scaling = "Scaling and contention"
         case registration = "Registration"
+        case progress = "Progress trees"
         case defaults = "Defaults store (ObservableDefaults vs Foundation UserDefaults)"
     }
 
@@ -31,6 +32,11 @@ struct Scenario {
     var target: Target? = nil
     /// Further scenarios to compare against, shown as "how many times faster" rows.
     var comparisons: [String] = []
+    /// Where this scenario's p50 appears on the `--svg` scaling chart, if anywhere.
+    var chart: [ChartPoint] = []
+    /// Whether `--callgrind` counts this scenario's instructions (not for a scenario that waits for
+    /// another thread with a timeout: under valgrind's serialised threads it would take minutes).
+    var countsInstructions = true
     /// Builds the objects (outside the timed region) and returns the loop.
     let makeWorkload: () -> Workload
 
@@ -374,7 +380,7 @@ enum Scenarios {
                 }
             },
 
-        ] + sequenceScenarios + scalingScenarios + [
+        ] + sequenceScenarios + scalingScenarios + scalingBaselineScenarios + progressScenarios + [
             Scenario(
                 name: "register-invalidate", group: .registration,
                 summary: "observe(\\.volume, [.new]) + invalidate(), on an object with no other observer",

@@ -74,7 +74,8 @@ extension Scenarios {
         [
             Scenario(
                 name: "asyncstream-handoff", group: .sequences,
-                summary: "baseline: yield a Double into a plain AsyncStream, consumer task takes it (one at a time)"
+                summary: "baseline: yield a Double into a plain AsyncStream, consumer task takes it (one at a time)",
+                countsInstructions: false
             ) {
                 let state = PingPong()
                 let (stream, continuation) = AsyncStream<Double>.makeStream()
@@ -101,7 +102,8 @@ extension Scenarios {
             Scenario(
                 name: "observations-handoff", group: .sequences,
                 summary: "baseline: set an @Observable property, Swift's Observations sequence delivers it (one at a time; "
-                    + "when it yields the old value, a new one is set after 20 ms, and that wait counts)"
+                    + "when it yields the old value, a new one is set after 20 ms, and that wait counts)",
+                countsInstructions: false
             ) {
                 let state = PingPong()
                 let model = SharedObservablePlayer()
@@ -146,7 +148,8 @@ extension Scenarios {
             Scenario(
                 name: "values-handoff", group: .sequences,
                 summary: "set an @Observed property, values(for:, [.new]) delivers it to a consumer task (one at a time)",
-                baseline: "asyncstream-handoff", comparisons: ["observations-handoff"]
+                baseline: "asyncstream-handoff", comparisons: ["observations-handoff"],
+                countsInstructions: false
             ) {
                 let state = PingPong()
                 let player = SharedPlayer()

@@ -87,6 +87,14 @@ struct CompileTimeTests {
         #expect(output.standardOutput == expected)
     }
 
+    @Test func theReadmeProgressExampleCompiles() throws {
+        let readme = try String(contentsOf: SnippetCompiler.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let section = try #require(readme.components(separatedBy: "## ObservableProgress").dropFirst().first)
+        let code = try #require(Self.fencedBlock("swift", in: section))
+        let output = try SnippetCompiler.typecheck(code)
+        #expect(output.status == 0, "\(output.standardError)")
+    }
+
     @Test func byDefaultEachUnobservableKeyIsReportedOnceOnStandardError() throws {
         let output = try SnippetCompiler.compileAndRun("""
             import KeyValueObserving

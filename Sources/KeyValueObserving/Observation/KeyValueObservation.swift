@@ -56,3 +56,32 @@ public final class KeyValueObservation: Sendable {
 package protocol _Invalidatable: AnyObject, Sendable {
     func invalidate()
 }
+
+extension KeyValueObservation {
+    /// A token that ends `token` and then calls `onInvalidate`, once: for observations built on
+    /// another one (a throttled observer also stops its pending delivery).
+    package convenience init(ending token: KeyValueObservation, then onInvalidate: @escaping @Sendable () -> Void) {
+        self.init(registry: nil, id: 0, parts: [_InvalidationHandler(token: token, onInvalidate: onInvalidate)])
+    }
+}
+
+/// Ends a token, then runs a closure, the first time it is invalidated.
+final class _InvalidationHandler: _Invalidatable {
+    private let token: KeyValueObservation
+    private let onInvalidate: _Locked<(@Sendable () -> Void)?>
+
+    init(token: KeyValueObservation, onInvalidate: @escaping @Sendable () -> Void) {
+        self.token = token
+        self.onInvalidate = _Locked(onInvalidate)
+    }
+
+    func invalidate() {
+        token.invalidate()
+        // Taken out under the lock, called after it.
+        let handler = onInvalidate.withLock { handler in
+            defer { handler = nil }
+            return handler
+        }
+        handler?()
+    }
+}

@@ -36,6 +36,11 @@ enum _ObservationRoute {
         if let isZeroSized = _ObservedKeyCache.isZeroSized(keyPath) {
             return .direct(.observedProperty(keyPath, isZeroSized: isZeroSized))
         }
+        if let explicit = (Root.self as? any _ExplicitlyNotifiedKeys.Type)?._explicitKey(for: keyPath) {
+            // State the class keeps itself and notifies with explicit values: a resolved slot.
+            registry.declareOffset(explicit.offset, for: explicit.key)
+            return .direct(.observedProperty(explicit.key, isZeroSized: false))
+        }
         let table = _DependencyTable.merged(for: type(of: object))
         if table[keyPath] != nil {
             return dependencyRoute(of: keyPath, in: table, object: object, fileID: fileID, line: line)

@@ -179,6 +179,17 @@ final class _ObserverRegistry: @unchecked Sendable {
         return nil
     }
 
+    /// Records that the explicitly notified key `key` (see `_ExplicitlyNotifiedKeys`) is found at
+    /// `offset`, so its slot is resolved from the start and no set ever has to reveal it.
+    @usableFromInline
+    func declareOffset(_ offset: Int, for key: AnyKeyPath) {
+        mutex.lock()
+        if !learnedOffsets.contains(where: { $0.offset == offset }) {
+            learnedOffsets.append((offset, key))
+        }
+        mutex.unlock()
+    }
+
     /// Recomputes `observedMask` from the slots. Called with the lock held, after every change.
     private func updateMask() {
         hasAnyKeyObservers.store(!anyKeyObservers.observers.isEmpty, ordering: .releasing)

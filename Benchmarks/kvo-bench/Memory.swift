@@ -1,0 +1,294 @@
+import Foundation
+import KeyValueObserving
+import Observation
+
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#endif
+
+// MARK: Reading the allocator's books
+
+/// Bytes the allocator has handed out and not yet got back, chunk headers and padding included (what
+/// the process really pays), or `nil` where this benchmark cannot ask the allocator.
+///
+/// glibc: `malloc_info`'s totals over every arena: the system memory of the arenas, minus their free
+/// chunks (bins, fast bins and the top chunk), plus memory mapped for large blocks; that is
+/// `mallinfo2()`'s `uordblks + hblkhd` for all arenas, which `<malloc.h>` would declare but the Glibc
+/// module does not import. The report goes through a memory stream whose buffer is allocated at every
+/// reading alike. Up to 7 freed chunks per size class wait in a per-thread cache and count as in use:
+/// an error of a few hundred bytes per measurement, a few hundredths of a byte per unit over 10,000
+/// units. Darwin: `malloc_zone_statistics` of every zone (`size_in_use`).
+func allocatedBytes() -> Int? {
+    #if canImport(Glibc)
+    return glibcBytesInUse()
+    #elseif canImport(Darwin)
+    var statistics = malloc_statistics_t()
+    malloc_zone_statistics(nil, &statistics)
+    return Int(statistics.size_in_use)
+    #else
+    return nil
+    #endif
+}
+
+#if canImport(Glibc)
+private typealias MallocInfo = @convention(c) (Int32, UnsafeMutablePointer<FILE>?) -> Int32
+
+private func glibcBytesInUse() -> Int? {
+    guard let process = dlopen(nil, RTLD_NOW), let symbol = dlsym(process, "malloc_info") else { return nil }
+    let mallocInfo = unsafeBitCast(symbol, to: MallocInfo.self)
+    var buffer: UnsafeMutablePointer<CChar>?
+    var length = 0
+    guard let stream = open_memstream(&buffer, &length) else { return nil }
+    let status = mallocInfo(0, stream)
+    fclose(stream)
+    defer { free(buffer) }
+    guard status == 0, let buffer else { return nil }
+    // The totals over all arenas follow the last </heap>.
+    let report = String(cString: buffer)
+    guard let totals = report.range(of: "</heap>", options: .backwards).map({ report[$0.upperBound...] }) ?? report.range(of: "<malloc").map({ report[$0.upperBound...] }) else {
+        return nil
+    }
+    func sizeAttribute(of element: String) -> Int? {
+        guard let start = totals.range(of: "<\(element) "),
+              let attribute = totals[start.upperBound...].range(of: "size=\""),
+              let end = totals[attribute.upperBound...].firstIndex(of: "\"")
+        else { return nil }
+        return Int(totals[attribute.upperBound..<end])
+    }
+    guard let system = sizeAttribute(of: "system type=\"current\""), let fast = sizeAttribute(of: "total type=\"fast\""),
+          let rest = sizeAttribute(of: "total type=\"rest\""), let mapped = sizeAttribute(of: "total type=\"mmap\"")
+    else { return nil }
+    return system - fast - rest + mapped
+}
+#endif
+
+// MARK: Memory scenarios
+
+/// How many bytes one unit of something costs (an object, an observer, a key): the growth of the
+/// allocator's bytes in use while `count` units are made and kept, over `count`.
+struct MemoryScenario {
+    let name: String
+    let summary: String
+    /// What one unit is, e.g. "object" (shown as "bytes per object").
+    let unit: String
+    /// How many units to make (the figure is an average over them).
+    let count: Int
+    /// The scenario this one's figure is compared with.
+    var baseline: String? = nil
+    /// Makes `count` units between the two readings of `meter`, keeping them alive until the second.
+    let measure: (_ count: Int, _ meter: inout AllocationMeter) -> Void
+}
+
+/// Two readings of the allocator around the making of the units.
+struct AllocationMeter {
+    private(set) var before: Int?
+    private(set) var after: Int?
+
+    mutating func start() { before = allocatedBytes() }
+    mutating func stop() { after = allocatedBytes() }
+}
+
+/// One memory scenario's result.
+struct MemoryFigure {
+    let scenario: MemoryScenario
+    /// Bytes per unit.
+    let bytes: Double
+    /// This figure over the baseline's, when the baseline was measured.
+    var baselineBytes: Double? = nil
+}
+
+/// How many units are made and dropped before measuring.
+private let warmUpUnits = 16
+
+/// Makes `count` values with `make(0..<count)` between the meter's readings and keeps them until
+/// after the second. `make(count..<count + warmUpUnits)` runs and is dropped first, so one-time costs
+/// (type metadata, key-path objects, caches) are not mistaken for the cost of a unit; the array that
+/// keeps the units is allocated before the first reading.
+private func keeping<T>(_ count: Int, _ meter: inout AllocationMeter, _ make: (Int) -> T) {
+    for index in count..<count + warmUpUnits { _ = make(index) }
+    var kept: [T] = []
+    kept.reserveCapacity(count)
+    meter.start()
+    for index in 0..<count { kept.append(make(index)) }
+    meter.stop()
+    withExtendedLifetime(kept) {}
+}
+
+/// The plain class the memory baselines are made of: the same two stored properties as `Player`.
+final class PlainPair {
+    var volume = 0.5
+    var other = 0
+}
+
+/// `@Observable` with the same two properties. `@unchecked Sendable`: used on the main thread only;
+/// `withObservationTracking`'s `onChange` is `@Sendable`.
+@Observable
+final class ObservablePair: @unchecked Sendable {
+    var volume = 0.5
+    var other = 0
+}
+
+/// The measured cost of the objects and registrations.
+extension Scenarios {
+    static func memoryScenarios(quick: Bool) -> [MemoryScenario] {
+        let objects = quick ? 1_000 : 10_000
+        return [
+            MemoryScenario(
+                name: "memory-plain-object", summary: "a plain final class with a Double and an Int (the floor)",
+                unit: "object", count: objects
+            ) { count, meter in
+                keeping(count, &meter) { _ in PlainPair() }
+            },
+            MemoryScenario(
+                name: "memory-unobserved-object", summary: "a KeyValueObservable subclass with two @Observed properties, never observed",
+                unit: "object", count: objects, baseline: "memory-plain-object"
+            ) { count, meter in
+                keeping(count, &meter) { _ in Player() }
+            },
+            MemoryScenario(
+                name: "memory-observable-object", summary: "baseline: an @Observable class (Observation) with the same two properties",
+                unit: "object", count: objects, baseline: "memory-plain-object"
+            ) { count, meter in
+                keeping(count, &meter) { _ in ObservablePair() }
+            },
+            MemoryScenario(
+                name: "memory-first-observer",
+                summary: "the first observe(\\.volume, [.new]) on an object: its registry, the observer and the token",
+                unit: "object", count: objects, baseline: "memory-observation-tracking"
+            ) { count, meter in
+                let players = (0..<count + warmUpUnits).map { _ in Player() }
+                keeping(count, &meter) { index in players[index].observe(\.volume, options: [.new]) { _, _ in } }
+                withExtendedLifetime(players) {}
+            },
+            MemoryScenario(
+                name: "memory-observation-tracking",
+                summary: "baseline: one withObservationTracking { volume } registration on an @Observable object",
+                unit: "object", count: objects
+            ) { count, meter in
+                // Tracking ends when the property changes or the object goes away: keep the objects
+                // and never set them while measuring.
+                let models = (0..<count + warmUpUnits).map { _ in ObservablePair() }
+                keeping(count, &meter) { index in
+                    withObservationTracking { _ = models[index].volume } onChange: {}
+                }
+                withExtendedLifetime(models) {}
+            },
+            MemoryScenario(
+                name: "memory-observer",
+                summary: "one more observe(\\.volume, [.new]) on an already observed key (observer + token)",
+                unit: "observer", count: 1_000, baseline: "memory-notificationcenter-observer"
+            ) { count, meter in
+                let player = Player()
+                let first = player.observe(\.volume, options: [.new]) { _, _ in }
+                keeping(count, &meter) { _ in player.observe(\.volume, options: [.new]) { _, _ in } }
+                withExtendedLifetime(first) {}
+            },
+            MemoryScenario(
+                name: "memory-notificationcenter-observer",
+                summary: "baseline: one more block observer for a name and sender on a NotificationCenter",
+                unit: "observer", count: 1_000
+            ) { count, meter in
+                let center = NotificationCenter()
+                let name = Notification.Name("kvo-bench.memory")
+                let sender = PlainPair()
+                let first = center.addObserver(forName: name, object: sender, queue: nil) { _ in }
+                keeping(count, &meter) { _ in center.addObserver(forName: name, object: sender, queue: nil) { _ in } }
+                withExtendedLifetime((first, sender)) {}
+            },
+            MemoryScenario(
+                name: "memory-observed-key",
+                summary: "one more observed key: 10 observers on 10 keys of an object, minus 10 observers on one key (per extra key)",
+                unit: "key", count: objects / 10
+            ) { count, meter in
+                let oneKey = (0..<count).map { _ in Form() }
+                let tenKeys = (0..<count).map { _ in Form() }
+                let keys: [ReferenceWritableKeyPath<Form, Int>] = [\.f0, \.f1, \.f2, \.f3, \.f4, \.f5, \.f6, \.f7, \.f8, \.f9]
+                func observe(_ form: Form, _ key: ReferenceWritableKeyPath<Form, Int>) -> KeyValueObservation {
+                    form.observe(key, options: [.new]) { _, _ in }
+                }
+                // Warm up both shapes on spare objects.
+                withExtendedLifetime((keys.map { observe(Form(), $0) }, keys.map { _ in observe(Form(), \.f0) })) {}
+
+                var oneKeyMeter = AllocationMeter()
+                var tokens: [KeyValueObservation] = []
+                tokens.reserveCapacity(20 * count)
+                oneKeyMeter.start()
+                for form in oneKey { for _ in keys { tokens.append(observe(form, \.f0)) } }
+                oneKeyMeter.stop()
+                meter.start()
+                for form in tenKeys { for key in keys { tokens.append(observe(form, key)) } }
+                meter.stop()
+                // Report the difference: (ten keys − one key) over the 9 extra keys of every object.
+                meter.subtract(oneKeyMeter, perUnitScale: 9)
+                withExtendedLifetime((tokens, oneKey, tenKeys)) {}
+            },
+        ]
+    }
+}
+
+extension AllocationMeter {
+    /// Turns this meter's reading into the difference from `other`'s, and scales it so that dividing
+    /// by the scenario's count gives the figure per `perUnitScale` units.
+    mutating func subtract(_ other: AllocationMeter, perUnitScale: Int) {
+        guard let before, let after, let otherBefore = other.before, let otherAfter = other.after else { return }
+        let difference = (after - before) - (otherAfter - otherBefore)
+        self.before = 0
+        self.after = difference / perUnitScale
+    }
+}
+
+/// Measures `scenarios` in order (on the calling thread, before anything else runs), or returns
+/// `nil` where the allocator cannot be asked.
+func measureMemory(_ scenarios: [MemoryScenario]) -> [MemoryFigure]? {
+    guard allocatedBytes() != nil else { return nil }
+    var figures: [MemoryFigure] = []
+    for scenario in scenarios {
+        var meter = AllocationMeter()
+        scenario.measure(scenario.count, &meter)
+        guard let before = meter.before, let after = meter.after else { continue }
+        figures.append(MemoryFigure(scenario: scenario, bytes: Double(after - before) / Double(scenario.count)))
+    }
+    let byName = Dictionary(figures.map { ($0.scenario.name, $0.bytes) }, uniquingKeysWith: { first, _ in first })
+    return figures.map { figure in
+        var figure = figure
+        figure.baselineBytes = figure.scenario.baseline.flatMap { byName[$0] }
+        return figure
+    }
+}
+
+// MARK: Reporting
+
+private let memoryHeaders = ["scenario", "bytes", "per", "baseline", "baseline bytes", "ratio"]
+
+private func memoryCells(_ figures: [MemoryFigure]) -> [[String]] {
+    figures.map { figure in
+        var line = [figure.scenario.name, formatBytes(figure.bytes), figure.scenario.unit]
+        if let baseline = figure.scenario.baseline, let baselineBytes = figure.baselineBytes {
+            line += [baseline, formatBytes(baselineBytes), baselineBytes > 0 ? formatRatio(figure.bytes / baselineBytes) : ""]
+        } else {
+            line += ["—", "", ""]
+        }
+        return line
+    }
+}
+
+func formatBytes(_ value: Double) -> String {
+    value.magnitude >= 100 ? String(format: "%.0f", value) : String(format: "%.1f", value)
+}
+
+func memoryTextReport(_ figures: [MemoryFigure]) -> String {
+    "Memory (bytes allocated per unit, allocator overhead included)\n"
+        + alignedTable([memoryHeaders] + memoryCells(figures), rightAligned: [1, 4, 5]) + "\n"
+}
+
+func memoryMarkdownReport(_ figures: [MemoryFigure]) -> String {
+    var output = "### Memory (bytes allocated per unit, allocator overhead included)\n\n"
+    output += "| " + memoryHeaders.joined(separator: " | ") + " |\n"
+    output += "|---|---:|---|---|---:|---:|\n"
+    for line in memoryCells(figures) {
+        output += "| " + line.map { $0.isEmpty ? " " : $0 }.joined(separator: " | ") + " |\n"
+    }
+    return output + "\n"
+}

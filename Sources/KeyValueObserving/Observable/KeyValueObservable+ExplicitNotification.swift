@@ -1,0 +1,75 @@
+import Synchronization
+
+/// A class of this package whose observable keys are not `@Observed` properties but state it keeps
+/// behind its own lock (`ObservableProgress`). It notifies them itself, after unlocking, with the old
+/// and new values it computed under the lock, through `_notifyExplicitChange`.
+///
+/// Each such key is given a registry slot like an `@Observed` property's, under a made-up "storage
+/// offset" that the class picks (distinct per key; a multiple of 8 keeps the observed-mask bits
+/// apart), so a notification costs what an `@Observed` set costs: one atomic load when nobody
+/// observes the key, an integer search under the registry's lock when someone does.
+package protocol _ExplicitlyNotifiedKeys: KeyValueObservable {
+    /// The offset and canonical key path under which observers of `keyPath` are registered, or
+    /// `nil` if `keyPath` is not one of the explicitly notified keys.
+    static func _explicitKey(for keyPath: AnyKeyPath) -> (offset: Int, key: AnyKeyPath)?
+}
+
+extension KeyValueObservable {
+    /// Notifies the observers of the explicitly notified key at `offset` (see
+    /// `_ExplicitlyNotifiedKeys`) that its value went from `oldValue` to `newValue`. Observers that
+    /// asked for `.prior` get their prior notification first, then every observer its change
+    /// notification, in registration order; observers of every key hear of it too. Call it without
+    /// holding any lock.
+    ///
+    /// `key` is called only if the object has observers of every key.
+    @inlinable
+    package final func _notifyExplicitChange<Value>(
+        offset: Int,
+        key: () -> AnyKeyPath,
+        from oldValue: Value,
+        to newValue: Value
+    ) {
+        guard let registry = _kvoRegistry.load(ordering: .acquiring) else { return }
+        registry._withUnsafeGuaranteedRef { registry in
+            let anyKey = registry.hasAnyKeyObservers.load(ordering: .acquiring) ? registry.anyKeySnapshot() : nil
+            let snapshot: _ObserverSnapshot? = registry.mayHaveObservers(atOffset: offset)
+                ? registry.snapshot(forStorageAt: offset, key: key)
+                : nil
+            guard anyKey != nil || snapshot != nil else { return }
+            let keyPath = anyKey == nil ? nil : key()
+            if let anyKey, let keyPath { anyKey.willChange(self, keyPath) }
+            if let snapshot {
+                if snapshot.isPlain {
+                    snapshot.deliverPlain(newValue, on: self)
+                } else {
+                    let pending = snapshot.willChange(on: self, oldValue: oldValue, newValue: newValue)
+                    snapshot.didChange(newValue, oldValue: oldValue, pending: pending, on: self)
+                }
+            }
+            if let anyKey, let keyPath { anyKey.didChange(self, keyPath) }
+        }
+    }
+
+    /// Called by the getter of an explicitly notified key: while a registration probe runs on this
+    /// object (a key-path chain or a dependent key finding what a path reads), reports the read as
+    /// if the key were an `@Observed` property, so paths through this object are followed. Costs one
+    /// atomic load otherwise.
+    @inlinable
+    package final func _reportExplicitRead<Value>(offset: Int, key: () -> AnyKeyPath, of _: Value.Type) {
+        guard let registry = _kvoRegistry.load(ordering: .acquiring) else { return }
+        registry._withUnsafeGuaranteedRef { registry in
+            if _slowPath(registry.probeCount.load(ordering: .relaxed) != 0) {
+                let keyPath = key()
+                registry.declareOffset(offset, for: keyPath)
+                registry.recordRead(key: { keyPath }, storageType: Value.self, isZeroSized: false)
+            }
+        }
+    }
+
+    /// Whether anything observes this object: a registry exists. `false` is definite; a progress
+    /// update checks it once per node before computing what its observers would need.
+    @inlinable
+    package final var _mayHaveObservers: Bool {
+        _kvoRegistry.load(ordering: .acquiring) != nil
+    }
+}

@@ -1,0 +1,151 @@
+import KeyValueObserving
+
+extension ObservableProgress {
+    /// Whether `cancel()` was called on this progress or an ancestor. Observable.
+    public var isCancelled: Bool {
+        reportRead(.isCancelled, Bool.self)
+        return withLock { $0.cancelled }
+    }
+
+    /// Whether the progress is paused (by `pause()` on it or an ancestor, until `resume()`).
+    /// Observable.
+    public var isPaused: Bool {
+        reportRead(.isPaused, Bool.self)
+        return withLock { $0.paused }
+    }
+
+    /// Whether the work can be cancelled: a hint for user interfaces (default `true`); `cancel()`
+    /// works either way, as in Foundation. Observable.
+    public var isCancellable: Bool {
+        get {
+            reportRead(.isCancellable, Bool.self)
+            return withLock { $0.cancellable }
+        }
+        set {
+            let old = withLock { progress in
+                defer { progress.cancellable = newValue }
+                return progress.cancellable
+            }
+            notify(.isCancellable, from: old, to: newValue)
+        }
+    }
+
+    /// Whether the work can be paused: a hint for user interfaces (default `false`); `pause()` works
+    /// either way, as in Foundation. Observable.
+    public var isPausable: Bool {
+        get {
+            reportRead(.isPausable, Bool.self)
+            return withLock { $0.pausable }
+        }
+        set {
+            let old = withLock { progress in
+                defer { progress.pausable = newValue }
+                return progress.pausable
+            }
+            notify(.isPausable, from: old, to: newValue)
+        }
+    }
+
+    /// Cancels this progress and its whole subtree, including children added later. The first call
+    /// runs the cancellation handlers (once each) and notifies `isCancelled`; later calls do nothing.
+    /// Cancellation is final: there is no way back.
+    ///
+    /// - Complexity: O(size of the subtree).
+    public func cancel() {
+        lock.lock()
+        guard !cancelled else {
+            lock.unlock()
+            return
+        }
+        cancelled = true
+        let run = handlers.cancellation
+        handlers.cancellation = []
+        let subtree = liveChildren()
+        lock.unlock()
+        notify(.isCancelled, from: false, to: true)
+        for handler in run { handler() }
+        for child in subtree { child.cancel() }
+    }
+
+    /// Pauses this progress and its whole subtree, including children added later; runs the pausing
+    /// handlers and notifies `isPaused` on each node that was running.
+    ///
+    /// - Complexity: O(size of the subtree).
+    public func pause() {
+        setPaused(true, parentGeneration: nil)
+    }
+
+    /// Resumes this progress and its whole subtree (children paused on their own included, as in
+    /// Foundation); runs the resuming handlers and notifies `isPaused` on each node that was paused.
+    ///
+    /// - Complexity: O(size of the subtree).
+    public func resume() {
+        setPaused(false, parentGeneration: nil)
+    }
+
+    /// Sets the pause state here and pushes it down. A push from the parent carries the parent's
+    /// generation, so when two threads pause and resume the parent at once, a child ends in the
+    /// state of the latest of the two, whatever order the pushes arrive in.
+    func setPaused(_ value: Bool, parentGeneration: UInt64?) {
+        lock.lock()
+        if let parentGeneration {
+            guard parentGeneration > appliedParentPauseGeneration else {
+                lock.unlock()
+                return
+            }
+            appliedParentPauseGeneration = parentGeneration
+        }
+        let changed = paused != value
+        paused = value
+        pauseGeneration &+= 1
+        let generation = pauseGeneration
+        let run = changed ? (value ? handlers.pausing : handlers.resuming) : []
+        let subtree = liveChildren()
+        lock.unlock()
+        if changed {
+            notify(.isPaused, from: !value, to: value)
+            for handler in run { handler() }
+        }
+        for child in subtree { child.setPaused(value, parentGeneration: generation) }
+    }
+
+    /// Adds a handler to run when the progress is cancelled, on the cancelling thread; at once, on
+    /// this thread, if it already is. Each handler runs once. Unlike Foundation's single
+    /// `cancellationHandler`, handlers accumulate: a second caller does not replace the first.
+    public func onCancel(_ handler: @escaping @Sendable () -> Void) {
+        lock.lock()
+        let runNow = cancelled
+        if !runNow { handlers.cancellation.append(handler) }
+        lock.unlock()
+        if runNow { handler() }
+    }
+
+    /// Adds a handler to run each time the progress goes from running to paused, on the pausing
+    /// thread. Unlike `onCancel`, it does not run at once if the progress is paused already:
+    /// pausing is not final, and the handler waits for the next pause.
+    public func onPause(_ handler: @escaping @Sendable () -> Void) {
+        lock.lock()
+        handlers.pausing.append(handler)
+        lock.unlock()
+    }
+
+    /// Adds a handler to run each time the progress goes from paused to running, on the resuming
+    /// thread.
+    public func onResume(_ handler: @escaping @Sendable () -> Void) {
+        lock.lock()
+        handlers.resuming.append(handler)
+        lock.unlock()
+    }
+
+    /// The children still alive, retained; with the lock held.
+    private func liveChildren() -> [ObservableProgress] {
+        children.values.compactMap(\.node)
+    }
+}
+
+/// The control handlers of one node.
+struct _ControlHandlers {
+    var cancellation: [@Sendable () -> Void] = []
+    var pausing: [@Sendable () -> Void] = []
+    var resuming: [@Sendable () -> Void] = []
+}

@@ -1,0 +1,101 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The recent history of a node's fraction, from which throughput and time remaining are
+/// estimated. Updated by every change of the fraction, at most one sample per `sampleInterval`, so
+/// a per-byte update loop pays one comparison; queried when someone asks.
+///
+/// The estimate is the average rate between the oldest kept sample (about `window` ago) and now,
+/// so it follows changes of speed within seconds and falls when updates stop arriving.
+struct _ProgressRate {
+    static let sampleInterval: UInt64 = 250_000_000
+    static let capacity = 20
+
+    private var times: ContiguousArray<UInt64> = []
+    private var fractions: ContiguousArray<Double> = []
+    /// Index of the oldest sample once the ring is full.
+    private var oldest = 0
+    private var lastSampleTime: UInt64
+    /// The clock, read sparingly (see `time()`).
+    private var lastClock: UInt64
+    private var clockStride = 0
+    private var clockSkipped = 0
+
+    init(fraction: Double, now: UInt64) {
+        lastSampleTime = now
+        lastClock = now
+        times.reserveCapacity(Self.capacity)
+        fractions.reserveCapacity(Self.capacity)
+        times.append(now)
+        fractions.append(fraction)
+    }
+
+    /// The time of an update of this node, for `record`. While updates come less than a
+    /// millisecond apart, the clock is read only every few updates (up to every 64th) and the last
+    /// reading stands in for the others; when they come slower, it is read for every one. A sample
+    /// may thus be stamped early: by about a millisecond while updates flow, by the length of a
+    /// pause for the first few updates after it (at most 63), which shifts one sample of the
+    /// window and leaves the estimate's trend intact.
+    @inline(__always)
+    mutating func time() -> UInt64 {
+        if clockSkipped < clockStride {
+            clockSkipped &+= 1
+            return lastClock
+        }
+        return readClock()
+    }
+
+    private mutating func readClock() -> UInt64 {
+        let now = _coarseNanoseconds()
+        clockStride = now &- lastClock < 1_000_000 ? min(clockStride &* 2 &+ 1, 63) : 0
+        clockSkipped = 0
+        lastClock = now
+        return now
+    }
+
+    /// Records `fraction` at `now` if the last sample is old enough.
+    @inline(__always)
+    mutating func record(fraction: Double, now: UInt64) {
+        // Parents are stamped with their children's times, which may arrive out of order.
+        guard now > lastSampleTime, now - lastSampleTime >= Self.sampleInterval else { return }
+        append(fraction: fraction, now: now)
+    }
+
+    private mutating func append(fraction: Double, now: UInt64) {
+        lastSampleTime = now
+        if times.count < Self.capacity {
+            times.append(now)
+            fractions.append(fraction)
+        } else {
+            times[oldest] = now
+            fractions[oldest] = fraction
+            oldest = (oldest + 1) % Self.capacity
+        }
+    }
+
+    /// Fraction per second between the oldest kept sample and `fraction` at `now`, or `nil` before
+    /// any time has passed.
+    func fractionPerSecond(current fraction: Double, now: UInt64) -> Double? {
+        let start = times[oldest]
+        guard now > start else { return nil }
+        return (fraction - fractions[oldest]) / (Double(now - start) * 1e-9)
+    }
+}
+
+/// Monotonic time in nanoseconds from the coarse clock (a few milliseconds of resolution, read
+/// without a system call or a hardware timer): cheap enough for every update.
+@inline(__always)
+func _coarseNanoseconds() -> UInt64 {
+    #if canImport(Darwin)
+    return clock_gettime_nsec_np(CLOCK_MONOTONIC_RAW_APPROX)
+    #else
+    var time = timespec()
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &time)
+    return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
+    #endif
+}

@@ -1,0 +1,233 @@
+import Foundation
+import Testing
+
+/// `kvo-bench compare` and `kvo-bench gate`, run as the built executable next to this test binary
+/// (`swift build --build-tests` builds it), on results files and thresholds written by the tests. The
+/// gate runs a stand-in for valgrind that reports a chosen instruction count, so its verdicts are
+/// tested without valgrind and without timing anything.
+@Suite("kvo-bench compare and gate", .enabled(if: SnippetCompiler.isSupported))
+struct BenchmarkToolTests {
+    struct Run {
+        let status: Int32
+        let output: String
+        let error: String
+    }
+
+    /// A fresh folder for one test's files.
+    let folder: URL = {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("kvo-bench-tests-\(UUID().uuidString)")
+        try! FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        return folder
+    }()
+
+    func write(_ name: String, _ text: String) throws -> String {
+        let file = folder.appendingPathComponent(name)
+        try text.write(to: file, atomically: true, encoding: .utf8)
+        return file.path
+    }
+
+    func kvoBench(_ arguments: [String], environment: [String: String] = [:]) throws -> Run {
+        let executable = SnippetCompiler.buildFolder.appendingPathComponent("kvo-bench")
+        try #require(FileManager.default.isExecutableFile(atPath: executable.path),
+                     "kvo-bench is not built next to the tests (\(executable.path)): run swift build --build-tests")
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        process.currentDirectoryURL = folder
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let errorData = Locked(Data())
+        let reader = TestThread { errorData.withLock { $0 = err.fileHandleForReading.readDataToEndOfFile() } }
+        let outputData = out.fileHandleForReading.readDataToEndOfFile()
+        reader.join()
+        process.waitUntilExit()
+        return Run(status: process.terminationStatus, output: String(decoding: outputData, as: UTF8.self),
+                   error: String(decoding: errorData.current, as: UTF8.self))
+    }
+
+    /// A results file as `--json` writes it (only the fields `compare` reads).
+    func results(_ scenarios: [(name: String, p50: Double, irPerOp: Double?)], memoryBytes: Double? = nil) -> String {
+        let entries = scenarios.map { scenario in
+            """
+            {"name": "\(scenario.name)", "p50": \(scenario.p50), "baseline": "plain-set", "ratio": \(scenario.p50 / 2),
+             "instructionsPerOp": \(scenario.irPerOp.map { "\($0)" } ?? "null")}
+            """
+        }
+        let memory = memoryBytes.map { #", "memory": [{"name": "memory-observer", "bytes": \#($0)}]"# } ?? ""
+        return #"{"date": "2026-11-29", "toolchain": "test", "scenarios": [\#(entries.joined(separator: ", "))]\#(memory)}"#
+    }
+
+    // MARK: compare
+
+    @Test func compareExitsZeroWhenNothingGrewBeyondTheThreshold() throws {
+        let old = try write("old.json", results([("observed-set-new", 50, nil), ("unobserved-set", 3, nil)]))
+        let new = try write("new.json", results([("observed-set-new", 54, nil), ("unobserved-set", 2.5, nil)]))
+        let run = try kvoBench(["compare", old, new])
+        #expect(run.status == 0, "\(run.output)\(run.error)")
+        #expect(run.output.contains("observed-set-new"))
+        #expect(run.output.contains("+8.0%"))
+        #expect(run.output.contains("no regression beyond 10%"))
+        #expect(!run.output.contains("REGRESSION"))
+    }
+
+    @Test func compareExitsTwoAndNamesTheScenarioThatRegressed() throws {
+        let old = try write("old.json", results([("observed-set-new", 50, nil), ("unobserved-set", 3, nil)]))
+        let new = try write("new.json", results([("observed-set-new", 60, nil), ("unobserved-set", 3, nil)]))
+        let run = try kvoBench(["compare", old, new])
+        #expect(run.status == 2)
+        #expect(run.output.contains("REGRESSION"))
+        #expect(run.output.contains("1 regression beyond 10%: observed-set-new (p50 ns +20.0%)"))
+        // The ratio to the baseline is shown old → new.
+        #expect(run.output.contains("25.00×") && run.output.contains("30.00×"))
+    }
+
+    @Test func compareHonoursTheThresholdOption() throws {
+        let old = try write("old.json", results([("observed-set-new", 50, nil)]))
+        let new = try write("new.json", results([("observed-set-new", 60, nil)]))
+        #expect(try kvoBench(["compare", old, new, "--threshold", "25"]).status == 0)
+        #expect(try kvoBench(["compare", old, new, "--threshold=15"]).status == 2)
+    }
+
+    @Test func instructionCountsDecideOverTimesWhenBothRunsHaveThem() throws {
+        let old = try write("old.json", results([("observed-set-new", 50, 318)]))
+        let slowerTimesSameInstructions = try write("noisy.json", results([("observed-set-new", 90, 318)]))
+        let moreInstructions = try write("more.json", results([("observed-set-new", 50, 360)]))
+        let noisy = try kvoBench(["compare", old, slowerTimesSameInstructions])
+        #expect(noisy.status == 0, "\(noisy.output)")
+        #expect(noisy.output.contains("(not deciding)"))
+        let regressed = try kvoBench(["compare", old, moreInstructions])
+        #expect(regressed.status == 2)
+        #expect(regressed.output.contains("observed-set-new (Ir/op +13.2%)"))
+    }
+
+    @Test func compareReportsGrownMemoryAsARegression() throws {
+        let old = try write("old.json", results([("observed-set-new", 50, nil)], memoryBytes: 138))
+        let new = try write("new.json", results([("observed-set-new", 50, nil)], memoryBytes: 170))
+        let run = try kvoBench(["compare", old, new])
+        #expect(run.status == 2)
+        #expect(run.output.contains("memory-observer (bytes +23.2%)"))
+    }
+
+    @Test func compareListsScenariosPresentInOnlyOneRun() throws {
+        let old = try write("old.json", results([("observed-set-new", 50, nil), ("retired", 1, nil)]))
+        let new = try write("new.json", results([("observed-set-new", 50, nil), ("fresh", 1, nil)]))
+        let run = try kvoBench(["compare", old, new])
+        #expect(run.status == 0)
+        #expect(run.output.contains("only in \(old): retired"))
+        #expect(run.output.contains("only in \(new): fresh"))
+    }
+
+    @Test func compareExitsOneNamingAMissingFile() throws {
+        let new = try write("new.json", results([("observed-set-new", 50, nil)]))
+        let missing = folder.appendingPathComponent("missing.json").path
+        let run = try kvoBench(["compare", missing, new])
+        #expect(run.status == 1)
+        #expect(run.error.contains("cannot read '\(missing)': no such file"))
+    }
+
+    @Test func compareExitsOneNamingAFileThatIsNotResults() throws {
+        let old = try write("old.json", results([("observed-set-new", 50, nil)]))
+        let garbage = try write("garbage.json", "this is not JSON")
+        let wrongShape = try write("shape.json", #"{"benchmarks": []}"#)
+        let invalid = try kvoBench(["compare", old, garbage])
+        #expect(invalid.status == 1)
+        #expect(invalid.error.contains("cannot read '\(garbage)': not a kvo-bench results file: invalid JSON"))
+        let shape = try kvoBench(["compare", wrongShape, old])
+        #expect(shape.status == 1)
+        #expect(shape.error.contains("cannot read '\(wrongShape)': not a kvo-bench results file: missing 'scenarios'"))
+    }
+
+    @Test func compareWithoutTwoFilesIsAUsageErrorNotARegression() throws {
+        let old = try write("old.json", results([("observed-set-new", 50, nil)]))
+        let run = try kvoBench(["compare", old])
+        #expect(run.status == 1)
+        #expect(run.error.contains("needs two results files"))
+    }
+
+    // MARK: gate
+
+    /// A stand-in for valgrind: writes a callgrind profile whose total is
+    /// `iterations × $FAKE_IR_PER_OP + 123456` (start-up), which the gate's two runs cancel out.
+    func fakeValgrind() throws -> String {
+        let path = try write("valgrind", """
+            #!/bin/sh
+            if [ "$1" = "--version" ]; then echo valgrind-fake; exit 0; fi
+            out=""; iterations=""; previous=""
+            for argument in "$@"; do
+                case "$argument" in --callgrind-out-file=*) out="${argument#--callgrind-out-file=}";; esac
+                if [ "$previous" = "--iterations" ]; then iterations="$argument"; fi
+                previous="$argument"
+            done
+            echo "summary: $((iterations * FAKE_IR_PER_OP + 123456))" > "$out"
+
+            """)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: path)
+        return path
+    }
+
+    func thresholds(instructionsPerOp: Int, architecture: String? = nil, toolchain: String? = nil) throws -> String {
+        var machine = utsname()
+        uname(&machine)
+        let currentArchitecture = withUnsafeBytes(of: &machine.machine) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        return try write("thresholds.json", """
+            {
+              "toolchain": "\(toolchain ?? "a toolchain")",
+              "architecture": "\(architecture ?? currentArchitecture)",
+              "machine": "test",
+              "date": "2026-11-29",
+              "tolerancePercent": 10,
+              "gated": [
+                { "scenario": "unobserved-set", "instructionsPerOp": \(instructionsPerOp) }
+              ]
+            }
+            """)
+    }
+
+    @Test func gatePassesWithinTheTolerance() throws {
+        let file = try thresholds(instructionsPerOp: 100)
+        let run = try kvoBench(["gate", "--thresholds", file], environment: ["VALGRIND": try fakeValgrind(), "FAKE_IR_PER_OP": "109"])
+        #expect(run.status == 0, "\(run.output)\(run.error)")
+        #expect(run.output.contains("gate passed"))
+        #expect(run.output.contains("109.0"))
+    }
+
+    @Test func gateFailsWithStatusTwoBeyondTheTolerance() throws {
+        let file = try thresholds(instructionsPerOp: 100)
+        let run = try kvoBench(["gate", "--thresholds", file], environment: ["VALGRIND": try fakeValgrind(), "FAKE_IR_PER_OP": "111"])
+        #expect(run.status == 2, "\(run.output)\(run.error)")
+        #expect(run.output.contains("GATE FAILED: unobserved-set"))
+    }
+
+    @Test func gateWarnsLoudlyAboutAnotherToolchainAndStillCompares() throws {
+        let file = try thresholds(instructionsPerOp: 100, toolchain: "Swift version 0.1")
+        let run = try kvoBench(["gate", "--thresholds", file], environment: ["VALGRIND": try fakeValgrind(), "FAKE_IR_PER_OP": "150"])
+        #expect(run.status == 2)
+        #expect(run.output.contains("WARNING: the thresholds were taken with 'Swift version 0.1'"))
+    }
+
+    @Test func gateSkipsOnAnotherArchitecture() throws {
+        let file = try thresholds(instructionsPerOp: 100, architecture: "pdp11")
+        let run = try kvoBench(["gate", "--thresholds", file], environment: ["VALGRIND": try fakeValgrind(), "FAKE_IR_PER_OP": "150"])
+        #expect(run.status == 0)
+        #expect(run.output.contains("SKIPPED: the thresholds were taken on pdp11"))
+    }
+
+    @Test func gateUpdateRewritesTheThresholdsWithTheMeasuredFigures() throws {
+        let file = try thresholds(instructionsPerOp: 100)
+        let run = try kvoBench(["gate", "--thresholds", file, "--update"],
+                               environment: ["VALGRIND": try fakeValgrind(), "FAKE_IR_PER_OP": "42"])
+        #expect(run.status == 0, "\(run.output)\(run.error)")
+        let rewritten = try String(contentsOfFile: file, encoding: .utf8)
+        #expect(rewritten.contains(#"{ "scenario": "unobserved-set", "instructionsPerOp": 42 }"#))
+        #expect(rewritten.contains("valgrind-fake"))
+    }
+
+    @Test func gateExitsOneWhenTheThresholdsFileIsMissing() throws {
+        let run = try kvoBench(["gate", "--thresholds", "nowhere.json"], environment: ["VALGRIND": try fakeValgrind()])
+        #expect(run.status == 1)
+        #expect(run.error.contains("cannot read 'nowhere.json': no such file"))
+    }
+}

@@ -1,0 +1,81 @@
+import Testing
+@testable import ObservableProgress
+
+@Suite("Progress description, throughput and time remaining")
+struct EstimatesTests {
+    @Test func descriptionSaysPercentAndUnits() {
+        let progress = ObservableProgress(totalUnitCount: 10)
+        progress.completedUnitCount = 3
+        #expect(progress.description.hasPrefix("30% completed (3 of 10)"))
+        progress.completedUnitCount = 10
+        #expect(progress.description == "100% completed (10 of 10)")
+    }
+
+    @Test func descriptionNamesIndeterminateCancelledAndPaused() {
+        let progress = ObservableProgress(totalUnitCount: -1)
+        progress.completedUnitCount = 3
+        progress.pause()
+        #expect(progress.description == "indeterminate (3 completed), paused")
+        progress.resume()
+        progress.cancel()
+        #expect(progress.description == "indeterminate (3 completed), cancelled")
+    }
+
+    @Test func rateIsTheAverageOverTheKeptSamples() {
+        var rate = _ProgressRate(fraction: 0, now: 0)
+        // 0.1 per second, sampled every half second.
+        for step in 1...10 {
+            rate.record(fraction: Double(step) * 0.05, now: UInt64(step) * 500_000_000)
+        }
+        let perSecond = try! #require(rate.fractionPerSecond(current: 0.5, now: 5_000_000_000))
+        #expect(abs(perSecond - 0.1) < 1e-12)
+    }
+
+    @Test func rateFollowsRecentSpeedAndFallsWhenUpdatesStop() {
+        var rate = _ProgressRate(fraction: 0, now: 0)
+        let second: UInt64 = 1_000_000_000
+        // Slow for 100 s (0.001/s), then fast for 10 s (0.05/s): only recent samples count.
+        var fraction = 0.0
+        for step in 1...400 {
+            fraction += 0.00025
+            rate.record(fraction: fraction, now: UInt64(step) * second / 4)
+        }
+        for step in 1...40 {
+            fraction += 0.0125
+            rate.record(fraction: fraction, now: 100 * second + UInt64(step) * second / 4)
+        }
+        let recent = try! #require(rate.fractionPerSecond(current: fraction, now: 110 * second))
+        #expect(abs(recent - 0.05) < 1e-9)
+        // Nothing for 10 s more: the estimate halves.
+        let stalled = try! #require(rate.fractionPerSecond(current: fraction, now: 120 * second))
+        #expect(stalled < recent * 0.6)
+    }
+
+    @Test func samplesAreTakenAtMostFourTimesASecond() {
+        var rate = _ProgressRate(fraction: 0, now: 0)
+        // A thousand updates within 100 ms add no sample: the oldest sample stays the start.
+        for step in 1...1_000 {
+            rate.record(fraction: Double(step) * 0.0001, now: UInt64(step) * 100_000)
+        }
+        let perSecond = try! #require(rate.fractionPerSecond(current: 0.1, now: 1_000_000_000))
+        #expect(abs(perSecond - 0.1) < 1e-12)
+    }
+
+    @Test func finishedProgressHasNoTimeRemaining() {
+        let progress = ObservableProgress(totalUnitCount: 1)
+        progress.complete()
+        #expect(progress.estimatedTimeRemaining == .zero)
+        #expect(ObservableProgress(totalUnitCount: -1).estimatedTimeRemaining == nil)
+        #expect(ObservableProgress(totalUnitCount: -1).throughput == nil)
+    }
+
+    @Test func formatsAreReadable() {
+        #expect(_formatRate(1234.5) == "1235")
+        #expect(_formatRate(12.345) == "12.3")
+        #expect(_formatRate(1.5) == "1.5")
+        #expect(_formatRate(0.012345) == "0.0123")
+        #expect(_formatSeconds(42) == "42 s")
+        #expect(_formatSeconds(185) == "3 min 5 s")
+        #expect(_formatSeconds(7_620) == "2 h 7 min")
+    }
+}

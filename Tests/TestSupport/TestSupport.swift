@@ -1,0 +1,99 @@
+import KeyValueObserving
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Helpers shared by the test targets.
+
+/// A value shared with `@Sendable` handlers, guarded by the package's pthread lock (which the thread
+/// sanitizer understands, unlike `Synchronization.Mutex` on Linux).
+public final class Locked<Value>: @unchecked Sendable {
+    // Invariant: `value` is only accessed with `lock` held.
+    private let lock = Lock()
+    private var value: Value
+
+    public init(_ value: Value) {
+        self.value = value
+    }
+
+    public func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+        try lock.withLock { try body(&value) }
+    }
+
+    public var current: Value {
+        withLock { $0 }
+    }
+}
+
+extension Locked where Value: RangeReplaceableCollection {
+    public func append(_ element: Value.Element) {
+        withLock { $0.append(element) }
+    }
+}
+
+/// Counts calls to a handler.
+public typealias Counter = Locked<Int>
+
+extension Locked where Value == Int {
+    public func increment() {
+        withLock { $0 += 1 }
+    }
+}
+
+/// A real OS thread, joined explicitly.
+public final class TestThread: @unchecked Sendable {
+    // Invariant: `thread` is written once in init before any other access and read only by `join()`.
+    private var thread: pthread_t
+
+    public init(_ body: @escaping @Sendable () -> Void) {
+        final class Box {
+            let body: @Sendable () -> Void
+            init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+        }
+        let box = Unmanaged.passRetained(Box(body)).toOpaque()
+        #if canImport(Glibc)
+        var thread = pthread_t()
+        #else
+        var thread: pthread_t?
+        #endif
+        let result = pthread_create(&thread, nil, { raw in
+            let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
+            box.body()
+            return nil
+        }, box)
+        precondition(result == 0, "pthread_create failed with error \(result)")
+        #if canImport(Glibc)
+        self.thread = thread
+        #else
+        self.thread = thread!
+        #endif
+    }
+
+    public func join() {
+        let result = pthread_join(thread, nil)
+        precondition(result == 0, "pthread_join failed with error \(result)")
+    }
+
+    /// Runs `count` threads, each with its index, and waits for all of them.
+    public static func run(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
+        let threads = (0..<count).map { index in TestThread { body(index) } }
+        threads.forEach { $0.join() }
+    }
+}
+
+/// An identifier of the calling thread that can be compared across threads.
+public func currentThreadID() -> UInt {
+    #if canImport(Glibc)
+    return UInt(pthread_self())
+    #else
+    return UInt(bitPattern: pthread_self())
+    #endif
+}
+
+/// An object whose deallocation a `weak` reference reveals.
+public final class Canary: Sendable {
+    public init() {}
+}
