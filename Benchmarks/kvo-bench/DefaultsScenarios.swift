@@ -13,6 +13,9 @@ import Musl
 /// A temporary directory for one scenario's files, removed when the workload goes away.
 final class BenchDirectory {
     let path: String
+    /// Stores on files in the directory: flushed before it is removed, so that no batched write
+    /// recreates it afterwards.
+    var stores: [DefaultsStore] = []
 
     init(_ label: String) {
         var template = Array((NSTemporaryDirectory() + "/kvo-bench-\(label)-XXXXXX").utf8CString)
@@ -24,6 +27,7 @@ final class BenchDirectory {
     var url: URL { URL(fileURLWithPath: path) }
 
     deinit {
+        for store in stores { try? store.flush() }
         try? FileManager.default.removeItem(atPath: path)
     }
 }
@@ -70,6 +74,7 @@ extension Scenarios {
             ) {
                 let directory = BenchDirectory("defaults")
                 let store = opaque(DefaultsStore(fileURL: directory.url.appendingPathComponent("bench.json")))
+                directory.stores.append(store)
                 let key = DefaultsKey("playbackSpeed", default: 0.0)
                 let counter = DefaultsCounter()
                 let token = store.observe(key, options: [.new]) { _, change in
@@ -88,7 +93,7 @@ extension Scenarios {
             },
             Scenario(
                 name: "userdefaults-set-synchronize", group: .defaults,
-                summary: "Foundation UserDefaults.set + synchronize() (truncates the plist in place: no lock, no fsync, no rename)"
+                summary: "Foundation UserDefaults.set + synchronize() (truncates the plist in place and fsyncs it: no lock, no rename)"
             ) {
                 let directory = BenchDirectory("userdefaults-sync")
                 let defaults = opaque(scratchUserDefaults(directory))
@@ -111,6 +116,7 @@ extension Scenarios {
                 let directory = BenchDirectory("defaults-durable")
                 let url = directory.url.appendingPathComponent("bench.json")
                 let store = opaque(DefaultsStore(fileURL: url))
+                directory.stores.append(store)
                 let key = DefaultsKey("playbackSpeed", default: 0.0)
                 let values = Values()
                 return Workload(retaining: [directory, store]) { iterations in
@@ -172,6 +178,7 @@ enum DefaultsLatency {
               let output = FileHandle(forWritingAtPath: outputPath)
         else { return (nil, "skipped: cannot create \(outputPath)") }
         let store = DefaultsStore(fileURL: url)
+        directory.stores.append(store)
         let key = DefaultsKey("latency", default: -1)
         let watcher = Process()
         watcher.executableURL = URL(fileURLWithPath: tool)

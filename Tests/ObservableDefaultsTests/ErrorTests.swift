@@ -97,8 +97,26 @@ struct ErrorTests {
             #expect(error.errno == ENOTDIR)
             #expect(error.path == url.path)
         }
-        // The change is still pending, not lost.
+        // The change is still pending, not lost: once the directory can be created, it is written.
         #expect(store[key] == 5)
+        try FileManager.default.removeItem(at: blocker)
+        try store.flush()
+        #expect(jsonObject(at: url) == ["x": .number("5")])
+    }
+
+    @Test func aValueThatCannotBeEncodedIsReportedOnceAndKeptInMemoryOnly() throws {
+        let url = directory.file("s.json")
+        let errors = Locked<[DefaultsError]>([])
+        let store = DefaultsStore(fileURL: url) { errors.append($0) }
+        let ratio = DefaultsKey("ratio", default: 1.0)
+        store[ratio] = .nan  // JSON has no NaN: JSONEncoder refuses it
+        store[DefaultsKey("fine", default: 0)] = 1
+        try store.flush()
+        try store.flush()
+        #expect(errors.current.map(\.kind) == [.encodingFailed])
+        #expect(errors.current.first?.key == "ratio")
+        #expect(store[ratio].isNaN)
+        #expect(jsonObject(at: url) == ["fine": .number("1")])
     }
 
     @Test func aReadOnlyDirectoryIsAnErrorForUsersWhomPermissionsBind() throws {

@@ -51,6 +51,8 @@ final class TemporaryDirectory: Sendable {
     func file(_ name: String) -> URL { url.appendingPathComponent(name) }
 
     deinit {
+        // A store's batched write would otherwise recreate the directory after its removal.
+        DefaultsStorageRegistry.flush(under: path)
         try? FileManager.default.removeItem(atPath: path)
     }
 }

@@ -31,7 +31,12 @@ extension DefaultsStorage {
             do throws(DefaultsError) {
                 try writeDirtyKeys()
             } catch {
-                report(error)
+                // Each set retries a failed write; a disk that stays full is reported once, not per set.
+                let isNew = lock.withLock {
+                    defer { state.lastWriteFailure = error }
+                    return state.lastWriteFailure != error
+                }
+                if isNew { report(error) }
             }
         }
     }
@@ -65,7 +70,6 @@ extension DefaultsStorage {
         guard !pending.isEmpty else { return }
 
         var changes: [String: JSONValue?] = [:]
-        var unencodable: [String] = []
         for (key, entry) in entries {
             guard let entry else {
                 changes[key] = .some(nil)
@@ -77,7 +81,6 @@ extension DefaultsStorage {
                 do {
                     changes[key] = try JSONValue(encoding: entry.typed!)
                 } catch {
-                    unencodable.append(key)
                     report(DefaultsError(.encodingFailed, path: file.path, key: key, reason: Self.describe(error)))
                 }
             }
@@ -121,7 +124,9 @@ extension DefaultsStorage {
             var records: [Record] = []
             if let fileValues { records = applyForeign(fileValues) }
             state.persisted = written
-            for (key, version) in pending where state.dirty[key] == version && !unencodable.contains(key) {
+            state.lastWriteFailure = nil
+            // A value that cannot be encoded stays in memory only: retrying would fail the same way.
+            for (key, version) in pending where state.dirty[key] == version {
                 state.dirty.removeValue(forKey: key)
                 if let json = written[key], state.values[key] != nil, state.values[key]!.json == nil {
                     state.values[key]!.json = json

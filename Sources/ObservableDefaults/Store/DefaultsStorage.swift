@@ -84,6 +84,8 @@ final class DefaultsStorage: @unchecked Sendable {
         var errorHandlers: [UInt64: @Sendable (DefaultsError) -> Void] = [:]
         /// Type mismatches already reported (key and value found), so a read loop does not flood.
         var reportedMismatches: Set<String> = []
+        /// The last failure of a batched write, so that a failure that persists is reported once.
+        var lastWriteFailure: DefaultsError?
         /// The broken file last reported, so one broken file is reported once.
         var reportedCorruption: DefaultsFile.Identity?
     }

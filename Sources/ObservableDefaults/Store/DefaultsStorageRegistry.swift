@@ -71,6 +71,21 @@ enum DefaultsStorageRegistry {
         return (storage, problems)
     }
 
+    /// Makes the pending changes of every storage whose file is in `directory` (or below) durable:
+    /// before deleting a directory, so that no batched write recreates it afterwards.
+    static func flush(under directory: String) {
+        var prefix = directory
+        if let resolved = realpath(directory, nil) {
+            prefix = String(cString: resolved)
+            free(resolved)
+        }
+        if !prefix.hasSuffix("/") { prefix += "/" }
+        let live = lock.withLock { storages.values.compactMap(\.storage) }
+        for storage in live where storage.file.path.hasPrefix(prefix) && !storage.isOnQueue {
+            try? storage.flush()
+        }
+    }
+
     /// Makes every storage's pending changes durable (at exit).
     static func flushAll() {
         let live = lock.withLock { storages.values.compactMap(\.storage) }
