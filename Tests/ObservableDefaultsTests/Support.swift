@@ -51,9 +51,14 @@ final class TemporaryDirectory: Sendable {
     func file(_ name: String) -> URL { url.appendingPathComponent(name) }
 
     deinit {
-        // A store's batched write would otherwise recreate the directory after its removal.
-        DefaultsStorageRegistry.flush(under: path)
-        try? FileManager.default.removeItem(atPath: path)
+        // A store's batched write would otherwise recreate the directory after its removal; and a
+        // removal fails if a file appears in the directory meanwhile: try again a few times.
+        for _ in 0..<50 {
+            DefaultsStorageRegistry.flush(under: path)
+            try? FileManager.default.removeItem(atPath: path)
+            if !FileManager.default.fileExists(atPath: path) { return }
+            usleep(2_000)
+        }
     }
 }
 
