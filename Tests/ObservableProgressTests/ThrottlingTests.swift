@@ -126,4 +126,25 @@ struct ThrottlingTests {
         #expect(seen.count < 1_000)
         #expect(seen == seen.sorted())
     }
+
+    @Test func aWakeUpThatFindsTheValueUnchangedDeliversNothing() {
+        // The last change can land between one delivery's read and the next wake-up, so a wake-up
+        // may find the value already delivered: an equal value is not delivered twice.
+        let queue = DispatchQueue(label: "display")
+        let delivered = Locked<[Int]>([])
+        let throttle = _Throttle<Int>(interval: .zero, queue: queue, isDuplicate: { $0 == $1 }, handler: { delivered.append($0) }) { 5 }
+        throttle.wake()
+        queue.sync {}
+        throttle.wake()
+        queue.sync {}
+        queue.sync {}
+        #expect(delivered.current == [5])
+        let plain = _Throttle<Int>(interval: .zero, queue: queue, isDuplicate: nil, handler: { delivered.append($0) }) { 7 }
+        plain.wake()
+        queue.sync {}
+        plain.wake()
+        queue.sync {}
+        queue.sync {}
+        #expect(delivered.current == [5, 7, 7])
+    }
 }
