@@ -78,4 +78,24 @@ struct EstimatesTests {
         #expect(_formatSeconds(185) == "3 min 5 s")
         #expect(_formatSeconds(7_620) == "2 h 7 min")
     }
+
+    @Test func throughputIsAggregatedUpTheTree() async throws {
+        // The root (2 units) counts its child (100 units, 1 pending unit) at half its fraction: once
+        // some time has passed, the root's estimate is the child's, seen in the root's units.
+        let root = ObservableProgress(totalUnitCount: 2)
+        let child = ObservableProgress(totalUnitCount: 100, parent: root, pendingUnitCount: 1)
+        child.complete(count: 50)
+        // Let time pass, so that the two nodes' start times (read from a clock of a few milliseconds'
+        // resolution) differ by a small part of the elapsed time. Nothing here depends on speed.
+        try await Task.sleep(for: .milliseconds(300))
+        let rootUnits = try #require(root.throughput)
+        let childUnits = try #require(child.throughput)
+        #expect(rootUnits > 0 && childUnits > 0)
+        // child: 0.5 of its fraction; root: 0.25 of its fraction, over (nearly) the same time.
+        let rootFractionRate = rootUnits / 2
+        let childFractionRate = childUnits / 100
+        #expect(abs(rootFractionRate / childFractionRate - 0.5) < 0.1)
+        #expect(root.estimatedTimeRemaining != nil)
+        #expect(root.description.contains("units/s"))
+    }
 }
