@@ -49,6 +49,31 @@ struct ErrorTests {
         #expect(jsonObject(at: url) == ["volume": .number("0.5")])
     }
 
+    /// Another program rewrites the file in place (truncate, then write, taking no lock) and is caught
+    /// half-way by this process's write: the write lets go of the lock, looks again, finds the
+    /// finished file and merges into it, instead of copying the half-written file aside and
+    /// replacing the other program's values with this process's last good ones.
+    @Test func aWriteWaitsOutAnotherProgramsInPlaceRewrite() throws {
+        let url = directory.file("s.json")
+        let store = DefaultsStore(fileURL: url) { _ in }
+        store[DefaultsKey("volume", default: 0.0)] = 0.5
+        try store.flush()
+        rewriteInPlace(url.path, "{\"speed\": 2.0,")
+        let rewrites = Locked(0)
+        store.storage.lock.withLock {
+            store.storage.state.corruptionSuspectedHook = {
+                rewrites.withLock { $0 += 1 }
+                rewriteInPlace(url.path, "{\"speed\": 2.0, \"volume\": 0.5}\n")
+            }
+        }
+        store[DefaultsKey("x", default: 0)] = 1
+        try store.flush()
+        #expect(rewrites.current >= 1)
+        #expect(jsonObject(at: url) == ["speed": .number("2.0"), "volume": .number("0.5"), "x": .number("1")])
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        #expect(!names.contains { $0.contains(".corrupt-") })
+    }
+
     @Test func aValueOfTheWrongTypeReadsAsTheDefaultAndIsReported() throws {
         let url = directory.file("s.json")
         try "{\"speed\": \"fast\"}".write(to: url, atomically: false, encoding: .utf8)

@@ -46,8 +46,9 @@ struct DefaultsFile: Sendable, Hashable {
         case missing
         /// The file's values.
         case values([String: JSONValue], Identity)
-        /// The file is not a JSON object: the parse error, and the file it was found in.
-        case corrupt(DefaultsError, Identity)
+        /// The file is not a JSON object: the parse error, the file it was found in, and the bytes
+        /// that were parsed (what a copy aside must keep, whatever the file holds by then).
+        case corrupt(DefaultsError, Identity, [UInt8])
     }
 
     // MARK: Reading
@@ -102,19 +103,19 @@ struct DefaultsFile: Sendable, Hashable {
     static func parse(_ bytes: [UInt8], path: String, identity: Identity) -> Contents {
         if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
             let error = DefaultsError(.corruptFile, path: path, line: 1, column: 1, byteOffset: 0, reason: "the file is empty (expected a JSON object, e.g. {})")
-            return .corrupt(error, identity)
+            return .corrupt(error, identity, bytes)
         }
         do throws(JSONParseError) {
             guard case .object(let values) = try JSONValue.parse(bytes) else {
                 let error = DefaultsError(.corruptFile, path: path, line: 1, column: 1, byteOffset: 0, reason: "the top-level value is not a JSON object")
-                return .corrupt(error, identity)
+                return .corrupt(error, identity, bytes)
             }
             return .values(values, identity)
         } catch {
             let corrupt = DefaultsError(
                 .corruptFile, path: path, line: error.line, column: error.column, byteOffset: error.offset, reason: error.reason
             )
-            return .corrupt(corrupt, identity)
+            return .corrupt(corrupt, identity, bytes)
         }
     }
 
@@ -239,19 +240,10 @@ struct DefaultsFile: Sendable, Hashable {
         }
     }
 
-    /// Copies the file as it is now to `NAME.corrupt-YYYYMMDD-HHMMSS` (with a number if that exists)
-    /// and returns the copy's path. Call it with the lock held, before overwriting a broken file.
-    func copyAside() throws(DefaultsError) -> String {
-        let bytes: [UInt8]
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        if descriptor < 0 {
-            let error = errno
-            throw failure(.writeFailed, "cannot read \(path) to copy it aside: \(Self.describe(error))", errno: error)
-        }
-        do {
-            defer { close(descriptor) }
-            bytes = try readAll(descriptor)
-        }
+    /// Keeps `bytes`, the broken file as it was read and parsed (not the file as it may be by now), in
+    /// `NAME.corrupt-YYYYMMDD-HHMMSS` (with a number if that exists) and returns the copy's path. Call
+    /// it with the lock held, before overwriting a broken file.
+    func copyAside(_ bytes: [UInt8]) throws(DefaultsError) -> String {
         var now = time(nil)
         var parts = tm()
         gmtime_r(&now, &parts)

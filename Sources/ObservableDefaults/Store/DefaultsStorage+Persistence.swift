@@ -14,7 +14,7 @@ extension DefaultsStorage {
                 state.persisted = values
                 state.values = values.mapValues { Entry(typed: nil, json: $0) }
                 return []
-            case .corrupt(let error, let identity):
+            case .corrupt(let error, let identity, _):
                 state.reportedCorruption = identity
                 return [error]
             }
@@ -90,34 +90,53 @@ extension DefaultsStorage {
         // Reports wait until the lock file is unlocked: a handler may flush, which locks it again.
         var corruption: DefaultsError?
         var replacedAt: UInt64?
-        let (written, fileValues) = try file.withExclusiveLock { () throws(DefaultsError) -> ([String: JSONValue], [String: JSONValue]?) in
-            var base: [String: JSONValue]
-            var fileValues: [String: JSONValue]?
-            var mustWrite = false
-            switch try file.read() {
-            case .missing:
-                base = [:]
-                fileValues = [:]
-                mustWrite = true
-            case .values(let values, _):
-                base = values
-                fileValues = values
-            case .corrupt(let error, _):
-                // Never overwrite a broken file without keeping it: copy it aside, then write the
-                // last good values with this process's changes.
-                let copy = try file.copyAside()
-                corruption = DefaultsError(
-                    .corruptFile, path: error.path, line: error.line, column: error.column, byteOffset: error.byteOffset,
-                    corruptCopyPath: copy, reason: error.reason
-                )
-                base = lock.withLock { state.persisted }
-                mustWrite = true
+        // A broken file seen under the lock: it may be another program's in-place rewrite (truncate,
+        // then write) caught half-way, which takes no lock. Let go of the lock, wait, and look again:
+        // only the same broken file (same inode, size and modification time) is copied aside and
+        // replaced, and the copy holds the very bytes that were parsed.
+        var suspected: DefaultsFile.Identity?
+        var looks = 0
+        var outcome: (written: [String: JSONValue], fileValues: [String: JSONValue]?)?
+        while outcome == nil {
+            outcome = try file.withExclusiveLock { () throws(DefaultsError) -> ([String: JSONValue], [String: JSONValue]?)? in
+                var base: [String: JSONValue]
+                var fileValues: [String: JSONValue]?
+                var mustWrite = false
+                switch try file.read() {
+                case .missing:
+                    base = [:]
+                    fileValues = [:]
+                    mustWrite = true
+                case .values(let values, _):
+                    base = values
+                    fileValues = values
+                case .corrupt(let error, let identity, let bytes):
+                    if suspected != identity, looks < Self.corruptionConfirmationLooks {
+                        suspected = identity
+                        looks += 1
+                        return nil
+                    }
+                    // Never overwrite a broken file without keeping it: copy it aside, then write the
+                    // last good values with this process's changes.
+                    let copy = try file.copyAside(bytes)
+                    corruption = DefaultsError(
+                        .corruptFile, path: error.path, line: error.line, column: error.column, byteOffset: error.byteOffset,
+                        corruptCopyPath: copy, reason: error.reason
+                    )
+                    base = lock.withLock { state.persisted }
+                    mustWrite = true
+                }
+                var merged = base
+                for (key, value) in changes { merged[key] = value }
+                if mustWrite || merged != base { replacedAt = try file.write(merged) }
+                return (merged, fileValues)
             }
-            var merged = base
-            for (key, value) in changes { merged[key] = value }
-            if mustWrite || merged != base { replacedAt = try file.write(merged) }
-            return (merged, fileValues)
+            if outcome == nil {
+                lock.withLock { state.corruptionSuspectedHook }?()
+                _ = DispatchSemaphore(value: 0).wait(timeout: .now() + Self.corruptionConfirmationDelay)
+            }
         }
+        let (written, fileValues) = outcome!
         if let corruption { report(corruption) }
 
         let records: [Record] = lock.withLock {
@@ -169,7 +188,7 @@ extension DefaultsStorage {
             fileValues = [:]
         case .values(let values, _):
             fileValues = values
-        case .corrupt(let error, let identity):
+        case .corrupt(let error, let identity, _):
             // A program that rewrites the file in place (truncate, then write) can be caught half-way
             // by a reload that an earlier event started: look again shortly before calling it broken.
             if queueState.suspectedCorruption != identity {

@@ -24,6 +24,9 @@ final class DefaultsStorage: @unchecked Sendable {
     static let coalescingDelay = DispatchTimeInterval.milliseconds(5)
     /// How long a broken file must stay broken before it is reported (see `reload()`).
     static let corruptionConfirmationDelay = DispatchTimeInterval.milliseconds(50)
+    /// How many times a write looks again at a broken file that keeps changing before it copies the
+    /// last version it read aside and replaces it (see `writeDirtyKeys()`).
+    static let corruptionConfirmationLooks = 5
     static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
 
     /// One stored value: the typed value this process set, or the JSON read from the file, or both.
@@ -88,6 +91,9 @@ final class DefaultsStorage: @unchecked Sendable {
         var lastWriteFailure: DefaultsError?
         /// The broken file last reported, so one broken file is reported once.
         var reportedCorruption: DefaultsFile.Identity?
+        /// For tests: called (on the queue, no lock held) when a write found a broken file and let go
+        /// of the lock file to look again shortly.
+        var corruptionSuspectedHook: (@Sendable () -> Void)?
     }
 
     struct QueueState {
