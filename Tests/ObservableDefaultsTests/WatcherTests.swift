@@ -68,4 +68,40 @@ struct WatcherTests {
         #expect(seen.current.sorted() == ["b 2 3 anotherProcess", "c - 4 anotherProcess"])
         token.invalidate()
     }
+
+    /// Another process's values for two keys are applied together and delivered one after the
+    /// other; while the first is delivered, a handler sets both keys here. The second key's foreign
+    /// change, older than that set, must not be delivered after it: every observer ends on the
+    /// value the store holds.
+    @Test func anotherProcesssChangeIsNotDeliveredAfterALaterSetOfTheSameKey() throws {
+        let url = directory.file("s.json")
+        let store = DefaultsStore(fileURL: url, watching: .polling(interval: .seconds(3600)))
+        let a = DefaultsKey("a", default: 0)
+        let b = DefaultsKey("b", default: 0)
+        store[a] = 1
+        store[b] = 1
+        try store.flush()
+        let lastSeen = Locked<[String: Int]>([:])
+        let tokens = [a, b].map { key in
+            store.observe(key, options: [.new]) { _, change in
+                lastSeen.withLock { $0[change.key] = change.newValue }
+            }
+        }
+        let reacted = Locked(false)
+        let reaction = store.observeJSON { _, _, _, origin in
+            guard origin == .anotherProcess, reacted.withLock({ first in
+                defer { first = true }
+                return !first
+            }) else { return }
+            store[a] = 3
+            store[b] = 3
+        }
+        try #"{"a": 2, "b": 2}"#.write(to: url, atomically: true, encoding: .utf8)
+        store.storage.queue.sync { store.storage.reload() }
+        #expect(reacted.current)
+        #expect(store[a] == 3 && store[b] == 3)
+        #expect(lastSeen.current == ["a": 3, "b": 3])
+        reaction.invalidate()
+        for token in tokens { token.invalidate() }
+    }
 }

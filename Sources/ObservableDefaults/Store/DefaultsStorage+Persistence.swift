@@ -139,8 +139,8 @@ extension DefaultsStorage {
         let (written, fileValues) = outcome!
         if let corruption { report(corruption) }
 
-        let records: [Record] = lock.withLock {
-            var records: [Record] = []
+        let records: [ForeignDelivery] = lock.withLock {
+            var records: [ForeignDelivery] = []
             if let fileValues { records = applyForeign(fileValues) }
             state.persisted = written
             state.lastWriteFailure = nil
@@ -213,20 +213,30 @@ extension DefaultsStorage {
     }
 
     /// Applies the keys whose value in the file differs from the one this process last saw there,
-    /// except the keys this process changed since; returns the changes, prior notifications first
-    /// for the observers that asked for them. Called with the lock held.
-    private func applyForeign(_ fileValues: [String: JSONValue]) -> [Record] {
-        var records: [Record] = []
-        var priors: [Record] = []
+    /// except the keys this process changed since; returns the changes with their versions and
+    /// observers, prior notifications first for the observers that asked for them. Called with the
+    /// lock held.
+    private func applyForeign(_ fileValues: [String: JSONValue]) -> [ForeignDelivery] {
+        var records: [ForeignDelivery] = []
+        var priors: [ForeignDelivery] = []
         for key in Set(fileValues.keys).union(state.persisted.keys) where fileValues[key] != state.persisted[key] {
             guard state.dirty[key] == nil else { continue }
             let old = state.values[key]
             let new = fileValues[key].map { Entry(typed: nil, json: $0) }
             state.values[key] = new
+            state.version &+= 1
+            state.keyVersions[key] = state.version
+            let observers = (state.observers[key] ?? []) + state.anyKeyObservers
             if state.priorObserverCount > 0 {
-                priors.append(Record(key: key, old: old, new: nil, isPrior: true, origin: .anotherProcess))
+                let wantingPrior = observers.filter(\.wantsPrior)
+                if !wantingPrior.isEmpty {
+                    let prior = Record(key: key, old: old, new: nil, isPrior: true, origin: .anotherProcess)
+                    priors.append(ForeignDelivery(record: prior, version: state.version, observers: wantingPrior))
+                }
             }
-            records.append(Record(key: key, old: old, new: new, isPrior: false, origin: .anotherProcess))
+            guard !observers.isEmpty else { continue }
+            let record = Record(key: key, old: old, new: new, isPrior: false, origin: .anotherProcess)
+            records.append(ForeignDelivery(record: record, version: state.version, observers: observers))
         }
         return priors + records
     }

@@ -78,6 +78,9 @@ final class DefaultsStorage: @unchecked Sendable {
         /// Keys changed (or removed) here and not written yet, with the version of their last change.
         var dirty: [String: UInt64] = [:]
         var version: UInt64 = 0
+        /// The version of each key's last change applied here (a set or another process's value), so
+        /// that another process's change is not delivered after a later change of the same key.
+        var keyVersions: [String: UInt64] = [:]
         var isWriteScheduled = false
         var isReloadScheduled = false
         var observers: [String: [Observer]] = [:]
@@ -205,6 +208,7 @@ final class DefaultsStorage: @unchecked Sendable {
         let old = if let entry { state.values.updateValue(entry, forKey: key) } else { state.values.removeValue(forKey: key) }
         state.version &+= 1
         state.dirty[key] = state.version
+        state.keyVersions[key] = state.version
         let needsWrite = !state.isWriteScheduled
         state.isWriteScheduled = true
         let targets = state.observers[key]
@@ -265,16 +269,23 @@ final class DefaultsStorage: @unchecked Sendable {
         }
     }
 
-    /// Delivers `records` to the observers of their keys (with the lock *not* held).
-    func deliver(_ records: [Record]) {
-        guard !records.isEmpty else { return }
-        let (observers, anyKeyObservers) = lock.withLock { (state.observers, state.anyKeyObservers) }
-        for record in records {
-            for observer in observers[record.key] ?? [] where !record.isPrior || observer.wantsPrior {
-                observer.deliver(record)
-            }
-            for observer in anyKeyObservers where !record.isPrior || observer.wantsPrior {
-                observer.deliver(record)
+    /// Another process's change, with the version it was applied as and the observers to tell,
+    /// taken in the locked section that applied it.
+    struct ForeignDelivery {
+        let record: Record
+        let version: UInt64
+        let observers: [Observer]
+    }
+
+    /// Delivers another process's changes (with the lock *not* held), in order, each to the
+    /// observers that were registered when it was applied. A change whose key has changed again
+    /// since (a set on another thread, or through a handler) is not delivered any further: its
+    /// observers have been or are being told the newer value, and must not end on this stale one.
+    func deliver(_ deliveries: [ForeignDelivery]) {
+        for delivery in deliveries {
+            for observer in delivery.observers {
+                guard lock.withLock({ state.keyVersions[delivery.record.key] == delivery.version }) else { break }
+                observer.deliver(delivery.record)
             }
         }
     }
