@@ -104,4 +104,31 @@ struct WatcherTests {
         reaction.invalidate()
         for token in tokens { token.invalidate() }
     }
+
+    /// The poller remembers the file this process wrote, not the file found after the lock file was
+    /// unlocked: another process's write in between (made here from the error handler, which is
+    /// called after the unlock) must still be seen by the next poll.
+    @Test func aPollAfterThisProcesssWriteSeesAnotherProcesssWriteRightAfterIt() throws {
+        let url = directory.file("s.json")
+        try "{\"a\": 1,,}".write(to: url, atomically: false, encoding: .utf8)
+        let foreignWrites = Locked(0)
+        let store = DefaultsStore(fileURL: url, watching: .polling(interval: .seconds(3600))) { error in
+            guard error.corruptCopyPath != nil, foreignWrites.withLock({ count in
+                defer { count += 1 }
+                return count == 0
+            }) else { return }
+            try? #"{"a": 7, "b": 1}"#.write(to: url, atomically: true, encoding: .utf8)
+        }
+        let seen = Locked<[Int?]>([])
+        let token = store.observe(DefaultsKey("a", default: 0), options: [.new]) { _, change in
+            if change.isFromAnotherProcess { seen.append(change.newValue) }
+        }
+        store[DefaultsKey("b", default: 0)] = 1
+        try store.flush()
+        #expect(foreignWrites.current == 1)
+        store.storage.queue.sync { store.storage.poll() }
+        #expect(seen.current == [7])
+        #expect(store[DefaultsKey("a", default: 0)] == 7)
+        token.invalidate()
+    }
 }

@@ -174,10 +174,12 @@ struct DefaultsFile: Sendable, Hashable {
     /// Replaces the file with `values`, pretty-printed with sorted keys: temporary file in the same
     /// directory, fsync, rename, fsync of the directory. Call it with the lock held.
     ///
-    /// - Returns: the `CLOCK_MONOTONIC` time just before the (fsynced) new file replaced the old one.
+    /// - Returns: the `CLOCK_MONOTONIC` time just before the (fsynced) new file replaced the old one,
+    ///   and the identity of the file written (taken from its descriptor before the rename, so that
+    ///   it is this process's file even if another program replaces it right after).
     /// - Throws: `.writeFailed` (with the file left as it was) on any failure, a full disk included.
     @discardableResult
-    func write(_ values: [String: JSONValue]) throws(DefaultsError) -> UInt64 {
+    func write(_ values: [String: JSONValue]) throws(DefaultsError) -> (replacedAt: UInt64, identity: Identity) {
         let text = JSONValue.object(values).prettyText + "\n"
         let temporary = directory + "/." + name + ".tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
@@ -189,6 +191,7 @@ struct DefaultsFile: Sendable, Hashable {
         defer {
             if !succeeded { unlink(temporary) }
         }
+        let identity: Identity
         do {
             defer { close(descriptor) }
             var existing = stat()
@@ -198,6 +201,12 @@ struct DefaultsFile: Sendable, Hashable {
                 let error = errno
                 throw failure(.writeFailed, "cannot fsync \(temporary): \(Self.describe(error))", errno: error)
             }
+            var info = stat()
+            if fstat(descriptor, &info) != 0 {
+                let error = errno
+                throw failure(.writeFailed, "cannot stat \(temporary): \(Self.describe(error))", errno: error)
+            }
+            identity = Self.identity(of: info)
         }
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
@@ -214,7 +223,7 @@ struct DefaultsFile: Sendable, Hashable {
             _ = fsync(directoryDescriptor)
             close(directoryDescriptor)
         }
-        return replacedAt
+        return (replacedAt, identity)
     }
 
     /// Makes a new file's data durable: `fdatasync` on Linux (the data and the size, which is all a

@@ -90,6 +90,9 @@ extension DefaultsStorage {
         // Reports wait until the lock file is unlocked: a handler may flush, which locks it again.
         var corruption: DefaultsError?
         var replacedAt: UInt64?
+        // The file as this process leaves it (read or written under the lock), for the poller: a
+        // stat after the unlock could see another process's newer file and miss it.
+        var leftIdentity: DefaultsFile.Identity?
         // A broken file seen under the lock: it may be another program's in-place rewrite (truncate,
         // then write) caught half-way, which takes no lock. Let go of the lock, wait, and look again:
         // only the same broken file (same inode, size and modification time) is copied aside and
@@ -107,9 +110,10 @@ extension DefaultsStorage {
                     base = [:]
                     fileValues = [:]
                     mustWrite = true
-                case .values(let values, _):
+                case .values(let values, let identity):
                     base = values
                     fileValues = values
+                    leftIdentity = identity
                 case .corrupt(let error, let identity, let bytes):
                     if suspected != identity, looks < Self.corruptionConfirmationLooks {
                         suspected = identity
@@ -128,7 +132,11 @@ extension DefaultsStorage {
                 }
                 var merged = base
                 for (key, value) in changes { merged[key] = value }
-                if mustWrite || merged != base { replacedAt = try file.write(merged) }
+                if mustWrite || merged != base {
+                    let replacement = try file.write(merged)
+                    replacedAt = replacement.replacedAt
+                    leftIdentity = replacement.identity
+                }
                 return (merged, fileValues)
             }
             if outcome == nil {
@@ -153,7 +161,7 @@ extension DefaultsStorage {
             }
             return records
         }
-        queueState.polledIdentity = file.identity()
+        queueState.polledIdentity = leftIdentity
         if let replacedAt { queueState.lastReplacement = replacedAt }
         deliver(records)
     }
@@ -270,19 +278,22 @@ extension DefaultsStorage {
         } else {
             queue.sync { queueState.polledIdentity = file.identity() }
         }
-        timer.setEventHandler { [weak self] in
-            guard let self else { return }
-            let identity = self.file.identity()
-            if identity != self.queueState.polledIdentity {
-                self.queueState.polledIdentity = identity
-                self.reload()
-            }
-        }
+        timer.setEventHandler { [weak self] in self?.poll() }
         let previous = lock.withLock {
             defer { pollTimer = timer }
             return pollTimer
         }
         previous?.cancel()
         timer.resume()
+    }
+
+    /// One look of the poller: reloads if the file's identity changed since the last look or this
+    /// process's last write. Runs on the queue.
+    func poll() {
+        let identity = file.identity()
+        if identity != queueState.polledIdentity {
+            queueState.polledIdentity = identity
+            reload()
+        }
     }
 }
