@@ -52,6 +52,48 @@ struct CrossProcessTests {
         token.invalidate()
     }
 
+    /// The watched directory is removed (or moved away), then made again by another process's
+    /// write: the store watches the new directory and sees that write.
+    @Test(arguments: ["rm -rf", "mv"])
+    func aWriteInARecreatedDirectoryIsNoticed(removal: String) throws {
+        let folder = directory.path + "/config"
+        let url = URL(fileURLWithPath: folder + "/s.json")
+        let key = DefaultsKey("speed", default: 0.0)
+        let store = DefaultsStore(fileURL: url)
+        store[key] = 1.0
+        try store.flush()
+        let seen = Locked<[Double?]>([])
+        let token = store.observe(key, options: [.new]) { _, change in
+            if change.isFromAnotherProcess { seen.append(change.newValue) }
+        }
+        let command = removal == "mv" ? "mv \(shellQuoted(folder)) \(shellQuoted(folder + ".old"))" : "rm -rf \(shellQuoted(folder))"
+        try runShell(command)
+        // The file is gone: the key reads as absent (its default).
+        #expect(waitUntil { seen.current == [0.0] })
+        let result = try runTool(["write", "--file", url.path, "speed", "2.5"])
+        #expect(result.status == 0, "\(result.error)")
+        #expect(waitUntil { seen.current.last == 2.5 })
+        #expect(store[key] == 2.5)
+        token.invalidate()
+    }
+
+    /// `mv s.json s.json.bak` (IN_MOVED_FROM for the file's name) is a removal of every key.
+    @Test func aFileRenamedAwayIsNoticed() throws {
+        let url = directory.file("s.json")
+        let key = DefaultsKey("speed", default: 0.0)
+        let store = DefaultsStore(fileURL: url)
+        store[key] = 1.0
+        try store.flush()
+        let seen = Locked<[Double?]>([])
+        let token = store.observe(key, options: [.new]) { _, change in
+            if change.isFromAnotherProcess { seen.append(change.newValue) }
+        }
+        try runShell("mv \(shellQuoted(url.path)) \(shellQuoted(url.path + ".bak"))")
+        #expect(waitUntil { seen.current == [0.0] })
+        #expect(store[key] == 0.0)
+        token.invalidate()
+    }
+
     @Test func anEditorStyleReplaceIsNoticed() throws {
         let url = directory.file("s.json")
         let key = DefaultsKey("theme", default: "light")

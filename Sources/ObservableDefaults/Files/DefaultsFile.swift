@@ -136,6 +136,12 @@ struct DefaultsFile: Sendable, Hashable {
 
     // MARK: Writing
 
+    /// Whether the file's directory exists (as a directory).
+    func directoryExists() -> Bool {
+        var info = stat()
+        return stat(directory, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+    }
+
     /// Creates the file's directory and its missing parents.
     ///
     /// - Throws: `.writeFailed` if a component cannot be created (a parent is a file, no permission).

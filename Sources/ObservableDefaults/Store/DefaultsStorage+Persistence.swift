@@ -255,16 +255,48 @@ extension DefaultsStorage {
     /// available or `pollingInterval` is given.
     func startWatching(pollingInterval: Duration?) {
         if pollingInterval == nil, let watcher = FileWatcher.shared {
-            let subscription = watcher.watch(directory: file.directory, name: file.name) { [weak self] _ in
-                // A change and an overflow get the same answer: a reload reads the whole file.
-                self?.scheduleReload()
-            }
-            if let subscription {
+            if let subscription = watcher.watch(directory: file.directory, name: file.name, handler: watchHandler()) {
                 lock.withLock { self.subscription = subscription }
                 return
             }
         }
         startPolling(interval: pollingInterval ?? .milliseconds(500))
+    }
+
+    private func watchHandler() -> FileWatcher.Handler {
+        { [weak self] event in
+            guard let self else { return }
+            if event == .lost {
+                // The directory was removed or moved away: the watch is gone.
+                self.queue.async { [weak self] in self?.watchAgain() }
+            } else {
+                // A change and an overflow get the same answer: a reload reads the whole file.
+                self.scheduleReload()
+            }
+        }
+    }
+
+    /// After the watched directory went away: reloads (the file is gone, or elsewhere), then watches
+    /// the directory again as soon as it exists (a write of this process or another one creates it),
+    /// looking every `rewatchInterval` until then, and reloads once more to catch what was written
+    /// meanwhile. Polls instead if the directory exists but cannot be watched. Runs on the queue.
+    func watchAgain() {
+        // The dead subscription is let go outside the lock: its deinit takes the watcher's lock.
+        let dead = lock.withLock { () -> FileWatcher.Subscription? in
+            defer { subscription = nil }
+            return subscription
+        }
+        if dead != nil { reload() }
+        guard let watcher = FileWatcher.shared else { return }
+        if let subscription = watcher.watch(directory: file.directory, name: file.name, handler: watchHandler()) {
+            lock.withLock { self.subscription = subscription }
+            reload()
+        } else if file.directoryExists() {
+            startPolling(interval: .milliseconds(500))
+            reload()
+        } else {
+            queue.asyncAfter(deadline: .now() + Self.rewatchInterval) { [weak self] in self?.watchAgain() }
+        }
     }
 
     /// Polls the file's identity (inode, size, modification time) every `interval`; reloads when it

@@ -27,6 +27,8 @@ final class DefaultsStorage: @unchecked Sendable {
     /// How many times a write looks again at a broken file that keeps changing before it copies the
     /// last version it read aside and replaces it (see `writeDirtyKeys()`).
     static let corruptionConfirmationLooks = 5
+    /// How often a storage whose watched directory went away looks whether it exists again.
+    static let rewatchInterval = DispatchTimeInterval.milliseconds(100)
     static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
 
     /// One stored value: the typed value this process set, or the JSON read from the file, or both.
