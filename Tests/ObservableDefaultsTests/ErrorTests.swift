@@ -129,6 +129,36 @@ struct ErrorTests {
         #expect(jsonObject(at: url) == ["x": .number("5")])
     }
 
+    /// A batched write that keeps failing is tried again (with a growing delay) and reported once,
+    /// although each try names another temporary file. The failure here holds for every user, root
+    /// included: the temporary file's name (the data file's name and a suffix) is too long.
+    @Test func aPersistentWriteFailureIsRetriedAndReportedOnce() throws {
+        let url = directory.file(String(repeating: "n", count: 245))
+        let errors = Locked<[DefaultsError]>([])
+        let store = DefaultsStore(fileURL: url) { errors.append($0) }
+        store[DefaultsKey("x", default: 0)] = 1
+        let storage = store.storage
+        #expect(waitUntil { storage.lock.withLock { storage.state.failedWrites >= 3 } })
+        #expect(errors.current.count == 1)
+        #expect(errors.current.first?.kind == .writeFailed)
+        #expect(errors.current.first?.errno == ENAMETOOLONG)
+    }
+
+    /// A batched write that failed is tried again without another set or a flush: once the
+    /// directory can be made, the change reaches the file.
+    @Test func aFailedBatchedWriteIsRetried() throws {
+        let blocker = directory.file("not-a-directory")
+        try "x".write(to: blocker, atomically: false, encoding: .utf8)
+        let url = blocker.appendingPathComponent("s.json")
+        let errors = Locked<[DefaultsError]>([])
+        let store = DefaultsStore(fileURL: url) { errors.append($0) }
+        store[DefaultsKey("x", default: 0)] = 5
+        #expect(waitUntil { store.storage.lock.withLock { store.storage.state.failedWrites >= 1 } })
+        try FileManager.default.removeItem(at: blocker)
+        #expect(waitUntil { jsonObject(at: url) == ["x": .number("5")] })
+        #expect(errors.current.allSatisfy { $0.kind == .writeFailed && $0.errno == ENOTDIR })
+    }
+
     @Test func aValueThatCannotBeEncodedIsReportedOnceAndKeptInMemoryOnly() throws {
         let url = directory.file("s.json")
         let errors = Locked<[DefaultsError]>([])

@@ -27,16 +27,31 @@ extension DefaultsStorage {
 
     /// Writes the dirty keys soon, on the queue, together with the changes made meanwhile.
     func scheduleWrite() {
-        queue.asyncAfter(deadline: .now() + Self.coalescingDelay) { [self] in
-            do throws(DefaultsError) {
-                try writeDirtyKeys()
-            } catch {
-                // Each set retries a failed write; a disk that stays full is reported once, not per set.
-                let isNew = lock.withLock {
-                    defer { state.lastWriteFailure = error }
-                    return state.lastWriteFailure != error
-                }
-                if isNew { report(error) }
+        queue.asyncAfter(deadline: .now() + Self.coalescingDelay) { [self] in writeScheduled() }
+    }
+
+    /// A batched write. A failure is reported once while it persists (the same kind, system error and
+    /// file, whatever the temporary file's name), and the write is tried again after a delay that
+    /// doubles up to `maximumRetryDelay`, until it succeeds or another write takes its changes.
+    private func writeScheduled() {
+        do throws(DefaultsError) {
+            try writeDirtyKeys()
+        } catch {
+            let failure = WriteFailure(kind: error.kind, errno: error.errno, path: error.path)
+            let (isNew, retryDelay) = lock.withLock { () -> (Bool, DispatchTimeInterval?) in
+                let isNew = state.lastWriteFailure != failure
+                state.lastWriteFailure = failure
+                state.failedWrites += 1
+                // A set made meanwhile has scheduled a write already; so has an earlier retry.
+                guard !state.isWriteScheduled, !state.dirty.isEmpty else { return (isNew, nil) }
+                state.isWriteScheduled = true
+                let doublings = min(state.failedWrites - 1, 16)
+                return (isNew, .milliseconds(min(Self.firstRetryDelay << doublings, Self.maximumRetryDelay)))
+            }
+            if isNew { report(error) }
+            if let retryDelay {
+                // Weak: retries of a disk that stays full must not keep a storage alive.
+                queue.asyncAfter(deadline: .now() + retryDelay) { [weak self] in self?.writeScheduled() }
             }
         }
     }
@@ -152,6 +167,7 @@ extension DefaultsStorage {
             if let fileValues { records = applyForeign(fileValues) }
             state.persisted = written
             state.lastWriteFailure = nil
+            state.failedWrites = 0
             // A value that cannot be encoded stays in memory only: retrying would fail the same way.
             for (key, version) in pending where state.dirty[key] == version {
                 state.dirty.removeValue(forKey: key)

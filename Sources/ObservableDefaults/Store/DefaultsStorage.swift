@@ -27,6 +27,10 @@ final class DefaultsStorage: @unchecked Sendable {
     /// How many times a write looks again at a broken file that keeps changing before it copies the
     /// last version it read aside and replaces it (see `writeDirtyKeys()`).
     static let corruptionConfirmationLooks = 5
+    /// The delay before a failed batched write is tried again, in milliseconds; it doubles with each
+    /// failure in a row, up to `maximumRetryDelay`.
+    static let firstRetryDelay = 100
+    static let maximumRetryDelay = 10_000
     /// How often a storage whose watched directory went away looks whether it exists again.
     static let rewatchInterval = DispatchTimeInterval.milliseconds(100)
     static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
@@ -93,12 +97,22 @@ final class DefaultsStorage: @unchecked Sendable {
         /// Type mismatches already reported (key and value found), so a read loop does not flood.
         var reportedMismatches: Set<String> = []
         /// The last failure of a batched write, so that a failure that persists is reported once.
-        var lastWriteFailure: DefaultsError?
+        var lastWriteFailure: WriteFailure?
+        /// Batched writes that failed in a row (the retry delay doubles with each).
+        var failedWrites = 0
         /// The broken file last reported, so one broken file is reported once.
         var reportedCorruption: DefaultsFile.Identity?
         /// For tests: called (on the queue, no lock held) when a write found a broken file and let go
         /// of the lock file to look again shortly.
         var corruptionSuspectedHook: (@Sendable () -> Void)?
+    }
+
+    /// What makes two write failures the same failure: not the message, which names a temporary
+    /// file that differs each time.
+    struct WriteFailure: Hashable {
+        let kind: DefaultsError.Kind
+        let errno: Int32?
+        let path: String
     }
 
     struct QueueState {
