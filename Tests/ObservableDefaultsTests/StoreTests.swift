@@ -209,6 +209,15 @@ struct StoreTests {
         #expect(!DefaultsStore.isValidSuiteName(".."))
         #expect(!DefaultsStore.isValidSuiteName(""))
     }
+    /// `exit()` called on a storage's own queue (from an error handler or another process's change)
+    /// still writes that storage's pending changes.
+    @Test func theExitFlushIncludesTheStorageWhoseQueueExits() throws {
+        let url = directory.file("s.json")
+        let store = DefaultsStore(fileURL: url)
+        store[DefaultsKey("x", default: 0)] = 1
+        store.storage.queue.sync { DefaultsStorageRegistry.flushAll() }
+        #expect(jsonObject(at: url) == ["x": .number("1")])
+    }
 }
 
 @Suite("Default location")

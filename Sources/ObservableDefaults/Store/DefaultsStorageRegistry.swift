@@ -86,10 +86,13 @@ enum DefaultsStorageRegistry {
         }
     }
 
-    /// Makes every storage's pending changes durable (at exit).
+    /// Makes every storage's pending changes durable (at exit, `atexit`), the storage whose queue
+    /// called `exit()` included (`flush()` writes directly on its own queue). A process ended by a
+    /// signal (SIGTERM, SIGINT with the default action, SIGKILL) runs no `atexit` handler: its
+    /// changes of the last few milliseconds are lost unless it called `flush()`.
     static func flushAll() {
         let live = lock.withLock { storages.values.compactMap(\.storage) }
-        for storage in live where !storage.isOnQueue {
+        for storage in live {
             do {
                 try storage.flush()
             } catch {
