@@ -82,7 +82,7 @@ struct ErrorTests {
         let key = DefaultsKey("speed", default: 1.0)
         #expect(store[key] == 1.0)
         #expect(store[key] == 1.0)
-        #expect(errors.current.count == 1)
+        #expect(errors.current.count == 1, "\(errors.current)")
         let error = try #require(errors.current.first)
         #expect(error.kind == .typeMismatch)
         #expect(error.key == "speed")
@@ -139,7 +139,7 @@ struct ErrorTests {
         store[DefaultsKey("x", default: 0)] = 1
         let storage = store.storage
         #expect(waitUntil { storage.lock.withLock { storage.state.failedWrites >= 3 } })
-        #expect(errors.current.count == 1)
+        #expect(errors.current.count == 1, "\(errors.current)")
         #expect(errors.current.first?.kind == .writeFailed)
         #expect(errors.current.first?.errno == ENAMETOOLONG)
     }
