@@ -22,7 +22,8 @@ let usage = """
     names any file instead.
 
     COMMANDS:
-      read     prints the value of KEY as JSON, or every key and value as a JSON object
+      read     prints the value of KEY as JSON, or every key and value as a JSON object (exit 1 if
+               there is no file)
       write    sets KEY to VALUE, a JSON value (1.5, true, "text", [1,2], {"a":1}); a VALUE that
                is not valid JSON is stored as a string (write S greeting hello == write S greeting
                '"hello"'). Returns when the file is durably written.
@@ -37,7 +38,8 @@ let usage = """
                       which the change was received
       -h, --help      show this help
 
-    EXIT STATUS: 0 on success; 1 on a runtime error (missing key on read or delete, unreadable
+    EXIT STATUS: 0 on success; 1 on a runtime error (no file or missing key on read, missing key
+    on delete, unreadable
     or corrupt file, failed write, a corrupt file found and copied aside by write or delete); 2 on
     a usage error; 130 or 143 when watch is ended by SIGINT or SIGTERM.
     """
@@ -197,6 +199,8 @@ switch command {
 case "read":
     expectArguments(0...1, "at most a KEY")
     failOnProblems()
+    // Like `defaults read` of a domain that does not exist: an error, not an empty object.
+    if access(path, F_OK) != 0, errno == ENOENT || errno == ENOTDIR { fail("no defaults at \(path)") }
     do {
         if let key = positional.first {
             guard let value = try store.jsonValue(forKey: key) else { fail("key '\(key)' not found in \(path)") }

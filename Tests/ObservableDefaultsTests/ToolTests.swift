@@ -113,6 +113,14 @@ struct ToolTests {
         #expect(help.output.contains("USAGE: kvo-defaults read"))
     }
 
+    @Test func readingASuiteWithoutAFileIsAnError() throws {
+        let path = directory.file("none.json").path
+        let result = try runTool(["read", "--file", path])
+        #expect(result.status == 1)
+        #expect(result.error == "kvo-defaults: no defaults at \(path)\n")
+        #expect(result.output.isEmpty)
+    }
+
     #if os(Linux)
     /// The file turns out broken only when `write` flushes (it was fine when the tool read it): the
     /// tool keeps the broken file aside, writes, says so on standard error and exits 1. The test
