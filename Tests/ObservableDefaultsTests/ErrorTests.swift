@@ -174,8 +174,9 @@ struct ErrorTests {
         #expect(jsonObject(at: url) == ["fine": .number("1")])
     }
 
-    @Test func aReadOnlyDirectoryIsAnErrorForUsersWhomPermissionsBind() throws {
-        guard geteuid() != 0 else { return }  // root ignores permissions; see the test above
+    // Root ignores permissions; see `anUnwritableDirectoryIsAnErrorNotACrash` for every user.
+    @Test(.enabled(if: geteuid() != 0, "root ignores directory permissions"))
+    func aReadOnlyDirectoryIsAnErrorForUsersWhomPermissionsBind() throws {
         let readOnly = directory.url.appendingPathComponent("ro")
         try FileManager.default.createDirectory(at: readOnly, withIntermediateDirectories: false)
         chmod(readOnly.path, 0o500)

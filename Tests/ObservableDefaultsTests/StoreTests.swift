@@ -130,10 +130,23 @@ struct StoreTests {
         let values = store.values(for: key)
         store[key] = 2
         store[key] = 3
-        var received: [Int] = []
-        for await value in values {
-            received.append(value)
-            if received.count == 3 { break }
+        // With a deadline: a sequence that stops yielding fails the test instead of hanging it.
+        let received = await withTaskGroup(of: [Int]?.self) { group in
+            group.addTask {
+                var received: [Int] = []
+                for await value in values {
+                    received.append(value)
+                    if received.count == 3 { break }
+                }
+                return received
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(10))
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
         }
         #expect(received == [1, 2, 3])
     }
