@@ -94,6 +94,34 @@ struct CrossProcessTests {
         token.invalidate()
     }
 
+    /// A writer killed mid-write leaves its temporary file; the next write (under the lock) removes
+    /// it once its process is gone and it is old enough, and keeps a live or recent writer's.
+    @Test func aKilledWritersTemporaryFileIsSweptByTheNextWrite() throws {
+        let url = directory.file("s.json")
+        let exited = Process()
+        exited.executableURL = URL(fileURLWithPath: "/bin/true")
+        try exited.run()
+        exited.waitUntilExit()
+        let deadPID = exited.processIdentifier
+        let hourAgo = Date().addingTimeInterval(-3600)
+        func temporary(_ pid: Int32, old: Bool) throws -> String {
+            let path = directory.path + "/.s.json.tmp-\(pid)-12345"
+            try "{\"half".write(toFile: path, atomically: false, encoding: .utf8)
+            if old { try FileManager.default.setAttributes([.modificationDate: hourAgo], ofItemAtPath: path) }
+            return path
+        }
+        let abandoned = try temporary(deadPID, old: true)
+        let recent = try temporary(deadPID + 1_000_000, old: false)
+        let live = try temporary(getppid(), old: true)
+        let store = DefaultsStore(fileURL: url)
+        store[DefaultsKey("x", default: 0)] = 1
+        try store.flush()
+        #expect(!FileManager.default.fileExists(atPath: abandoned))
+        #expect(FileManager.default.fileExists(atPath: recent))
+        #expect(FileManager.default.fileExists(atPath: live))
+        #expect(jsonObject(at: url) == ["x": .number("1")])
+    }
+
     @Test func anEditorStyleReplaceIsNoticed() throws {
         let url = directory.file("s.json")
         let key = DefaultsKey("theme", default: "light")

@@ -232,6 +232,35 @@ struct DefaultsFile: Sendable, Hashable {
         return (replacedAt, identity)
     }
 
+    /// Removes the temporary files of writers that were killed mid-write (`.NAME.tmp-PID-N` whose
+    /// process is gone, at least `minimumAge` seconds old: a live writer's lasts milliseconds, and
+    /// the age also spares a writer in another PID namespace). Call it with the lock held.
+    func sweepAbandonedTemporaryFiles(minimumAge: Int = 60) {
+        guard let stream = opendir(directory) else { return }
+        defer { closedir(stream) }
+        let prefix = "." + name + ".tmp-"
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        while let entry = readdir(stream) {
+            let entryName = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard entryName.hasPrefix(prefix) else { continue }
+            let rest = entryName.dropFirst(prefix.count)
+            guard let dash = rest.firstIndex(of: "-"), let pid = Int32(rest[..<dash]), pid > 0 else { continue }
+            guard kill(pid, 0) != 0, errno == ESRCH else { continue }
+            let candidate = directory + "/" + entryName
+            var info = stat()
+            guard lstat(candidate, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }
+            #if canImport(Darwin)
+            let modified = info.st_mtimespec.tv_sec
+            #else
+            let modified = info.st_mtim.tv_sec
+            #endif
+            if Int(now.tv_sec) - Int(modified) >= minimumAge { unlink(candidate) }
+        }
+    }
+
     /// Makes a new file's data durable: `fdatasync` on Linux (the data and the size, which is all a
     /// new file needs before the rename), `fsync` elsewhere.
     private func synchronize(_ descriptor: Int32) -> Int32 {

@@ -117,6 +117,11 @@ extension DefaultsStorage {
         var outcome: (written: [String: JSONValue], fileValues: [String: JSONValue]?)?
         while outcome == nil {
             outcome = try file.withExclusiveLock { () throws(DefaultsError) -> ([String: JSONValue], [String: JSONValue]?)? in
+                if !queueState.hasSweptTemporaryFiles {
+                    // Once per storage: what writers killed mid-write (SIGKILL) left behind.
+                    queueState.hasSweptTemporaryFiles = true
+                    file.sweepAbandonedTemporaryFiles()
+                }
                 var base: [String: JSONValue]
                 var fileValues: [String: JSONValue]?
                 var mustWrite = false

@@ -123,6 +123,8 @@ final class DefaultsStorage: @unchecked Sendable {
         var suspectedCorruption: DefaultsFile.Identity?
         /// When this process's last write replaced the file (`CLOCK_MONOTONIC`), for latency measurements.
         var lastReplacement: UInt64?
+        /// Whether a write swept the temporary files of killed writers already.
+        var hasSweptTemporaryFiles = false
     }
 
     init(file: DefaultsFile) {
