@@ -15,20 +15,22 @@ let usage = """
            kvo-defaults write  (SUITE | --file PATH) KEY VALUE
            kvo-defaults delete (SUITE | --file PATH) KEY
            kvo-defaults watch  (SUITE | --file PATH) [KEY] [--timestamps]
-           kvo-defaults --help
+           kvo-defaults help | -h | --help
 
     Reads, writes and watches the defaults files of ObservableDefaults. A SUITE is the file
     SUITE.json in $XDG_CONFIG_HOME (else ~/.config; ~/Library/Preferences on macOS); --file PATH
     names any file instead.
 
     COMMANDS:
-      read     prints the value of KEY as JSON, or every key and value as a JSON object
+      read     prints the value of KEY as JSON, or every key and value as a JSON object (exit 1 if
+               there is no file)
       write    sets KEY to VALUE, a JSON value (1.5, true, "text", [1,2], {"a":1}); a VALUE that
                is not valid JSON is stored as a string (write S greeting hello == write S greeting
                '"hello"'). Returns when the file is durably written.
       delete   removes KEY
       watch    prints one line per change of KEY (or of any key), "KEY: OLD -> NEW" with JSON
                values ("(absent)" for a missing key), flushed line by line, until SIGINT or SIGTERM
+               (exit status 130 or 143)
 
     OPTIONS:
       --file PATH     use the file at PATH instead of a suite
@@ -36,8 +38,10 @@ let usage = """
                       which the change was received
       -h, --help      show this help
 
-    EXIT STATUS: 0 on success; 1 on a runtime error (missing key on read or delete, unreadable
-    or corrupt file, failed write); 2 on a usage error.
+    EXIT STATUS: 0 on success; 1 on a runtime error (no file or missing key on read, missing key
+    on delete, unreadable
+    or corrupt file, failed write, a corrupt file found and copied aside by write or delete); 2 on
+    a usage error; 130 or 143 when watch is ended by SIGINT or SIGTERM.
     """
 
 func printError(_ message: String) {
@@ -79,7 +83,8 @@ var positional: [String] = []
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
     switch argument {
-    case "-h", "--help", "help":
+    case "-h", "--help":
+        // Options end at '--'; after it, and as a KEY or VALUE, 'help' is just a word.
         printLine(usage)
         exit(0)
     case "--file":
@@ -103,6 +108,10 @@ while let argument = arguments.popFirst() {
 
 guard let command = positional.first else { usageError("missing command (read, write, delete or watch)") }
 positional.removeFirst()
+if command == "help" {
+    printLine(usage)
+    exit(0)
+}
 let commands = ["read", "write", "delete", "watch", "write-many"]
 guard commands.contains(command) else { usageError("unknown command '\(command)'") }
 if timestamps, command != "watch" { usageError("'--timestamps' only applies to 'watch'") }
@@ -132,19 +141,23 @@ func expectArguments(_ range: ClosedRange<Int>, _ names: String) {
 /// would otherwise act on an incomplete view of the file.
 final class Problems: @unchecked Sendable {
     // Invariant: `errors` is only accessed with `lock` held.
-    private let lock = NSLock()
+    private let lock = Lock()
     private var errors: [DefaultsError] = []
 
     func append(_ error: DefaultsError) {
-        lock.lock()
-        errors.append(error)
-        lock.unlock()
+        lock.withLock { errors.append(error) }
     }
 
     var first: DefaultsError? {
-        lock.lock()
-        defer { lock.unlock() }
-        return errors.first
+        lock.withLock { errors.first }
+    }
+
+    /// The problems reported so far, which are forgotten.
+    func take() -> [DefaultsError] {
+        lock.withLock {
+            defer { errors = [] }
+            return errors
+        }
     }
 }
 
@@ -165,6 +178,9 @@ func failOnProblems() {
     if let problem = problems.first { fail(problem.description) }
 }
 
+/// Flushes, then tells what the flush found: a broken file that it copied aside before writing is
+/// printed and makes the command fail (exit 1), like any failed write; other problems (a value of
+/// the wrong type) are printed.
 @MainActor
 func flushOrFail() {
     do {
@@ -172,6 +188,9 @@ func flushOrFail() {
     } catch {
         fail(error.description)
     }
+    let found = problems.take()
+    for problem in found { printError(problem.description) }
+    if found.contains(where: { $0.kind == .corruptFile }) { exit(1) }
 }
 
 // MARK: Commands
@@ -180,6 +199,8 @@ switch command {
 case "read":
     expectArguments(0...1, "at most a KEY")
     failOnProblems()
+    // Like `defaults read` of a domain that does not exist: an error, not an empty object.
+    if access(path, F_OK) != 0, errno == ENOENT || errno == ENOTDIR { fail("no defaults at \(path)") }
     do {
         if let key = positional.first {
             guard let value = try store.jsonValue(forKey: key) else { fail("key '\(key)' not found in \(path)") }
@@ -222,8 +243,9 @@ case "watch":
     // A plain handler, not a Dispatch signal source: on Linux a source needs the signal ignored,
     // and an ignored signal is discarded by the kernel before libdispatch sees it. Lines are
     // written unbuffered, so exiting at once loses nothing.
-    signal(SIGINT) { _ in _exit(0) }
-    signal(SIGTERM) { _ in _exit(0) }
+    // The shell's convention for a process ended by a signal: 128 + its number.
+    signal(SIGINT) { _ in _exit(128 + SIGINT) }
+    signal(SIGTERM) { _ in _exit(128 + SIGTERM) }
     withExtendedLifetime(token) { dispatchMain() }
 
 case "write-many":

@@ -52,6 +52,76 @@ struct CrossProcessTests {
         token.invalidate()
     }
 
+    /// The watched directory is removed (or moved away), then made again by another process's
+    /// write: the store watches the new directory and sees that write.
+    @Test(arguments: ["rm -rf", "mv"])
+    func aWriteInARecreatedDirectoryIsNoticed(removal: String) throws {
+        let folder = directory.path + "/config"
+        let url = URL(fileURLWithPath: folder + "/s.json")
+        let key = DefaultsKey("speed", default: 0.0)
+        let store = DefaultsStore(fileURL: url)
+        store[key] = 1.0
+        try store.flush()
+        let seen = Locked<[Double?]>([])
+        let token = store.observe(key, options: [.new]) { _, change in
+            if change.isFromAnotherProcess { seen.append(change.newValue) }
+        }
+        let command = removal == "mv" ? "mv \(shellQuoted(folder)) \(shellQuoted(folder + ".old"))" : "rm -rf \(shellQuoted(folder))"
+        try runShell(command)
+        // The file is gone: the key reads as absent (its default).
+        #expect(waitUntil { seen.current == [0.0] })
+        let result = try runTool(["write", "--file", url.path, "speed", "2.5"])
+        #expect(result.status == 0, "\(result.error)")
+        #expect(waitUntil { seen.current.last == 2.5 })
+        #expect(store[key] == 2.5)
+        token.invalidate()
+    }
+
+    /// `mv s.json s.json.bak` (IN_MOVED_FROM for the file's name) is a removal of every key.
+    @Test func aFileRenamedAwayIsNoticed() throws {
+        let url = directory.file("s.json")
+        let key = DefaultsKey("speed", default: 0.0)
+        let store = DefaultsStore(fileURL: url)
+        store[key] = 1.0
+        try store.flush()
+        let seen = Locked<[Double?]>([])
+        let token = store.observe(key, options: [.new]) { _, change in
+            if change.isFromAnotherProcess { seen.append(change.newValue) }
+        }
+        try runShell("mv \(shellQuoted(url.path)) \(shellQuoted(url.path + ".bak"))")
+        #expect(waitUntil { seen.current == [0.0] })
+        #expect(store[key] == 0.0)
+        token.invalidate()
+    }
+
+    /// A writer killed mid-write leaves its temporary file; the next write (under the lock) removes
+    /// it once its process is gone and it is old enough, and keeps a live or recent writer's.
+    @Test func aKilledWritersTemporaryFileIsSweptByTheNextWrite() throws {
+        let url = directory.file("s.json")
+        let exited = Process()
+        exited.executableURL = URL(fileURLWithPath: "/bin/true")
+        try exited.run()
+        exited.waitUntilExit()
+        let deadPID = exited.processIdentifier
+        let hourAgo = Date().addingTimeInterval(-3600)
+        func temporary(_ pid: Int32, old: Bool) throws -> String {
+            let path = directory.path + "/.s.json.tmp-\(pid)-12345"
+            try "{\"half".write(toFile: path, atomically: false, encoding: .utf8)
+            if old { try FileManager.default.setAttributes([.modificationDate: hourAgo], ofItemAtPath: path) }
+            return path
+        }
+        let abandoned = try temporary(deadPID, old: true)
+        let recent = try temporary(deadPID + 1_000_000, old: false)
+        let live = try temporary(getppid(), old: true)
+        let store = DefaultsStore(fileURL: url)
+        store[DefaultsKey("x", default: 0)] = 1
+        try store.flush()
+        #expect(!FileManager.default.fileExists(atPath: abandoned))
+        #expect(FileManager.default.fileExists(atPath: recent))
+        #expect(FileManager.default.fileExists(atPath: live))
+        #expect(jsonObject(at: url) == ["x": .number("1")])
+    }
+
     @Test func anEditorStyleReplaceIsNoticed() throws {
         let url = directory.file("s.json")
         let key = DefaultsKey("theme", default: "light")

@@ -130,10 +130,23 @@ struct StoreTests {
         let values = store.values(for: key)
         store[key] = 2
         store[key] = 3
-        var received: [Int] = []
-        for await value in values {
-            received.append(value)
-            if received.count == 3 { break }
+        // With a deadline: a sequence that stops yielding fails the test instead of hanging it.
+        let received = await withTaskGroup(of: [Int]?.self) { group in
+            group.addTask {
+                var received: [Int] = []
+                for await value in values {
+                    received.append(value)
+                    if received.count == 3 { break }
+                }
+                return received
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(10))
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
         }
         #expect(received == [1, 2, 3])
     }
@@ -208,6 +221,17 @@ struct StoreTests {
         #expect(!DefaultsStore.isValidSuiteName("a/b"))
         #expect(!DefaultsStore.isValidSuiteName(".."))
         #expect(!DefaultsStore.isValidSuiteName(""))
+    }
+
+    /// `exit()` called on a storage's own queue (from an error handler or another process's change)
+    /// still writes that storage's pending changes.
+    @Test func theExitFlushIncludesTheStorageWhoseQueueExits() throws {
+        let url = directory.file("s.json")
+        let store = DefaultsStore(fileURL: url)
+        store[DefaultsKey("x", default: 0)] = 1
+        let storage = store.storage
+        storage.queue.sync { DefaultsStorageRegistry.flushAll { $0 === storage } }
+        #expect(jsonObject(at: url) == ["x": .number("1")])
     }
 }
 

@@ -152,6 +152,16 @@ func runShell(_ script: String) throws {
     #expect(process.terminationStatus == 0, "sh -c \(script) failed")
 }
 
+/// Rewrites the file at `path` in place, as some editors and programs do: truncate, then write
+/// (same inode, no lock, no rename).
+func rewriteInPlace(_ path: String, _ text: String) {
+    let descriptor = open(path, O_WRONLY | O_TRUNC)
+    precondition(descriptor >= 0, "cannot open \(path): \(errno)")
+    let bytes = Array(text.utf8)
+    precondition(write(descriptor, bytes, bytes.count) == bytes.count)
+    close(descriptor)
+}
+
 /// Quotes `text` for the shell.
 func shellQuoted(_ text: String) -> String {
     "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"

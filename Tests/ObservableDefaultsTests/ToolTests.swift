@@ -95,7 +95,60 @@ struct ToolTests {
         #expect(before.hasSuffix("\n"))
         kill(process.processIdentifier, SIGINT)
         process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        #expect(process.terminationStatus == 130)
         try output.close()
     }
+
+    /// `help` is a command word only: as a KEY or VALUE it is data; `-h` after `--` is data too.
+    @Test func helpIsACommandOnlyInTheCommandsPlace() throws {
+        let path = directory.file("s.json").path
+        let written = try runTool(["write", "--file", path, "k", "help"])
+        #expect(written.status == 0, "\(written.error)")
+        #expect(try runTool(["read", "--file", path, "k"]).output == "\"help\"\n")
+        #expect(try runTool(["write", "--file", path, "help", "1"]).status == 0)
+        #expect(try runTool(["write", "--file", path, "--", "dash", "-h"]).status == 0)
+        #expect(jsonObject(at: URL(fileURLWithPath: path)) == ["k": .string("help"), "help": .number("1"), "dash": .string("-h")])
+        let help = try runTool(["help"])
+        #expect(help.status == 0)
+        #expect(help.output.contains("USAGE: kvo-defaults read"))
+    }
+
+    @Test func readingASuiteWithoutAFileIsAnError() throws {
+        let path = directory.file("none.json").path
+        let result = try runTool(["read", "--file", path])
+        #expect(result.status == 1)
+        #expect(result.error == "kvo-defaults: no defaults at \(path)\n")
+        #expect(result.output.isEmpty)
+    }
+
+    #if os(Linux)
+    /// The file turns out broken only when `write` flushes (it was fine when the tool read it): the
+    /// tool keeps the broken file aside, writes, says so on standard error and exits 1. The test
+    /// holds the lock file until the tool waits for it (`/proc/locks` shows the waiter), then breaks
+    /// the file.
+    @Test func aCorruptionFoundByWritesFlushIsPrintedAndFails() throws {
+        let url = directory.file("s.json")
+        try #"{"a": 1}"#.write(to: url, atomically: true, encoding: .utf8)
+        let lockDescriptor = open(directory.path + "/.s.json.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        try #require(lockDescriptor >= 0)
+        defer { close(lockDescriptor) }
+        #expect(flock(lockDescriptor, LOCK_EX) == 0)
+        let tool = try startTool(["write", "--file", url.path, "b", "2"])
+        let pid = tool.process.processIdentifier
+        let waiting = waitUntil {
+            let locks = (try? String(contentsOfFile: "/proc/locks", encoding: .utf8)) ?? ""
+            return locks.split(separator: "\n").contains { $0.contains("-> FLOCK") && $0.split(separator: " ").contains(Substring(String(pid))) }
+        }
+        #expect(waiting)
+        try #"{"a": 1,,"#.write(to: url, atomically: true, encoding: .utf8)
+        #expect(flock(lockDescriptor, LOCK_UN) == 0)
+        #expect(waitUntil { !tool.process.isRunning })
+        tool.process.waitUntilExit()
+        let error = String(decoding: (try? tool.error.fileHandleForReading.readToEnd()) ?? Data(), as: UTF8.self)
+        #expect(tool.process.terminationStatus == 1)
+        #expect(error.contains("corrupt defaults file"))
+        #expect(error.contains(".corrupt-"))
+        #expect(jsonObject(at: url) == ["a": .number("1"), "b": .number("2")])
+    }
+    #endif
 }

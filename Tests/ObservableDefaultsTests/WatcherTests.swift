@@ -68,4 +68,67 @@ struct WatcherTests {
         #expect(seen.current.sorted() == ["b 2 3 anotherProcess", "c - 4 anotherProcess"])
         token.invalidate()
     }
+
+    /// Another process's values for two keys are applied together and delivered one after the
+    /// other; while the first is delivered, a handler sets both keys here. The second key's foreign
+    /// change, older than that set, must not be delivered after it: every observer ends on the
+    /// value the store holds.
+    @Test func anotherProcesssChangeIsNotDeliveredAfterALaterSetOfTheSameKey() throws {
+        let url = directory.file("s.json")
+        let store = DefaultsStore(fileURL: url, watching: .polling(interval: .seconds(3600)))
+        let a = DefaultsKey("a", default: 0)
+        let b = DefaultsKey("b", default: 0)
+        store[a] = 1
+        store[b] = 1
+        try store.flush()
+        let lastSeen = Locked<[String: Int]>([:])
+        let tokens = [a, b].map { key in
+            store.observe(key, options: [.new]) { _, change in
+                lastSeen.withLock { $0[change.key] = change.newValue }
+            }
+        }
+        let reacted = Locked(false)
+        let reaction = store.observeJSON { _, _, _, origin in
+            guard origin == .anotherProcess, reacted.withLock({ first in
+                defer { first = true }
+                return !first
+            }) else { return }
+            store[a] = 3
+            store[b] = 3
+        }
+        try #"{"a": 2, "b": 2}"#.write(to: url, atomically: true, encoding: .utf8)
+        store.storage.queue.sync { store.storage.reload() }
+        #expect(reacted.current)
+        #expect(store[a] == 3 && store[b] == 3)
+        #expect(lastSeen.current == ["a": 3, "b": 3])
+        reaction.invalidate()
+        for token in tokens { token.invalidate() }
+    }
+
+    /// The poller remembers the file this process wrote, not the file found after the lock file was
+    /// unlocked: another process's write in between (made here from the error handler, which is
+    /// called after the unlock) must still be seen by the next poll.
+    @Test func aPollAfterThisProcesssWriteSeesAnotherProcesssWriteRightAfterIt() throws {
+        let url = directory.file("s.json")
+        try "{\"a\": 1,,}".write(to: url, atomically: false, encoding: .utf8)
+        let foreignWrites = Locked(0)
+        let store = DefaultsStore(fileURL: url, watching: .polling(interval: .seconds(3600))) { error in
+            guard error.corruptCopyPath != nil, foreignWrites.withLock({ count in
+                defer { count += 1 }
+                return count == 0
+            }) else { return }
+            try? #"{"a": 7, "b": 1}"#.write(to: url, atomically: true, encoding: .utf8)
+        }
+        let seen = Locked<[Int?]>([])
+        let token = store.observe(DefaultsKey("a", default: 0), options: [.new]) { _, change in
+            if change.isFromAnotherProcess { seen.append(change.newValue) }
+        }
+        store[DefaultsKey("b", default: 0)] = 1
+        try store.flush()
+        #expect(foreignWrites.current == 1)
+        store.storage.queue.sync { store.storage.poll() }
+        #expect(seen.current == [7])
+        #expect(store[DefaultsKey("a", default: 0)] == 7)
+        token.invalidate()
+    }
 }

@@ -46,8 +46,9 @@ struct DefaultsFile: Sendable, Hashable {
         case missing
         /// The file's values.
         case values([String: JSONValue], Identity)
-        /// The file is not a JSON object: the parse error, and the file it was found in.
-        case corrupt(DefaultsError, Identity)
+        /// The file is not a JSON object: the parse error, the file it was found in, and the bytes
+        /// that were parsed (what a copy aside must keep, whatever the file holds by then).
+        case corrupt(DefaultsError, Identity, [UInt8])
     }
 
     // MARK: Reading
@@ -102,19 +103,19 @@ struct DefaultsFile: Sendable, Hashable {
     static func parse(_ bytes: [UInt8], path: String, identity: Identity) -> Contents {
         if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
             let error = DefaultsError(.corruptFile, path: path, line: 1, column: 1, byteOffset: 0, reason: "the file is empty (expected a JSON object, e.g. {})")
-            return .corrupt(error, identity)
+            return .corrupt(error, identity, bytes)
         }
         do throws(JSONParseError) {
             guard case .object(let values) = try JSONValue.parse(bytes) else {
                 let error = DefaultsError(.corruptFile, path: path, line: 1, column: 1, byteOffset: 0, reason: "the top-level value is not a JSON object")
-                return .corrupt(error, identity)
+                return .corrupt(error, identity, bytes)
             }
             return .values(values, identity)
         } catch {
             let corrupt = DefaultsError(
                 .corruptFile, path: path, line: error.line, column: error.column, byteOffset: error.offset, reason: error.reason
             )
-            return .corrupt(corrupt, identity)
+            return .corrupt(corrupt, identity, bytes)
         }
     }
 
@@ -134,6 +135,12 @@ struct DefaultsFile: Sendable, Hashable {
     }
 
     // MARK: Writing
+
+    /// Whether the file's directory exists (as a directory).
+    func directoryExists() -> Bool {
+        var info = stat()
+        return stat(directory, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+    }
 
     /// Creates the file's directory and its missing parents.
     ///
@@ -173,10 +180,12 @@ struct DefaultsFile: Sendable, Hashable {
     /// Replaces the file with `values`, pretty-printed with sorted keys: temporary file in the same
     /// directory, fsync, rename, fsync of the directory. Call it with the lock held.
     ///
-    /// - Returns: the `CLOCK_MONOTONIC` time just before the (fsynced) new file replaced the old one.
+    /// - Returns: the `CLOCK_MONOTONIC` time just before the (fsynced) new file replaced the old one,
+    ///   and the identity of the file written (taken from its descriptor before the rename, so that
+    ///   it is this process's file even if another program replaces it right after).
     /// - Throws: `.writeFailed` (with the file left as it was) on any failure, a full disk included.
     @discardableResult
-    func write(_ values: [String: JSONValue]) throws(DefaultsError) -> UInt64 {
+    func write(_ values: [String: JSONValue]) throws(DefaultsError) -> (replacedAt: UInt64, identity: Identity) {
         let text = JSONValue.object(values).prettyText + "\n"
         let temporary = directory + "/." + name + ".tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
@@ -188,6 +197,7 @@ struct DefaultsFile: Sendable, Hashable {
         defer {
             if !succeeded { unlink(temporary) }
         }
+        let identity: Identity
         do {
             defer { close(descriptor) }
             var existing = stat()
@@ -197,6 +207,12 @@ struct DefaultsFile: Sendable, Hashable {
                 let error = errno
                 throw failure(.writeFailed, "cannot fsync \(temporary): \(Self.describe(error))", errno: error)
             }
+            var info = stat()
+            if fstat(descriptor, &info) != 0 {
+                let error = errno
+                throw failure(.writeFailed, "cannot stat \(temporary): \(Self.describe(error))", errno: error)
+            }
+            identity = Self.identity(of: info)
         }
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
@@ -213,7 +229,36 @@ struct DefaultsFile: Sendable, Hashable {
             _ = fsync(directoryDescriptor)
             close(directoryDescriptor)
         }
-        return replacedAt
+        return (replacedAt, identity)
+    }
+
+    /// Removes the temporary files of writers that were killed mid-write (`.NAME.tmp-PID-N` whose
+    /// process is gone, at least `minimumAge` seconds old: a live writer's lasts milliseconds, and
+    /// the age also spares a writer in another PID namespace). Call it with the lock held.
+    func sweepAbandonedTemporaryFiles(minimumAge: Int = 60) {
+        guard let stream = opendir(directory) else { return }
+        defer { closedir(stream) }
+        let prefix = "." + name + ".tmp-"
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        while let entry = readdir(stream) {
+            let entryName = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard entryName.hasPrefix(prefix) else { continue }
+            let rest = entryName.dropFirst(prefix.count)
+            guard let dash = rest.firstIndex(of: "-"), let pid = Int32(rest[..<dash]), pid > 0 else { continue }
+            guard kill(pid, 0) != 0, errno == ESRCH else { continue }
+            let candidate = directory + "/" + entryName
+            var info = stat()
+            guard lstat(candidate, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }
+            #if canImport(Darwin)
+            let modified = info.st_mtimespec.tv_sec
+            #else
+            let modified = info.st_mtim.tv_sec
+            #endif
+            if Int(now.tv_sec) - Int(modified) >= minimumAge { unlink(candidate) }
+        }
     }
 
     /// Makes a new file's data durable: `fdatasync` on Linux (the data and the size, which is all a
@@ -239,19 +284,10 @@ struct DefaultsFile: Sendable, Hashable {
         }
     }
 
-    /// Copies the file as it is now to `NAME.corrupt-YYYYMMDD-HHMMSS` (with a number if that exists)
-    /// and returns the copy's path. Call it with the lock held, before overwriting a broken file.
-    func copyAside() throws(DefaultsError) -> String {
-        let bytes: [UInt8]
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        if descriptor < 0 {
-            let error = errno
-            throw failure(.writeFailed, "cannot read \(path) to copy it aside: \(Self.describe(error))", errno: error)
-        }
-        do {
-            defer { close(descriptor) }
-            bytes = try readAll(descriptor)
-        }
+    /// Keeps `bytes`, the broken file as it was read and parsed (not the file as it may be by now), in
+    /// `NAME.corrupt-YYYYMMDD-HHMMSS` (with a number if that exists) and returns the copy's path. Call
+    /// it with the lock held, before overwriting a broken file.
+    func copyAside(_ bytes: [UInt8]) throws(DefaultsError) -> String {
         var now = time(nil)
         var parts = tm()
         gmtime_r(&now, &parts)

@@ -14,7 +14,7 @@ extension DefaultsStorage {
                 state.persisted = values
                 state.values = values.mapValues { Entry(typed: nil, json: $0) }
                 return []
-            case .corrupt(let error, let identity):
+            case .corrupt(let error, let identity, _):
                 state.reportedCorruption = identity
                 return [error]
             }
@@ -27,16 +27,31 @@ extension DefaultsStorage {
 
     /// Writes the dirty keys soon, on the queue, together with the changes made meanwhile.
     func scheduleWrite() {
-        queue.asyncAfter(deadline: .now() + Self.coalescingDelay) { [self] in
-            do throws(DefaultsError) {
-                try writeDirtyKeys()
-            } catch {
-                // Each set retries a failed write; a disk that stays full is reported once, not per set.
-                let isNew = lock.withLock {
-                    defer { state.lastWriteFailure = error }
-                    return state.lastWriteFailure != error
-                }
-                if isNew { report(error) }
+        queue.asyncAfter(deadline: .now() + Self.coalescingDelay) { [self] in writeScheduled() }
+    }
+
+    /// A batched write. A failure is reported once while it persists (the same kind, system error and
+    /// file, whatever the temporary file's name), and the write is tried again after a delay that
+    /// doubles up to `maximumRetryDelay`, until it succeeds or another write takes its changes.
+    private func writeScheduled() {
+        do throws(DefaultsError) {
+            try writeDirtyKeys()
+        } catch {
+            let failure = WriteFailure(kind: error.kind, errno: error.errno, path: error.path)
+            let (isNew, retryDelay) = lock.withLock { () -> (Bool, DispatchTimeInterval?) in
+                let isNew = state.lastWriteFailure != failure
+                state.lastWriteFailure = failure
+                state.failedWrites += 1
+                // A set made meanwhile has scheduled a write already; so has an earlier retry.
+                guard !state.isWriteScheduled, !state.dirty.isEmpty else { return (isNew, nil) }
+                state.isWriteScheduled = true
+                let doublings = min(state.failedWrites - 1, 16)
+                return (isNew, .milliseconds(min(Self.firstRetryDelay << doublings, Self.maximumRetryDelay)))
+            }
+            if isNew { report(error) }
+            if let retryDelay {
+                // Weak: retries of a disk that stays full must not keep a storage alive.
+                queue.asyncAfter(deadline: .now() + retryDelay) { [weak self] in self?.writeScheduled() }
             }
         }
     }
@@ -90,41 +105,74 @@ extension DefaultsStorage {
         // Reports wait until the lock file is unlocked: a handler may flush, which locks it again.
         var corruption: DefaultsError?
         var replacedAt: UInt64?
-        let (written, fileValues) = try file.withExclusiveLock { () throws(DefaultsError) -> ([String: JSONValue], [String: JSONValue]?) in
-            var base: [String: JSONValue]
-            var fileValues: [String: JSONValue]?
-            var mustWrite = false
-            switch try file.read() {
-            case .missing:
-                base = [:]
-                fileValues = [:]
-                mustWrite = true
-            case .values(let values, _):
-                base = values
-                fileValues = values
-            case .corrupt(let error, _):
-                // Never overwrite a broken file without keeping it: copy it aside, then write the
-                // last good values with this process's changes.
-                let copy = try file.copyAside()
-                corruption = DefaultsError(
-                    .corruptFile, path: error.path, line: error.line, column: error.column, byteOffset: error.byteOffset,
-                    corruptCopyPath: copy, reason: error.reason
-                )
-                base = lock.withLock { state.persisted }
-                mustWrite = true
+        // The file as this process leaves it (read or written under the lock), for the poller: a
+        // stat after the unlock could see another process's newer file and miss it.
+        var leftIdentity: DefaultsFile.Identity?
+        // A broken file seen under the lock: it may be another program's in-place rewrite (truncate,
+        // then write) caught half-way, which takes no lock. Let go of the lock, wait, and look again:
+        // only the same broken file (same inode, size and modification time) is copied aside and
+        // replaced, and the copy holds the very bytes that were parsed.
+        var suspected: DefaultsFile.Identity?
+        var looks = 0
+        var outcome: (written: [String: JSONValue], fileValues: [String: JSONValue]?)?
+        while outcome == nil {
+            outcome = try file.withExclusiveLock { () throws(DefaultsError) -> ([String: JSONValue], [String: JSONValue]?)? in
+                if !queueState.hasSweptTemporaryFiles {
+                    // Once per storage: what writers killed mid-write (SIGKILL) left behind.
+                    queueState.hasSweptTemporaryFiles = true
+                    file.sweepAbandonedTemporaryFiles()
+                }
+                var base: [String: JSONValue]
+                var fileValues: [String: JSONValue]?
+                var mustWrite = false
+                switch try file.read() {
+                case .missing:
+                    base = [:]
+                    fileValues = [:]
+                    mustWrite = true
+                case .values(let values, let identity):
+                    base = values
+                    fileValues = values
+                    leftIdentity = identity
+                case .corrupt(let error, let identity, let bytes):
+                    if suspected != identity, looks < Self.corruptionConfirmationLooks {
+                        suspected = identity
+                        looks += 1
+                        return nil
+                    }
+                    // Never overwrite a broken file without keeping it: copy it aside, then write the
+                    // last good values with this process's changes.
+                    let copy = try file.copyAside(bytes)
+                    corruption = DefaultsError(
+                        .corruptFile, path: error.path, line: error.line, column: error.column, byteOffset: error.byteOffset,
+                        corruptCopyPath: copy, reason: error.reason
+                    )
+                    base = lock.withLock { state.persisted }
+                    mustWrite = true
+                }
+                var merged = base
+                for (key, value) in changes { merged[key] = value }
+                if mustWrite || merged != base {
+                    let replacement = try file.write(merged)
+                    replacedAt = replacement.replacedAt
+                    leftIdentity = replacement.identity
+                }
+                return (merged, fileValues)
             }
-            var merged = base
-            for (key, value) in changes { merged[key] = value }
-            if mustWrite || merged != base { replacedAt = try file.write(merged) }
-            return (merged, fileValues)
+            if outcome == nil {
+                lock.withLock { state.corruptionSuspectedHook }?()
+                _ = DispatchSemaphore(value: 0).wait(timeout: .now() + Self.corruptionConfirmationDelay)
+            }
         }
+        let (written, fileValues) = outcome!
         if let corruption { report(corruption) }
 
-        let records: [Record] = lock.withLock {
-            var records: [Record] = []
+        let records: [ForeignDelivery] = lock.withLock {
+            var records: [ForeignDelivery] = []
             if let fileValues { records = applyForeign(fileValues) }
             state.persisted = written
             state.lastWriteFailure = nil
+            state.failedWrites = 0
             // A value that cannot be encoded stays in memory only: retrying would fail the same way.
             for (key, version) in pending where state.dirty[key] == version {
                 state.dirty.removeValue(forKey: key)
@@ -134,7 +182,7 @@ extension DefaultsStorage {
             }
             return records
         }
-        queueState.polledIdentity = file.identity()
+        queueState.polledIdentity = leftIdentity
         if let replacedAt { queueState.lastReplacement = replacedAt }
         deliver(records)
     }
@@ -169,7 +217,7 @@ extension DefaultsStorage {
             fileValues = [:]
         case .values(let values, _):
             fileValues = values
-        case .corrupt(let error, let identity):
+        case .corrupt(let error, let identity, _):
             // A program that rewrites the file in place (truncate, then write) can be caught half-way
             // by a reload that an earlier event started: look again shortly before calling it broken.
             if queueState.suspectedCorruption != identity {
@@ -194,20 +242,30 @@ extension DefaultsStorage {
     }
 
     /// Applies the keys whose value in the file differs from the one this process last saw there,
-    /// except the keys this process changed since; returns the changes, prior notifications first
-    /// for the observers that asked for them. Called with the lock held.
-    private func applyForeign(_ fileValues: [String: JSONValue]) -> [Record] {
-        var records: [Record] = []
-        var priors: [Record] = []
+    /// except the keys this process changed since; returns the changes with their versions and
+    /// observers, prior notifications first for the observers that asked for them. Called with the
+    /// lock held.
+    private func applyForeign(_ fileValues: [String: JSONValue]) -> [ForeignDelivery] {
+        var records: [ForeignDelivery] = []
+        var priors: [ForeignDelivery] = []
         for key in Set(fileValues.keys).union(state.persisted.keys) where fileValues[key] != state.persisted[key] {
             guard state.dirty[key] == nil else { continue }
             let old = state.values[key]
             let new = fileValues[key].map { Entry(typed: nil, json: $0) }
             state.values[key] = new
+            state.version &+= 1
+            state.keyVersions[key] = state.version
+            let observers = (state.observers[key] ?? []) + state.anyKeyObservers
             if state.priorObserverCount > 0 {
-                priors.append(Record(key: key, old: old, new: nil, isPrior: true, origin: .anotherProcess))
+                let wantingPrior = observers.filter(\.wantsPrior)
+                if !wantingPrior.isEmpty {
+                    let prior = Record(key: key, old: old, new: nil, isPrior: true, origin: .anotherProcess)
+                    priors.append(ForeignDelivery(record: prior, version: state.version, observers: wantingPrior))
+                }
             }
-            records.append(Record(key: key, old: old, new: new, isPrior: false, origin: .anotherProcess))
+            guard !observers.isEmpty else { continue }
+            let record = Record(key: key, old: old, new: new, isPrior: false, origin: .anotherProcess)
+            records.append(ForeignDelivery(record: record, version: state.version, observers: observers))
         }
         return priors + records
     }
@@ -218,16 +276,48 @@ extension DefaultsStorage {
     /// available or `pollingInterval` is given.
     func startWatching(pollingInterval: Duration?) {
         if pollingInterval == nil, let watcher = FileWatcher.shared {
-            let subscription = watcher.watch(directory: file.directory, name: file.name) { [weak self] _ in
-                // A change and an overflow get the same answer: a reload reads the whole file.
-                self?.scheduleReload()
-            }
-            if let subscription {
+            if let subscription = watcher.watch(directory: file.directory, name: file.name, handler: watchHandler()) {
                 lock.withLock { self.subscription = subscription }
                 return
             }
         }
         startPolling(interval: pollingInterval ?? .milliseconds(500))
+    }
+
+    private func watchHandler() -> FileWatcher.Handler {
+        { [weak self] event in
+            guard let self else { return }
+            if event == .lost {
+                // The directory was removed or moved away: the watch is gone.
+                self.queue.async { [weak self] in self?.watchAgain() }
+            } else {
+                // A change and an overflow get the same answer: a reload reads the whole file.
+                self.scheduleReload()
+            }
+        }
+    }
+
+    /// After the watched directory went away: reloads (the file is gone, or elsewhere), then watches
+    /// the directory again as soon as it exists (a write of this process or another one creates it),
+    /// looking every `rewatchInterval` until then, and reloads once more to catch what was written
+    /// meanwhile. Polls instead if the directory exists but cannot be watched. Runs on the queue.
+    func watchAgain() {
+        // The dead subscription is let go outside the lock: its deinit takes the watcher's lock.
+        let dead = lock.withLock { () -> FileWatcher.Subscription? in
+            defer { subscription = nil }
+            return subscription
+        }
+        if dead != nil { reload() }
+        guard let watcher = FileWatcher.shared else { return }
+        if let subscription = watcher.watch(directory: file.directory, name: file.name, handler: watchHandler()) {
+            lock.withLock { self.subscription = subscription }
+            reload()
+        } else if file.directoryExists() {
+            startPolling(interval: .milliseconds(500))
+            reload()
+        } else {
+            queue.asyncAfter(deadline: .now() + Self.rewatchInterval) { [weak self] in self?.watchAgain() }
+        }
     }
 
     /// Polls the file's identity (inode, size, modification time) every `interval`; reloads when it
@@ -241,19 +331,22 @@ extension DefaultsStorage {
         } else {
             queue.sync { queueState.polledIdentity = file.identity() }
         }
-        timer.setEventHandler { [weak self] in
-            guard let self else { return }
-            let identity = self.file.identity()
-            if identity != self.queueState.polledIdentity {
-                self.queueState.polledIdentity = identity
-                self.reload()
-            }
-        }
+        timer.setEventHandler { [weak self] in self?.poll() }
         let previous = lock.withLock {
             defer { pollTimer = timer }
             return pollTimer
         }
         previous?.cancel()
         timer.resume()
+    }
+
+    /// One look of the poller: reloads if the file's identity changed since the last look or this
+    /// process's last write. Runs on the queue.
+    func poll() {
+        let identity = file.identity()
+        if identity != queueState.polledIdentity {
+            queueState.polledIdentity = identity
+            reload()
+        }
     }
 }

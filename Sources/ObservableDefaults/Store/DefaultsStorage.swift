@@ -24,6 +24,15 @@ final class DefaultsStorage: @unchecked Sendable {
     static let coalescingDelay = DispatchTimeInterval.milliseconds(5)
     /// How long a broken file must stay broken before it is reported (see `reload()`).
     static let corruptionConfirmationDelay = DispatchTimeInterval.milliseconds(50)
+    /// How many times a write looks again at a broken file that keeps changing before it copies the
+    /// last version it read aside and replaces it (see `writeDirtyKeys()`).
+    static let corruptionConfirmationLooks = 5
+    /// The delay before a failed batched write is tried again, in milliseconds; it doubles with each
+    /// failure in a row, up to `maximumRetryDelay`.
+    static let firstRetryDelay = 100
+    static let maximumRetryDelay = 10_000
+    /// How often a storage whose watched directory went away looks whether it exists again.
+    static let rewatchInterval = DispatchTimeInterval.milliseconds(100)
     static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
 
     /// One stored value: the typed value this process set, or the JSON read from the file, or both.
@@ -75,6 +84,9 @@ final class DefaultsStorage: @unchecked Sendable {
         /// Keys changed (or removed) here and not written yet, with the version of their last change.
         var dirty: [String: UInt64] = [:]
         var version: UInt64 = 0
+        /// The version of each key's last change applied here (a set or another process's value), so
+        /// that another process's change is not delivered after a later change of the same key.
+        var keyVersions: [String: UInt64] = [:]
         var isWriteScheduled = false
         var isReloadScheduled = false
         var observers: [String: [Observer]] = [:]
@@ -85,9 +97,22 @@ final class DefaultsStorage: @unchecked Sendable {
         /// Type mismatches already reported (key and value found), so a read loop does not flood.
         var reportedMismatches: Set<String> = []
         /// The last failure of a batched write, so that a failure that persists is reported once.
-        var lastWriteFailure: DefaultsError?
+        var lastWriteFailure: WriteFailure?
+        /// Batched writes that failed in a row (the retry delay doubles with each).
+        var failedWrites = 0
         /// The broken file last reported, so one broken file is reported once.
         var reportedCorruption: DefaultsFile.Identity?
+        /// For tests: called (on the queue, no lock held) when a write found a broken file and let go
+        /// of the lock file to look again shortly.
+        var corruptionSuspectedHook: (@Sendable () -> Void)?
+    }
+
+    /// What makes two write failures the same failure: not the message, which names a temporary
+    /// file that differs each time.
+    struct WriteFailure: Hashable {
+        let kind: DefaultsError.Kind
+        let errno: Int32?
+        let path: String
     }
 
     struct QueueState {
@@ -98,6 +123,8 @@ final class DefaultsStorage: @unchecked Sendable {
         var suspectedCorruption: DefaultsFile.Identity?
         /// When this process's last write replaced the file (`CLOCK_MONOTONIC`), for latency measurements.
         var lastReplacement: UInt64?
+        /// Whether a write swept the temporary files of killed writers already.
+        var hasSweptTemporaryFiles = false
     }
 
     init(file: DefaultsFile) {
@@ -199,6 +226,7 @@ final class DefaultsStorage: @unchecked Sendable {
         let old = if let entry { state.values.updateValue(entry, forKey: key) } else { state.values.removeValue(forKey: key) }
         state.version &+= 1
         state.dirty[key] = state.version
+        state.keyVersions[key] = state.version
         let needsWrite = !state.isWriteScheduled
         state.isWriteScheduled = true
         let targets = state.observers[key]
@@ -259,16 +287,23 @@ final class DefaultsStorage: @unchecked Sendable {
         }
     }
 
-    /// Delivers `records` to the observers of their keys (with the lock *not* held).
-    func deliver(_ records: [Record]) {
-        guard !records.isEmpty else { return }
-        let (observers, anyKeyObservers) = lock.withLock { (state.observers, state.anyKeyObservers) }
-        for record in records {
-            for observer in observers[record.key] ?? [] where !record.isPrior || observer.wantsPrior {
-                observer.deliver(record)
-            }
-            for observer in anyKeyObservers where !record.isPrior || observer.wantsPrior {
-                observer.deliver(record)
+    /// Another process's change, with the version it was applied as and the observers to tell,
+    /// taken in the locked section that applied it.
+    struct ForeignDelivery {
+        let record: Record
+        let version: UInt64
+        let observers: [Observer]
+    }
+
+    /// Delivers another process's changes (with the lock *not* held), in order, each to the
+    /// observers that were registered when it was applied. A change whose key has changed again
+    /// since (a set on another thread, or through a handler) is not delivered any further: its
+    /// observers have been or are being told the newer value, and must not end on this stale one.
+    func deliver(_ deliveries: [ForeignDelivery]) {
+        for delivery in deliveries {
+            for observer in delivery.observers {
+                guard lock.withLock({ state.keyVersions[delivery.record.key] == delivery.version }) else { break }
+                observer.deliver(delivery.record)
             }
         }
     }

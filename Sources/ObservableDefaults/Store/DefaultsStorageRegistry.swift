@@ -86,10 +86,14 @@ enum DefaultsStorageRegistry {
         }
     }
 
-    /// Makes every storage's pending changes durable (at exit).
-    static func flushAll() {
+    /// Makes every storage's pending changes durable (at exit, `atexit`), the storage whose queue
+    /// called `exit()` included (`flush()` writes directly on its own queue). A process ended by a
+    /// signal (SIGTERM, SIGINT with the default action, SIGKILL) runs no `atexit` handler: its
+    /// changes of the last few milliseconds are lost unless it called `flush()`. `matching` limits
+    /// it to some storages (for tests, which share the process).
+    static func flushAll(matching: (DefaultsStorage) -> Bool = { _ in true }) {
         let live = lock.withLock { storages.values.compactMap(\.storage) }
-        for storage in live where !storage.isOnQueue {
+        for storage in live where matching(storage) {
             do {
                 try storage.flush()
             } catch {

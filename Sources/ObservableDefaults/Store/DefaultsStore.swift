@@ -19,7 +19,8 @@ import KeyValueObserving
 ///   through one is visible through the others and notifies their observers synchronously.
 /// - Persistence: automatic and batched off the caller's thread (a write joins the changes of the
 ///   next few milliseconds); `flush()` waits until the changes are durable. Pending changes are also
-///   written when the process exits normally.
+///   written when the process exits normally (`exit()` or a return from `main`, from any thread); a
+///   process killed by a signal (SIGTERM, SIGKILL) does not run that, so call `flush()` first.
 /// - Other processes: their writes are seen by watching the file (inotify on Linux, kqueue on macOS,
 ///   polling where neither works) and reported per key with old and new values and
 ///   `origin == .anotherProcess`. Writes lock a separate lock file, re-read the file, merge only the

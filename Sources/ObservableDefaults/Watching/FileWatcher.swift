@@ -13,9 +13,12 @@ import KeyValueObserving
 ///
 /// On Linux, one inotify instance and one thread serve the whole process. The *directory* is
 /// watched, not the file: a file replaced by rename is a new inode, and a watch on the old one would
-/// go blind after the first atomic write. `IN_MOVED_TO` and `IN_CLOSE_WRITE` (and `IN_DELETE`) for the
-/// file's name report a change; `IN_Q_OVERFLOW` (the kernel dropped events) is reported to every
-/// subscription, which reloads its file in full. On macOS, kqueue (through Dispatch sources) watches
+/// go blind after the first atomic write. `IN_MOVED_TO`, `IN_CLOSE_WRITE`, `IN_DELETE` and
+/// `IN_MOVED_FROM` (the file renamed away) for the file's name report a change. `IN_DELETE_SELF`,
+/// `IN_MOVE_SELF` and `IN_IGNORED` (the directory removed or moved away: the watch is gone, or
+/// watches the wrong place) end the directory's subscriptions with `.lost`; the storage then
+/// reloads and watches again once the directory exists. `IN_Q_OVERFLOW` (the kernel dropped events)
+/// is reported to every subscription, which reloads its file in full. On macOS, kqueue (through Dispatch sources) watches
 /// the directory and the file. Where neither works (an `inotify_add_watch` error, a network file
 /// system), the storage polls instead.
 ///
@@ -29,6 +32,9 @@ final class FileWatcher: @unchecked Sendable {
         case changed
         /// The kernel's event queue overflowed: events were lost, reload everything.
         case overflow
+        /// The watched directory was removed or moved away: the subscription is over (it gets no
+        /// more events); reload, and watch again once the directory exists again.
+        case lost
     }
 
     typealias Handler = @Sendable (Event) -> Void
@@ -60,8 +66,11 @@ final class FileWatcher: @unchecked Sendable {
 
     // From <sys/inotify.h>.
     static let closeWrite: UInt32 = 0x0000_0008
+    static let movedFrom: UInt32 = 0x0000_0040
     static let movedTo: UInt32 = 0x0000_0080
     static let deleted: UInt32 = 0x0000_0200
+    static let deletedSelf: UInt32 = 0x0000_0400
+    static let movedSelf: UInt32 = 0x0000_0800
     static let queueOverflow: UInt32 = 0x0000_4000
     static let ignored: UInt32 = 0x0000_8000
     static let onlyDirectory: UInt32 = 0x0100_0000
@@ -160,7 +169,7 @@ final class FileWatcher: @unchecked Sendable {
     /// Watches `name` in `directory`; `nil` if the directory cannot be watched (it does not exist, or
     /// the system's watch limit is reached), in which case the caller polls.
     func watch(directory: String, name: String, handler: @escaping Handler) -> Subscription? {
-        let mask = Self.closeWrite | Self.movedTo | Self.deleted | Self.onlyDirectory
+        let mask = Self.closeWrite | Self.movedTo | Self.movedFrom | Self.deleted | Self.deletedSelf | Self.movedSelf | Self.onlyDirectory
         return lock.withLock {
             // Under the lock: a `remove` that drops a directory's last subscription must not remove
             // the kernel watch between this add and the registration below.
@@ -212,6 +221,7 @@ final class FileWatcher: @unchecked Sendable {
     /// Calls, once each, the handlers of the subscriptions the events in `buffer` concern.
     private func dispatch(events buffer: UnsafeRawBufferPointer) {
         var changed: [(watchDescriptor: Int32, name: String)] = []
+        var lost: [(watchDescriptor: Int32, isStillWatched: Bool)] = []
         var overflowed = false
         var offset = 0
         let headerSize = 16  // struct inotify_event: wd, mask, cookie, len, then the name
@@ -225,17 +235,29 @@ final class FileWatcher: @unchecked Sendable {
                 overflowed = true
                 continue
             }
-            if mask & (Self.closeWrite | Self.movedTo | Self.deleted) != 0, nameLength > 0 {
+            if mask & (Self.deletedSelf | Self.movedSelf | Self.ignored) != 0 {
+                // A moved directory is still watched, at its new place: that watch is removed.
+                lost.append((watchDescriptor, mask & Self.movedSelf != 0))
+                continue
+            }
+            if mask & (Self.closeWrite | Self.movedTo | Self.movedFrom | Self.deleted) != 0, nameLength > 0 {
                 let name = String(decoding: nameBytes.prefix { $0 != 0 }, as: UTF8.self)
                 changed.append((watchDescriptor, name))
             }
         }
         let handlers: [(Handler, Event)] = lock.withLock {
+            var handlers: [(Handler, Event)] = []
+            // Dead watches are dropped: their subscriptions get no more events, and a `remove` of
+            // one of them finds nothing to do.
+            for (watchDescriptor, isStillWatched) in lost {
+                guard let entries = subscriptions.removeValue(forKey: watchDescriptor) else { continue }
+                if isStillWatched, !isStopped { inotify_rm_watch(descriptor, watchDescriptor) }
+                handlers += entries.values.map { ($0.handler, Event.lost) }
+            }
             if overflowed {
-                return subscriptions.values.flatMap(\.values).map { ($0.handler, Event.overflow) }
+                return handlers + subscriptions.values.flatMap(\.values).map { ($0.handler, Event.overflow) }
             }
             var seen = Set<UInt64>()
-            var handlers: [(Handler, Event)] = []
             for (watchDescriptor, name) in changed {
                 for (id, subscription) in subscriptions[watchDescriptor] ?? [:] where subscription.name == name {
                     if seen.insert(id).inserted { handlers.append((subscription.handler, .changed)) }
