@@ -36,7 +36,10 @@ import KeyValueObserving
 public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
     // Invariant: every `var` of this class is accessed only with `lock` held, except the ones marked
     // "parent's lock", which are accessed only with the *parent's* lock held (they are the parent's
-    // record of this child). No code but this module's bookkeeping runs under a lock: no handler, no
+    // record of this child), and two reads without it: the parent reads `pendingUnitCountInParent`
+    // when this node finishes (written once under `lock` before the first message, so the message's
+    // hand-over orders the two), and `deinit` reads `parent` (no other thread can reach the object
+    // then). No code but this module's bookkeeping runs under a lock: no handler, no
     // user closure, no other node's lock. `lock` is destroyed in `deinit`, when no other thread can
     // reach the object. The locks make every access exclusive, so the dynamic exclusivity checks are
     // redundant (`@exclusivity(unchecked)`).
