@@ -11,10 +11,10 @@ extension ObservableProgress {
     public var throughput: Double? {
         let now = _coarseNanoseconds()
         return withLock { progress -> Double? in
-            let counts = progress.counts
-            guard !counts.isIndeterminate, counts.total > 0,
-                  let rate = progress.rate.fractionPerSecond(current: counts.fraction, now: now) else { return nil }
-            return rate * Double(counts.total)
+            let values = progress.values
+            guard !values.isIndeterminate, values.total > 0,
+                  let rate = progress.rate.fractionPerSecond(current: values.fraction, now: now) else { return nil }
+            return rate * Double(values.total)
         }
     }
 
@@ -23,13 +23,10 @@ extension ObservableProgress {
     public var estimatedTimeRemaining: Duration? {
         let now = _coarseNanoseconds()
         return withLock { progress -> Duration? in
-            let counts = progress.counts
-            if counts.isFinished { return .zero }
-            guard !counts.isIndeterminate,
-                  let rate = progress.rate.fractionPerSecond(current: counts.fraction, now: now),
-                  rate > 0 else { return nil }
-            let seconds = (1 - counts.fraction) / rate
-            guard seconds.isFinite, seconds < 1e12 else { return nil }
+            let values = progress.values
+            if values.isFinished { return .zero }
+            let rate = progress.rate.fractionPerSecond(current: values.fraction, now: now)
+            guard let seconds = values.secondsRemaining(at: rate), seconds < 1e12 else { return nil }
             return .seconds(seconds)
         }
     }
@@ -40,25 +37,26 @@ extension ObservableProgress: CustomStringConvertible {
     /// 5 s remaining"`, `"indeterminate (3 completed)"`, with `", paused"` or `", cancelled"`.
     public var description: String {
         let now = _coarseNanoseconds()
-        let (counts, fractionRate, cancelled, paused) = withLock { progress in
+        let (values, fractionRate, cancelled, paused) = withLock { progress in
             (
-                progress.counts,
+                progress.values,
                 progress.rate.fractionPerSecond(current: progress.values.fraction, now: now),
                 progress.cancelled,
                 progress.paused
             )
         }
         var text: String
-        if counts.isIndeterminate {
-            text = "indeterminate (\(counts.completed) completed)"
+        if values.isIndeterminate {
+            text = "indeterminate (\(values.completed) completed)"
         } else {
             // Clamped: a wildly over-completed progress must not trap converting to Int.
-            let percent = min((counts.fraction * 100).rounded(.down), 1e15)
-            text = "\(Int(percent))% completed (\(counts.completed) of \(counts.total))"
-            if !counts.isFinished, counts.total > 0, let fractionRate, fractionRate > 0 {
-                text += ", \(_formatRate(fractionRate * Double(counts.total))) units/s"
-                let seconds = (1 - counts.fraction) / fractionRate
-                if seconds.isFinite, seconds < 1e9 { text += ", about \(_formatSeconds(seconds)) remaining" }
+            let percent = min((values.fraction * 100).rounded(.down), 1e15)
+            text = "\(Int(percent))% completed (\(values.completed) of \(values.total))"
+            if !values.isFinished, values.total > 0, let fractionRate, fractionRate > 0 {
+                text += ", \(_formatRate(fractionRate * Double(values.total))) units/s"
+                if let seconds = values.secondsRemaining(at: fractionRate), seconds < 1e9 {
+                    text += ", about \(_formatSeconds(seconds)) remaining"
+                }
             }
         }
         if cancelled { text += ", cancelled" }

@@ -11,26 +11,10 @@ struct _ProgressCounts {
     /// rounding instead, which accumulates).
     var childUnits: Int128 = 0
 
-    /// Foundation's rule: completed or total below zero, or both zero.
-    var isIndeterminate: Bool {
-        completed < 0 || total < 0 || (completed == 0 && total == 0)
-    }
-
-    /// Foundation's rule: not indeterminate, and completed at least total (so a total of 0 with
-    /// completed units is finished). Over-completion (completed > total) is allowed.
-    var isFinished: Bool {
-        !isIndeterminate && completed >= total
-    }
-
-    /// Own completed units plus the children's contributions, over total; 0 when indeterminate, 1
-    /// for a total of 0 with units completed; above 1 when over-completed.
-    var fraction: Double {
-        if isIndeterminate { return 0 }
-        if total == 0 { return 1 }
-        return (Double(completed) + _units(childUnits)) / Double(total)
-    }
-
-    /// All of the above at once (the indeterminate test made once): what an update computes.
+    /// What the counts amount to, by Foundation's rules: indeterminate when completed or total is
+    /// below zero or both are zero (fraction 0, not finished); otherwise finished when completed is
+    /// at least total (so a total of 0 with units completed is finished, fraction 1); the fraction is
+    /// own completed units plus the children's contributions over total, above 1 when over-completed.
     var values: _ProgressValues {
         @inline(__always) get {
             let indeterminate = completed < 0 || total < 0 || (completed | total) == 0
@@ -55,6 +39,14 @@ struct _ProgressValues {
     var fraction: Double
     var isFinished: Bool
     var isIndeterminate: Bool
+
+    /// The time left at `fractionPerSecond`, in seconds, if the progress is determinate, unfinished
+    /// and advancing.
+    func secondsRemaining(at fractionPerSecond: Double?) -> Double? {
+        guard !isIndeterminate, !isFinished, let fractionPerSecond, fractionPerSecond > 0 else { return nil }
+        let seconds = (1 - fraction) / fractionPerSecond
+        return seconds.isFinite ? seconds : nil
+    }
 }
 
 /// `units` (in parent units) as fixed point with 32 fractional bits.

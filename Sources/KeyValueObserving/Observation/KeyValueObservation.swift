@@ -61,7 +61,7 @@ extension KeyValueObservation {
     /// A token that ends `token` and then calls `onInvalidate`, once: for observations built on
     /// another one (a throttled observer also stops its pending delivery).
     package convenience init(ending token: KeyValueObservation, then onInvalidate: @escaping @Sendable () -> Void) {
-        self.init(registry: nil, id: 0, parts: [_InvalidationHandler(token: token, onInvalidate: onInvalidate)])
+        self.init(invalidating: _InvalidationHandler(token: token, onInvalidate: onInvalidate))
     }
 }
 
