@@ -33,6 +33,10 @@ extension ObservableProgress: _ExplicitlyNotifiedKeys {
         return nil
     }
 
+    package static func _explicitKeyName(for keyPath: AnyKeyPath) -> String? {
+        _explicitKey(for: keyPath).flatMap { found in _ProgressKey.allCases.first { $0.offset == found.offset } }.map { "\($0)" }
+    }
+
     /// Lets a registration probe see that `key` was read (see `_reportExplicitRead`).
     @inline(__always)
     func reportRead<Value>(_ key: _ProgressKey, _ type: Value.Type) {

@@ -163,14 +163,14 @@ struct ChainTests {
         player.currentItem = item
         let calls = Counter(0)
         let token = player.observe(\.currentItem, \.status) { _, _ in calls.increment() }
-        #expect(player.observedKeyPaths.count == 1)
-        #expect(item.observedKeyPaths.count == 1)
+        #expect(player.observationInfo.observerCountsByKeyPath.count == 1)
+        #expect(item.observationInfo.observerCountsByKeyPath.count == 1)
         token.invalidate()
         item.status = .ready
         player.currentItem = nil
         #expect(calls.current == 0)
-        #expect(player.observedKeyPaths.isEmpty)
-        #expect(item.observedKeyPaths.isEmpty)
+        #expect(player.observationInfo.observerCountsByKeyPath.isEmpty)
+        #expect(item.observationInfo.observerCountsByKeyPath.isEmpty)
     }
 
     @Test func aDependentKeyMayDependOnAChain() {
@@ -192,8 +192,8 @@ struct ChainTests {
             "Hello, linus! ⇒ Hello, ken!",
         ])
         token.invalidate()
-        #expect(state.observedKeyPaths.isEmpty)
-        #expect(replacement.observedKeyPaths.isEmpty)
+        #expect(state.observationInfo.observerCountsByKeyPath.isEmpty)
+        #expect(replacement.observationInfo.observerCountsByKeyPath.isEmpty)
     }
 
     /// Registering reads the chain's properties, so by Swift's rules it happens where they are
@@ -233,7 +233,7 @@ struct ChainTests {
         }
         #expect(wrong.current == [])
         #expect(deliveries.current > 0)
-        #expect(players.allSatisfy { $0.value.observedKeyPaths.isEmpty })
-        #expect(players.allSatisfy { $0.value.currentItem?.observedKeyPaths.isEmpty ?? true })
+        #expect(players.allSatisfy { $0.value.observationInfo.observerCountsByKeyPath.isEmpty })
+        #expect(players.allSatisfy { $0.value.currentItem?.observationInfo.observerCountsByKeyPath.isEmpty ?? true })
     }
 }

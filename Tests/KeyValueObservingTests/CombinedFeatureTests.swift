@@ -135,7 +135,7 @@ struct CombinedConcurrencyTests {
         pool.withLock { tokens in tokens.forEach { $0.invalidate() }; tokens = [] }
         title.invalidate()
         body.invalidate()
-        #expect(editor.observedKeyPaths.isEmpty)
+        #expect(editor.observationInfo.observerCountsByKeyPath.isEmpty)
     }
 
     /// Consumers are cancelled while the owner keeps setting.
@@ -160,6 +160,6 @@ struct CombinedConcurrencyTests {
         }
         stop.withLock { $0 = true }
         writer.join()
-        #expect(player.observedKeyPaths.isEmpty)
+        #expect(player.observationInfo.observerCountsByKeyPath.isEmpty)
     }
 }

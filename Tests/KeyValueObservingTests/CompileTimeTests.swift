@@ -117,10 +117,10 @@ struct CompileTimeTests {
         #expect(output.standardOutput == "registered 6\n")
         let lines = output.standardError.split(separator: "\n")
         #expect(lines.count == 2, "\(output.standardError)")
-        #expect(lines.first?.contains("\\Player.balance") == true)
+        #expect(lines.first?.contains("`balance` on Player") == true)
         #expect(lines.first?.contains("main.swift:10") == true)
         #expect(lines.first?.contains("Fix: declare the property @Observed") == true)
-        #expect(lines.last?.contains("\\Player.pan") == true)
+        #expect(lines.last?.contains("`pan` on Player") == true)
     }
 
     /// The contents of the first fenced block of `language` in `text`, with its final newline.

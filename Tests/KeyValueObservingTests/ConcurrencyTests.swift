@@ -61,9 +61,9 @@ struct ConcurrencyTests {
             #expect(shared[keyPath: key] == sets.current[index])
         }
         let remaining = pool.withLock { tokens in defer { tokens = [] }; return tokens }
-        #expect(shared.observedKeyPaths.values.reduce(0, +) == remaining.count)
+        #expect(shared.observationInfo.observerCountsByKeyPath.values.reduce(0, +) == remaining.count)
         remaining.forEach { $0.invalidate() }
-        #expect(shared.observedKeyPaths.isEmpty)
+        #expect(shared.observationInfo.observerCountsByKeyPath.isEmpty)
         let before = deliveries.current
         shared.k0 += 1
         #expect(deliveries.current == before)
@@ -103,7 +103,7 @@ struct ConcurrencyTests {
             TestThread.run(4) { _ in
                 tokens.append(player.observe(\.volume) { _, _ in calls.increment() })
             }
-            #expect(player.observedKeyPaths == [\AudioPlayer.volume: 4])
+            #expect(player.observationInfo.observerCountsByKeyPath == [\AudioPlayer.volume: 4])
             player.volume = 1
             #expect(calls.current == 4)
             tokens.current.forEach { $0.invalidate() }

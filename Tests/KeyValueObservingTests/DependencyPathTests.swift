@@ -104,7 +104,7 @@ struct DependencyPathTests {
         state.settings.username = "grace"
         #expect(greetings.current == ["Hi grace"])
         token.invalidate()
-        #expect(state.settings.observedKeyPaths.isEmpty)
+        #expect(state.settings.observationInfo.observerCountsByKeyPath.isEmpty)
     }
 
     @Test func aChildThatWasNilAtRegistrationIsFollowedOnceSet() {
@@ -201,12 +201,12 @@ struct DependencyPathTests {
         let contact = Contact()
         let sortName = contact.observe(\.sortName) { _, _ in }
         let given = contact.observe(\.givenName) { _, _ in }
-        #expect(contact.observedKeyPaths == [\Contact.sortName: 1, \Contact.givenName: 1])
+        #expect(contact.observationInfo.observerCountsByKeyPath == [\Contact.sortName: 1, \Contact.givenName: 1])
         sortName.invalidate()
         given.invalidate()
         let state = AppState()
         let greeting = state.observe(\.greeting) { _, _ in }
-        #expect(state.observedKeyPaths == [\AppState.greeting: 1])
+        #expect(state.observationInfo.observerCountsByKeyPath == [\AppState.greeting: 1])
         greeting.invalidate()
     }
 
@@ -242,6 +242,6 @@ struct DependencyPathTests {
         }
         #expect(wrong.current == [])
         #expect(deliveries.current > 0)
-        #expect(states.allSatisfy { $0.value.observedKeyPaths.isEmpty && $0.value.settings.observedKeyPaths.isEmpty })
+        #expect(states.allSatisfy { $0.value.observationInfo.observerCountsByKeyPath.isEmpty && $0.value.settings.observationInfo.observerCountsByKeyPath.isEmpty })
     }
 }

@@ -108,7 +108,7 @@ struct DependentKeyTests {
         token.invalidate()
         contact.givenName = "C"
         #expect(calls.current == 3)
-        #expect(contact.observedKeyPaths.isEmpty)
+        #expect(contact.observationInfo.observerCountsByKeyPath.isEmpty)
     }
 
     @Test func dependenciesAreTransitive() {
@@ -196,7 +196,7 @@ struct DependentKeyTests {
                 pool.withLock { $0.isEmpty ? nil : $0.removeFirst() }?.invalidate()
             }
         }
-        #expect(contacts.allSatisfy { $0.value.observedKeyPaths.isEmpty })
+        #expect(contacts.allSatisfy { $0.value.observationInfo.observerCountsByKeyPath.isEmpty })
         #expect(deliveries.current > 0)
         #expect(wrong.current == [])
     }

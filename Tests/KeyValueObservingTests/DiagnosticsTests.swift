@@ -22,7 +22,7 @@ struct DiagnosticsTests {
         #expect(diagnostic?.reads == [])
         #expect(diagnostic?.line == line)
         #expect(diagnostic?.fileID.hasSuffix("DiagnosticsTests.swift") == true)
-        #expect(diagnostic?.message.contains("\\AudioPlayer.balance") == true)
+        #expect(diagnostic?.message.contains("`balance` on AudioPlayer") == true)
         #expect(diagnostic?.message.contains("DiagnosticsTests.swift:\(line)") == true)
         #expect(diagnostic?.message.contains("Fix: declare the property @Observed") == true)
         token?.invalidate()
@@ -81,7 +81,7 @@ struct DiagnosticsTests {
         player.volume = 1
         #expect(values.current == [0.0])
         token?.invalidate()
-        #expect(player.observedKeyPaths.isEmpty)
+        #expect(player.observationInfo.observerCountsByKeyPath.isEmpty)
     }
 }
 

@@ -71,7 +71,7 @@ struct LifetimeTests {
         #expect(weakCanary == nil)
         player.volume = 0.3
         #expect(calls.current == 1)
-        #expect(player.observedKeyPaths.isEmpty)
+        #expect(player.observationInfo.observerCountsByKeyPath.isEmpty)
     }
 
     @Test func invalidateIsIdempotentAndLeavesOtherObserversAlone() {
@@ -85,9 +85,9 @@ struct LifetimeTests {
         player.volume = 0.4
         #expect(first.current == 0)
         #expect(second.current == 1)
-        #expect(player.observedKeyPaths == [\AudioPlayer.volume: 1])
+        #expect(player.observationInfo.observerCountsByKeyPath == [\AudioPlayer.volume: 1])
         b.invalidate()
-        #expect(player.observedKeyPaths.isEmpty)
+        #expect(player.observationInfo.observerCountsByKeyPath.isEmpty)
     }
 
     @Test func theHandlerMayCaptureTheObservedObjectWeakly() {

@@ -142,7 +142,7 @@ struct PropertyKindsTests {
             "sub false Optional(0) Optional(5)",
             "base 5",
         ])
-        #expect(car.observedKeyPaths == [\Vehicle.speed: 2])
+        #expect(car.observationInfo.observerCountsByKeyPath == [\Vehicle.speed: 2])
         viaSubclass.invalidate()
         viaBase.invalidate()
     }
@@ -159,7 +159,7 @@ struct PropertyKindsTests {
         token.invalidate()
         box.element = "d"
         #expect(values.current == ["b", "c"])
-        #expect(box.observedKeyPaths.isEmpty)
+        #expect(box.observationInfo.observerCountsByKeyPath.isEmpty)
         otherToken.invalidate()
     }
 

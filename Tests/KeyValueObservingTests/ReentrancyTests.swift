@@ -71,7 +71,7 @@ struct ReentrancyTests {
         player.volume = 0.1
         player.volume = 0.2
         #expect(calls.current == 1)
-        #expect(player.observedKeyPaths.isEmpty)
+        #expect(player.observationInfo.observerCountsByKeyPath.isEmpty)
     }
 
     @Test func anObserverInvalidatedDuringADeliveryIsNotCalledForIt() {
@@ -113,7 +113,7 @@ struct ReentrancyTests {
         }
         token.invalidate()
         #expect(tokens.current.count == 1)
-        #expect(player.observedKeyPaths == [\AudioPlayer.volume: 1])
+        #expect(player.observationInfo.observerCountsByKeyPath == [\AudioPlayer.volume: 1])
         tokens.current.forEach { $0.invalidate() }
     }
 }

@@ -50,9 +50,9 @@ struct ScaleTests {
         for _ in 0..<100 {
             player.isMuted.toggle()
         }
-        #expect(player.observedKeyPaths == [\AudioPlayer.volume: 1])
+        #expect(player.observationInfo.observerCountsByKeyPath == [\AudioPlayer.volume: 1])
         token.invalidate()
-        #expect(player.observedKeyPaths.isEmpty)
+        #expect(player.observationInfo.observerCountsByKeyPath.isEmpty)
     }
 
     @Test func manyObserversOnManyKeysAreCountedPerKey() {
@@ -63,7 +63,7 @@ struct ScaleTests {
                 tokens.append(counters.observe(key) { _, _ in })
             }
         }
-        let counts = counters.observedKeyPaths
+        let counts = counters.observationInfo.observerCountsByKeyPath
         #expect(counts.count == 8)
         for (index, key) in Counter8.keys.enumerated() {
             #expect(counts[key] == index + 1)

@@ -71,20 +71,20 @@ struct SequenceTests {
             return count
         }
         while started.current == 0 { await Task.yield() }
-        #expect(player.observedKeyPaths == [\AudioPlayer.volume: 1])
+        #expect(player.observationInfo.observerCountsByKeyPath == [\AudioPlayer.volume: 1])
         task.cancel()
         _ = await task.value
-        #expect(player.observedKeyPaths.isEmpty)
+        #expect(player.observationInfo.observerCountsByKeyPath.isEmpty)
     }
 
     @Test func droppingTheSequenceRemovesTheRegistration() {
         let player = AudioPlayer()
         do {
             let values = player.values(for: \.volume)
-            #expect(player.observedKeyPaths == [\AudioPlayer.volume: 1])
+            #expect(player.observationInfo.observerCountsByKeyPath == [\AudioPlayer.volume: 1])
             withExtendedLifetime(values) {}
         }
-        #expect(player.observedKeyPaths.isEmpty)
+        #expect(player.observationInfo.observerCountsByKeyPath.isEmpty)
     }
 
     @Test func newestBufferingKeepsOnlyTheNewestValues() async throws {

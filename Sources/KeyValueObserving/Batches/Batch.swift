@@ -45,6 +45,7 @@ final class _BatchState {
     @exclusivity(unchecked) @usableFromInline var changedKeys: [AnyKeyPath] = []
     /// Per changed key: reads its final value and current observers, and returns its delivery.
     @exclusivity(unchecked) @usableFromInline var finishers: [() -> () -> Void] = []
+    /// The storage offsets of `changedKeys`, in the same order (-1 for a zero-sized property).
     @exclusivity(unchecked) @usableFromInline var changedOffsets: [Int] = []
     @exclusivity(unchecked) @usableFromInline var anyKeyPriorSent = false
 
@@ -117,7 +118,11 @@ extension _ObserverRegistry {
         let deliveries = finished.finishers.map { $0() }
         for deliver in deliveries { deliver() }
         if !finished.changedKeys.isEmpty, let anyKey = anyKeySnapshot() {
-            anyKey.didChange(object, finished.changedKeys)
+            anyKey.didChange(
+                object,
+                finished.changedKeys,
+                storageOffsets: .many(finished.changedOffsets.map { $0 < 0 ? nil : $0 })
+            )
         }
     }
 

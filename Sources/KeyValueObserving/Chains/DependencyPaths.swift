@@ -14,7 +14,7 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
     // Invariant: `paths` and the callbacks are immutable (key paths are immutable objects); `root` and
     // `tokens` are only accessed with `lock` held; `isActive` is atomic.
     private let paths: [AnyKeyPath]
-    private let willChange: @Sendable (KeyValueObservable) -> Void
+    private let willChange: @Sendable (KeyValueObservable, _ valueHasChanged: Bool) -> Void
     private let didChange: @Sendable (KeyValueObservable) -> Void
     private let lock = Lock()
     private weak var root: KeyValueObservable?
@@ -27,7 +27,7 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
     init(
         root: KeyValueObservable,
         paths: [AnyKeyPath],
-        willChange: @escaping @Sendable (KeyValueObservable) -> Void,
+        willChange: @escaping @Sendable (KeyValueObservable, _ valueHasChanged: Bool) -> Void,
         didChange: @escaping @Sendable (KeyValueObservable) -> Void
     ) {
         self.root = root
@@ -57,24 +57,14 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
             }
         }
         for path in paths {
-            var current: KeyValueObservable? = root
-            var depth = 0
-            while let object = current, depth < Self.maximumDepth {
-                depth += 1
-                let reads = _ObservationRoute.unique(object._registryCreatingIfNeeded().probe { _ = root[keyPath: path] })
-                if reads.count == 1 {
-                    note(object, reads[0])
-                    current = object[keyPath: reads[0].key] as? KeyValueObservable
-                } else if reads.isEmpty {
-                    current = Self.childRead(by: path, from: root, in: object)
-                } else {
-                    reads.forEach { note(object, $0) }
-                    current = nil
-                }
+            for (object, reads) in Self.steps(of: path, from: root) {
+                reads.forEach { note(object, $0) }
             }
         }
         let fresh = observed.map { object, read in
-            Self.signal(on: object, read: read) { [weak self] isPrior in self?.changed(isPrior: isPrior) }
+            Self.signal(on: object, read: read) { [weak self] isPrior, valueHasChanged in
+                self?.changed(isPrior: isPrior, valueHasChanged: valueHasChanged)
+            }
         }
         let replaced = lock.withLock { () -> [KeyValueObservation] in
             defer { tokens = fresh }
@@ -86,10 +76,62 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
         }
     }
 
-    private func changed(isPrior: Bool) {
+    /// The objects that reading `path` from `root` passes through, each with the `@Observed`
+    /// properties of it that the read reads (empty for a constant child), in order.
+    static func steps(
+        of path: AnyKeyPath,
+        from root: KeyValueObservable
+    ) -> [(object: KeyValueObservable, reads: [_ObserverRegistry.ProbedRead])] {
+        var steps: [(object: KeyValueObservable, reads: [_ObserverRegistry.ProbedRead])] = []
+        var current: KeyValueObservable? = root
+        while let object = current, steps.count < maximumDepth {
+            let reads = _ObservationRoute.unique(object._registryCreatingIfNeeded().probe { _ = root[keyPath: path] })
+            steps.append((object, reads))
+            if reads.count == 1 {
+                current = object[keyPath: reads[0].key] as? KeyValueObservable
+            } else if reads.isEmpty {
+                current = childRead(by: path, from: root, in: object)
+            } else {
+                current = nil
+            }
+        }
+        return steps
+    }
+
+    /// Names the path `path` of `root` after its steps (`"engine.rpm"`), if every step is one
+    /// `@Observed` property and the path ends on one that holds no object.
+    static func recordName(of path: AnyKeyPath, from root: KeyValueObservable) {
+        var names: [String] = []
+        var isComplete = false
+        for (object, reads) in steps(of: path, from: root) {
+            if reads.isEmpty, let child = childRead(by: path, from: root, in: object) {
+                guard let name = fieldName(of: child, in: object) else { return }
+                names.append(name)
+                continue
+            }
+            guard reads.count == 1 else { return }
+            names.append(_KeyNames.name(of: reads[0].key, storageOffset: reads[0].offset))
+            isComplete = !reads[0].holdsObservableObject
+        }
+        if isComplete { _KeyNames.record(path, name: names.joined(separator: ".")) }
+    }
+
+    /// The label of the stored property of `object` that holds `child`.
+    private static func fieldName(of child: KeyValueObservable, in object: KeyValueObservable) -> String? {
+        var mirror: Mirror? = Mirror(reflecting: object)
+        while let current = mirror {
+            if let label = current.children.first(where: { ($0.value as? KeyValueObservable) === child })?.label {
+                return label.hasPrefix("_") ? String(label.dropFirst()) : label
+            }
+            mirror = current.superclassMirror
+        }
+        return nil
+    }
+
+    private func changed(isPrior: Bool, valueHasChanged: Bool) {
         guard isActive.load(ordering: .acquiring), let root = lock.withLock({ root }) else { return }
         if isPrior {
-            willChange(root)
+            willChange(root, valueHasChanged)
         } else {
             resolve()
             guard isActive.load(ordering: .acquiring) else { return }
@@ -121,7 +163,7 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
     private static func signal(
         on object: KeyValueObservable,
         read: _ObserverRegistry.ProbedRead,
-        handler: @escaping @Sendable (Bool) -> Void
+        handler: @escaping @Sendable (_ isPrior: Bool, _ valueHasChanged: Bool) -> Void
     ) -> KeyValueObservation {
         let automatic = type(of: object).automaticallyNotifiesObservers(for: read.key)
         let registry = object._registryCreatingIfNeeded()

@@ -81,7 +81,7 @@ public struct KeyValueObservingDiagnostic: @unchecked Sendable, CustomStringConv
 
     /// One line that names the key, the call site and the fix.
     public var message: String {
-        let key = Self.describe(keyPath)
+        let key = "`\(Self.describe(keyPath))`"
         let site = "\(fileID):\(line)"
         switch kind {
         case .unobservableKey:
@@ -96,9 +96,11 @@ public struct KeyValueObservingDiagnostic: @unchecked Sendable, CustomStringConv
                 + "Fix: list them in `override class var keyPathsAffecting` "
                 + "([\\\(objectType).<key>: [\(readNames.map { "\\\(objectType).\($0)" }.joined(separator: ", "))]])."
         case .dependencyCycle:
-            let cycle = reads.map(Self.describe).joined(separator: " → ")
+            let cycle = reads.map { "`\(Self.describe($0))`" }.joined(separator: " → ")
             return "\(site): keyPathsAffecting of \(objectType) has a dependency cycle: \(cycle). "
-                + "The edge back to the first key is ignored. Fix: remove one of these dependencies."
+                + "It is usually a mistake. What is delivered: a change of any key of the cycle notifies the "
+                + "observers of every key of the cycle exactly once (the edge back to the first key adds "
+                + "nothing). Fix: remove one of these dependencies, unless that is what you want."
         default:
             return "\(site): \(key) on \(objectType): \(detail ?? kind.description)"
         }
@@ -106,8 +108,9 @@ public struct KeyValueObservingDiagnostic: @unchecked Sendable, CustomStringConv
 
     public var description: String { message }
 
-    /// A key path as the runtime describes it, or its type where the runtime has no name for it.
+    /// A key's name (`"speed"`, `"engine.rpm"`), or its types where no name is known
+    /// (`"computed Int property of Car"`).
     static func describe(_ keyPath: AnyKeyPath) -> String {
-        "\(keyPath)".contains("<computed") ? "a key path of type \(type(of: keyPath))" : "\(keyPath)"
+        _KeyNames.name(of: keyPath)
     }
 }

@@ -12,6 +12,10 @@ package protocol _ExplicitlyNotifiedKeys: KeyValueObservable {
     /// The offset and canonical key path under which observers of `keyPath` are registered, or
     /// `nil` if `keyPath` is not one of the explicitly notified keys.
     static func _explicitKey(for keyPath: AnyKeyPath) -> (offset: Int, key: AnyKeyPath)?
+
+    /// The name of `keyPath` (`"fractionCompleted"`), or `nil` if it is not one of the explicitly
+    /// notified keys.
+    static func _explicitKeyName(for keyPath: AnyKeyPath) -> String?
 }
 
 extension KeyValueObservable {
@@ -42,7 +46,7 @@ extension KeyValueObservable {
                 if snapshot.isPlain {
                     snapshot.deliverPlain(newValue, on: self)
                 } else {
-                    let pending = snapshot.willChange(on: self, oldValue: oldValue, newValue: newValue)
+                    let pending = snapshot.willChange(on: self, oldValue: oldValue, newValue: newValue, valueHasChanged: true)
                     snapshot.didChange(newValue, oldValue: oldValue, pending: pending, on: self)
                 }
             }
@@ -61,7 +65,7 @@ extension KeyValueObservable {
             if _slowPath(registry.probeCount.load(ordering: .relaxed) != 0) {
                 let keyPath = key()
                 registry.declareOffset(offset, for: keyPath)
-                registry.recordRead(key: { keyPath }, storageType: Value.self, isZeroSized: false)
+                registry.recordRead(key: { keyPath }, storageType: Value.self, valueType: Value.self, isZeroSized: false, offset: { offset })
             }
         }
     }

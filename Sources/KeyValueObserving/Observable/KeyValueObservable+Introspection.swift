@@ -1,24 +1,30 @@
 extension KeyValueObservable {
-    /// The keys of this object that have observers, with how many each, for debugging (Foundation's
+    /// What observes this object now, by key name, for debugging and for metrics (Foundation's
     /// `observationInfo` is an opaque pointer).
     ///
-    /// `@Observed` properties are named by the key path of the declaring class (`\Base.volume` for a
-    /// property that a subclass inherits); other keys (dependent keys, keys notified manually) by the
-    /// key path they were observed with, each observer counted once. A chain's observer counts as an
-    /// observer of each key along the chain, on each object.
+    /// `@Observed` properties are listed under the key path of the declaring class (`\Base.volume`
+    /// for a property that a subclass inherits); other keys (dependent keys, paths such as
+    /// `\.engine.rpm`, keys notified manually) under the key path they were observed with, each
+    /// observer counted once. A path's observer also appears, as an internal follower, on none of the
+    /// objects along the path. Observers of every key (`observeAnyKey`) are counted apart.
     ///
     /// ```swift
-    /// print(player.observedKeyPaths)   // [\AudioPlayer.volume: 2]
+    /// print(player.observationInfo)   // volume: 2, engine.rpm: 1; any key: 1
     /// ```
     ///
     /// - Complexity: O(*k*) in the number of observed keys.
-    public var observedKeyPaths: [AnyKeyPath: Int] {
-        guard let registry = _existingRegistry else { return [:] }
-        var counts: [AnyKeyPath: Int] = [:]
-        for (key, count) in registry.observerCounts() {
-            counts[key, default: 0] += count
+    public var observationInfo: KeyValueObservationInfo {
+        guard let registry = _existingRegistry else { return KeyValueObservationInfo(keys: [], anyKeyObserverCount: 0) }
+        let (counts, anyKey) = registry.observerCounts()
+        var keys: [KeyValueObservationInfo.Key] = []
+        for (key, offset, count) in counts {
+            if let index = keys.firstIndex(where: { $0.keyPath == key }) {
+                keys[index].observerCount += count
+            } else {
+                keys.append(.init(name: _KeyNames.name(of: key, storageOffset: offset), keyPath: key, observerCount: count))
+            }
         }
-        return counts
+        return KeyValueObservationInfo(keys: keys, anyKeyObserverCount: anyKey)
     }
 
     /// Whether this object has allocated its observer registry (it does so on the first registration
@@ -26,5 +32,48 @@ extension KeyValueObservable {
     /// empty class.
     public var hasObserverRegistry: Bool {
         _existingRegistry != nil
+    }
+}
+
+/// The observers of one object at one moment (`KeyValueObservable.observationInfo`).
+public struct KeyValueObservationInfo: @unchecked Sendable, CustomStringConvertible {
+    // Invariant: immutable; key-path objects are immutable and safe to share.
+
+    /// An observed key: its name (`"speed"`, `"engine.rpm"`), key path, and number of observers.
+    public struct Key: @unchecked Sendable {
+        // Invariant: immutable once built; key-path objects are immutable and safe to share.
+        public let name: String
+        public let keyPath: AnyKeyPath
+        public internal(set) var observerCount: Int
+    }
+
+    /// The observed keys, in the order their first observer registered.
+    public let keys: [Key]
+    /// How many observers of every key (`observeAnyKey`) the object has.
+    public let anyKeyObserverCount: Int
+
+    /// Whether nothing observes the object.
+    public var isEmpty: Bool {
+        keys.isEmpty && anyKeyObserverCount == 0
+    }
+
+    /// The number of observers of `keyPath` (0 if it has none); observers of every key not included.
+    public func observerCount(for keyPath: AnyKeyPath) -> Int {
+        keys.first { $0.keyPath == keyPath }?.observerCount ?? 0
+    }
+
+    /// The observer counts by key path (observers of every key not included).
+    public var observerCountsByKeyPath: [AnyKeyPath: Int] {
+        Dictionary(keys.map { ($0.keyPath, $0.observerCount) }, uniquingKeysWith: +)
+    }
+
+    /// `"volume: 2, engine.rpm: 1; any key: 1"`, or `"no observers"`.
+    public var description: String {
+        guard !isEmpty else { return "no observers" }
+        var parts = keys.map { "\($0.name): \($0.observerCount)" }.joined(separator: ", ")
+        if anyKeyObserverCount > 0 {
+            parts += (parts.isEmpty ? "" : "; ") + "any key: \(anyKeyObserverCount)"
+        }
+        return parts
     }
 }

@@ -95,7 +95,7 @@ extension _ObservationRoute {
         in registry: _ObserverRegistry
     ) -> [_SlotKey] {
         var slots: [_SlotKey] = [.keyPath(keyPath)]
-        if let isZeroSized = _ObservedKeyCache.isZeroSized(keyPath) {
+        if let isZeroSized = _ObservedKeyCache.isZeroSized(keyPath, in: type(of: object)) {
             slots.append(.observedProperty(keyPath, isZeroSized: isZeroSized))
             return slots
         }

@@ -100,7 +100,12 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         } else if let isDuplicate {
             // Read through the key path: compare the values read before and after.
             let wantsOld = options.contains(.old)
-            entry = _readingObserver(id: registration.id, options: options.union([.old, .new]), keyPath: keyPath) { object, change in
+            entry = _readingObserver(
+                id: registration.id,
+                options: options.union([.old, .new]),
+                keyPath: keyPath,
+                initialValue: { self[keyPath: keyPath] }
+            ) { object, change in
                 if !change.isPrior, let old = change.oldValue, let new = change.newValue, isDuplicate(old, new) { return }
                 changeHandler(object, KeyValueObservedChange(
                     settingNew: options.contains(.new) || change.isPrior ? change.newValue : nil,
@@ -109,7 +114,13 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
                 ))
             }
         } else {
-            entry = _readingObserver(id: registration.id, options: options, keyPath: keyPath, handler: changeHandler)
+            entry = _readingObserver(
+                id: registration.id,
+                options: options,
+                keyPath: keyPath,
+                initialValue: { self[keyPath: keyPath] },
+                handler: changeHandler
+            )
         }
         let token = registration.finish(adding: entry)
         if options.contains(.initial) {
@@ -173,8 +184,8 @@ struct _Registration {
         let paths = _DependencyPaths(
             root: object,
             paths: route.paths,
-            willChange: { root in
-                let old = entry.willChange(root)
+            willChange: { root, valueHasChanged in
+                let old = entry.willChange(root, valueHasChanged: valueHasChanged)
                 pending.withLock { $0.append((pthread_self(), old)) }
             },
             didChange: { root in

@@ -115,7 +115,7 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
                     }
                     return nil
                 }
-                return entry.willChange(self)
+                return entry.willChange(self, valueHasChanged: false)
             })
         }
         let observedKey = slots.lazy.compactMap { slot -> AnyKeyPath? in

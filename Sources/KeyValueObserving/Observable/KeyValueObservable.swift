@@ -58,6 +58,23 @@ open class KeyValueObservable {
         [:]
     }
 
+    /// Names for this class's computed keys, used in logs, diagnostics, `KeyValueAnyKeyChange.keyName`
+    /// and `observationInfo`.
+    ///
+    /// `@Observed` properties are named automatically (`"speed"`), and so are paths through them
+    /// (`"engine.rpm"`); a computed property has no name at run time on Linux, so it is described by
+    /// its types (`"computed String property of Car"`) unless it is listed here. Merged with the
+    /// superclasses' tables.
+    ///
+    /// ```swift
+    /// override class var keyPathNames: [AnyKeyPath: String] {
+    ///     [\Car.summary: "summary"]
+    /// }
+    /// ```
+    open class var keyPathNames: [AnyKeyPath: String] {
+        [:]
+    }
+
     /// Whether setting the `@Observed` property `key` notifies its observers by itself (`true`, the
     /// default). Return `false` for a key whose changes the class reports itself, with
     /// `willChangeValue(for:)` and `didChangeValue(for:)`, for example only when the value really

@@ -54,7 +54,9 @@ public struct Observed<Value> {
                         registry.recordRead(
                             key: { wrappedKeyPath },
                             storageType: Observed<Value>.self,
-                            isZeroSized: MemoryLayout<Value>.size == 0
+                            valueType: Value.self,
+                            isZeroSized: MemoryLayout<Value>.size == 0,
+                            offset: { _storageOffset(object, storageKeyPath) }
                         )
                     }
                 }
@@ -163,10 +165,11 @@ public struct Observed<Value> {
                 return
             }
             batch.changedKeys.append(key)
-            if !isZeroSized { batch.changedOffsets.append(storageOffset) }
+            // Aligned with `changedKeys`; no storage is at offset -1.
+            batch.changedOffsets.append(isZeroSized ? -1 : storageOffset)
             if !batch.anyKeyPriorSent {
                 batch.anyKeyPriorSent = true
-                anyKey?.willChange(object, key)
+                anyKey?.willChange(object, key, storageOffset: isZeroSized ? nil : storageOffset)
             }
             let oldValue = storage.pointee._value
             let pending = snapshot?.willChange(on: object, oldValue: oldValue, batch: batch.delivery)
@@ -197,7 +200,8 @@ public struct Observed<Value> {
             }
             return
         }
-        anyKey?.willChange(object, key)
+        let namingOffset: Int? = MemoryLayout<Value>.size == 0 ? nil : storageOffset
+        anyKey?.willChange(object, key, storageOffset: namingOffset)
         if let snapshot {
             let oldValue: Value? = snapshot.needsOld ? storage.pointee._value : nil
             let pending = snapshot.willChange(on: object, oldValue: oldValue, newValue: newValue)
@@ -206,7 +210,7 @@ public struct Observed<Value> {
         } else {
             storage.pointee._value = newValue
         }
-        anyKey?.didChange(object, key)
+        anyKey?.didChange(object, key, storageOffset: namingOffset)
     }
 
     /// The byte offset of the property's storage in `object`: what identifies an `@Observed`

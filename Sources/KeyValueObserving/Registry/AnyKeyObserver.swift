@@ -17,14 +17,57 @@ public struct KeyValueAnyKeyChange: @unchecked Sendable, CustomStringConvertible
     /// `true` for the notification sent before the change to observers that asked for `.prior`.
     public let isPrior: Bool
 
+    /// The storage offsets of `keyPaths` where known (`@Observed` properties), which name them.
+    let storageOffsets: _StorageOffsets
+
+    /// The name of the key that changed: `"speed"` for `\Car.speed`, as a log line or a metric
+    /// label wants it. For a batch, the first key changed in it.
+    ///
+    /// `@Observed` properties and the keys of `ObservableProgress` are named by their property
+    /// names; a computed key by the class's `keyPathNames`, else by its types
+    /// (`"computed Int property of Car"`), because Swift keeps no names for computed properties at
+    /// run time on Linux.
+    public var keyName: String {
+        _KeyNames.name(of: keyPaths[0], storageOffset: storageOffsets[0])
+    }
+
+    /// The names of `keyPaths`, in the same order.
+    public var keyNames: [String] {
+        keyPaths.indices.map { _KeyNames.name(of: keyPaths[$0], storageOffset: storageOffsets[$0]) }
+    }
+
     @usableFromInline
-    init(keyPaths: [AnyKeyPath], isPrior: Bool) {
+    init(keyPaths: [AnyKeyPath], storageOffsets: _StorageOffsets, isPrior: Bool) {
         self.keyPaths = keyPaths
+        self.storageOffsets = storageOffsets
         self.isPrior = isPrior
     }
 
     public var description: String {
-        "\(isPrior ? "will change" : "did change") \(keyPaths.map(KeyValueObservingDiagnostic.describe).joined(separator: ", "))"
+        "\(isPrior ? "will change" : "did change") \(keyNames.joined(separator: ", "))"
+    }
+}
+
+/// The storage offsets of the keys of a change, where known: none, one (a single `@Observed`
+/// property: no array to allocate), or one per key (a batch; `nil` for keys that are not stored at a
+/// known offset).
+@usableFromInline
+enum _StorageOffsets: Sendable {
+    case none
+    case single(Int)
+    case many([Int?])
+
+    subscript(index: Int) -> Int? {
+        switch self {
+        case .none: nil
+        case .single(let offset): index == 0 ? offset : nil
+        case .many(let offsets): index < offsets.count ? offsets[index] : nil
+        }
+    }
+
+    @usableFromInline
+    init(_ offset: Int?) {
+        self = offset.map { .single($0) } ?? .none
     }
 }
 
@@ -65,23 +108,23 @@ final class _AnyKeySnapshot: @unchecked Sendable {
 
     /// Notifies before a change of `keyPath` the observers that asked for `.prior`.
     @usableFromInline
-    func willChange(_ object: AnyObject, _ keyPath: AnyKeyPath) {
+    func willChange(_ object: AnyObject, _ keyPath: AnyKeyPath, storageOffset: Int? = nil) {
         for observer in observers where observer.wantsPrior && observer.isActive {
-            observer.handler(object, KeyValueAnyKeyChange(keyPaths: [keyPath], isPrior: true))
+            observer.handler(object, KeyValueAnyKeyChange(keyPaths: [keyPath], storageOffsets: .init(storageOffset), isPrior: true))
         }
     }
 
     /// Notifies after a change of `keyPaths` (several after a batch).
     @usableFromInline
-    func didChange(_ object: AnyObject, _ keyPaths: [AnyKeyPath]) {
+    func didChange(_ object: AnyObject, _ keyPaths: [AnyKeyPath], storageOffsets: _StorageOffsets = .none) {
         for observer in observers where observer.isActive {
-            observer.handler(object, KeyValueAnyKeyChange(keyPaths: keyPaths, isPrior: false))
+            observer.handler(object, KeyValueAnyKeyChange(keyPaths: keyPaths, storageOffsets: storageOffsets, isPrior: false))
         }
     }
 
     @usableFromInline
-    func didChange(_ object: AnyObject, _ keyPath: AnyKeyPath) {
-        didChange(object, [keyPath])
+    func didChange(_ object: AnyObject, _ keyPath: AnyKeyPath, storageOffset: Int? = nil) {
+        didChange(object, [keyPath], storageOffsets: .init(storageOffset))
     }
 }
 

@@ -33,7 +33,7 @@ enum _ObservationRoute {
         fileID: String,
         line: UInt
     ) -> _ObservationRoute {
-        if let isZeroSized = _ObservedKeyCache.isZeroSized(keyPath) {
+        if let isZeroSized = _ObservedKeyCache.isZeroSized(keyPath, in: type(of: object)) {
             return .direct(.observedProperty(keyPath, isZeroSized: isZeroSized))
         }
         if let explicit = (Root.self as? any _ExplicitlyNotifiedKeys.Type)?._explicitKey(for: keyPath) {
@@ -54,7 +54,7 @@ enum _ObservationRoute {
             let slot = _SlotKey.observedProperty(read.key, isZeroSized: read.isZeroSized)
             if read.key === keyPath {
                 // A uniqued key-path literal: remember it, so the next registration skips the probe.
-                _ObservedKeyCache.insert(keyPath, isZeroSized: read.isZeroSized)
+                _ObservedKeyCache.insert(keyPath, in: type(of: object), isZeroSized: read.isZeroSized)
                 return .direct(slot)
             }
             if read.key == keyPath {
@@ -73,18 +73,37 @@ enum _ObservationRoute {
                 return keyPath is ReferenceWritableKeyPath<Root, Value> ? .direct(slot) : .throughKeyPath([slot])
             }
         }
+        if isPath(keyPath, reads: reads, object: object) {
+            // `\.engine.rpm`: followed through the objects on the way, like a dependent key's input.
+            _DependencyPaths.recordName(of: keyPath, from: object)
+            return .throughKeyPath([.keyPath(keyPath)], paths: [keyPath])
+        }
         // A key the class declares it notifies itself (`automaticallyNotifiesObservers(for:)` returns
         // false) is no mistake.
         if type(of: object).automaticallyNotifiesObservers(for: keyPath) {
             KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
                 objectType: type(of: object),
                 keyPath: keyPath,
-                reads: reads.map { ($0.key, _propertyName(of: $0, in: object)) },
+                reads: reads.map { ($0.key, _KeyNames.name(of: $0.key, storageOffset: $0.offset)) },
                 fileID: fileID,
                 line: line
             ))
         }
         return .throughKeyPath([.keyPath(keyPath)])
+    }
+
+    /// Whether `keyPath` reaches into another observable object (`\.engine.rpm`, `\.engine?.rpm`, or
+    /// through a constant child, `let engine`), given the `@Observed` properties of `object` that
+    /// reading it read: then it is followed as a path.
+    static func isPath<Root: KeyValueObservable>(
+        _ keyPath: AnyKeyPath,
+        reads: [_ObserverRegistry.ProbedRead],
+        object: Root
+    ) -> Bool {
+        if reads.count == 1 {
+            return !_sameKey(reads[0].key, keyPath) && reads[0].holdsObservableObject
+        }
+        return reads.isEmpty && _DependencyPaths.childRead(by: keyPath, from: object, in: object) != nil
     }
 
     /// What affects the dependent key `keyPath`: the slots of the `@Observed` properties its declared
@@ -119,6 +138,12 @@ enum _ObservationRoute {
             expanded.append(key)
             let inputs = dependencyInputs(of: key, in: table, object: object)
             if !inputs.isEmpty {
+                // A stored `@Observed` property that also has declared inputs notifies for its own
+                // sets as well, as Foundation does for a KVO-compliant setter.
+                let own = unique(registry(of: object).probe { _ = object[keyPath: key] })
+                if own.count == 1, _sameKey(own[0].key, key) {
+                    add(.observedProperty(own[0].key, isZeroSized: own[0].isZeroSized))
+                }
                 for input in inputs { expand(input, path: path + [key]) }
                 if !path.isEmpty { add(.keyPath(key)) }
                 return
@@ -230,63 +255,32 @@ enum _ObservationRoute {
     }
 }
 
-/// The name of the `@Observed` property of `read`, for diagnostics.
-///
-/// Key paths of computed properties (which `@Observed` properties are) carry no name, but the
-/// object's `Mirror` lists the wrapper storages (`_firstName: Observed<String>`). The one meant is the
-/// storage of the right type whose value is the one the property's key path reads, compared byte for
-/// byte. When that is still ambiguous (equal values), the name says only the type.
-func _propertyName<Root: AnyObject>(of read: _ObserverRegistry.ProbedRead, in object: Root) -> String {
-    func name(_ label: String) -> String {
-        String(label.hasPrefix("_") ? label.dropFirst() : Substring(label))
-    }
-    var candidates: [(label: String, value: Any)] = []
-    var mirror: Mirror? = Mirror(reflecting: object)
-    while let current = mirror {
-        for child in current.children where type(of: child.value) == read.storageType {
-            if let label = child.label { candidates.append((label, child.value)) }
-        }
-        mirror = current.superclassMirror
-    }
-    if candidates.count == 1 {
-        return name(candidates[0].label)
-    }
-    guard let current = object[keyPath: read.key] else {
-        return "an @Observed property of type \(read.storageType)"
-    }
-    // `Observed<Value>` is a struct with the value as its only stored property: same bytes.
-    func bytes<T>(_ value: T) -> [UInt8] {
-        withUnsafeBytes(of: value) { Array($0) }
-    }
-    let wanted: [UInt8] = _openExistential(current, do: bytes)
-    let matching = candidates.filter { candidate in
-        let candidateBytes: [UInt8] = _openExistential(candidate.value, do: bytes)
-        return candidateBytes == wanted
-    }
-    if matching.count == 1 {
-        return name(matching[0].label)
-    }
-    return "an @Observed property of type \(read.storageType)"
-}
-
-/// The key-path objects known to be `@Observed` keys, so that registering again with the same key
-/// path (on any instance of its root class) skips the probe.
+/// The key-path objects known to be `@Observed` keys of a class, so that registering again with the
+/// same key path on an instance of that class skips the probe.
 ///
 /// Only objects that *are* the key an `@Observed` accessor receives are recorded: uniqued key-path
 /// literals, which the runtime keeps alive for the life of the process anyway, so the cache is
-/// bounded by the number of `@Observed` properties in the program.
+/// bounded by the number of `@Observed` properties and classes in the program. It is per class
+/// because a subclass's dependency table may declare inputs for an inherited stored property.
 enum _ObservedKeyCache {
-    private static let lock = Lock()
-    // Invariant: only accessed with `lock` held. The entries keep the identified objects alive, so an
-    // identifier is never reused for another key path.
-    nonisolated(unsafe) private static var keys: [ObjectIdentifier: (keyPath: AnyKeyPath, isZeroSized: Bool)] = [:]
-
-    /// Whether the property is zero-sized, if `keyPath` is a known `@Observed` key; else `nil`.
-    static func isZeroSized(_ keyPath: AnyKeyPath) -> Bool? {
-        lock.withLock { keys[ObjectIdentifier(keyPath)]?.isZeroSized }
+    private struct Key: Hashable {
+        let keyPath: ObjectIdentifier
+        let type: ObjectIdentifier
     }
 
-    static func insert(_ keyPath: AnyKeyPath, isZeroSized: Bool) {
-        lock.withLock { keys[ObjectIdentifier(keyPath)] = (keyPath, isZeroSized) }
+    private static let lock = Lock()
+    // Invariant: only accessed with `lock` held. The entries keep the identified key paths alive, so
+    // an identifier is never reused for another key path; classes live for the life of the process.
+    nonisolated(unsafe) private static var keys: [Key: (keyPath: AnyKeyPath, isZeroSized: Bool)] = [:]
+
+    /// Whether the property is zero-sized, if `keyPath` is a known `@Observed` key of `type`; else `nil`.
+    static func isZeroSized(_ keyPath: AnyKeyPath, in type: AnyClass) -> Bool? {
+        let key = Key(keyPath: ObjectIdentifier(keyPath), type: ObjectIdentifier(type))
+        return lock.withLock { keys[key]?.isZeroSized }
+    }
+
+    static func insert(_ keyPath: AnyKeyPath, in type: AnyClass, isZeroSized: Bool) {
+        let key = Key(keyPath: ObjectIdentifier(keyPath), type: ObjectIdentifier(type))
+        lock.withLock { keys[key] = (keyPath, isZeroSized) }
     }
 }

@@ -41,9 +41,13 @@ class _ObserverEntry: @unchecked Sendable {
     }
 
     /// Indirect entries only: before the change, deliver the prior notification if asked for and
-    /// return what `didChange` needs (the old value, boxed) .
+    /// return what `didChange` needs (the old value, boxed).
+    ///
+    /// - Parameter valueHasChanged: `true` when the notification comes after the fact (a key that
+    ///   its class notifies after unlocking, such as a progress key): the value can no longer be read
+    ///   from before the change, so the value this observer computed last stands for it.
     @usableFromInline
-    func willChange(_ object: AnyObject) -> Any? {
+    func willChange(_ object: AnyObject, valueHasChanged: Bool) -> Any? {
         nil
     }
 
@@ -94,7 +98,7 @@ final class _DirectObserver<Value>: _ObserverEntry, @unchecked Sendable {
 final class _KeyPathObserver: _ObserverEntry, @unchecked Sendable {
     // Invariant: immutable after init (see `_ObserverEntry`); the closures are only called with the
     // object being changed, on the thread changing it.
-    let before: (AnyObject) -> Any?
+    let before: (AnyObject, _ valueHasChanged: Bool) -> Any?
     let after: (AnyObject, Any?) -> Void
     /// The key the user observed, for introspection (the entry may sit in several slots).
     let observedKey: AnyKeyPath
@@ -104,7 +108,7 @@ final class _KeyPathObserver: _ObserverEntry, @unchecked Sendable {
         id: UInt64,
         options: KeyValueObservingOptions,
         observedKey: AnyKeyPath,
-        before: @escaping (AnyObject) -> Any?,
+        before: @escaping (AnyObject, _ valueHasChanged: Bool) -> Any?,
         after: @escaping (AnyObject, Any?) -> Void
     ) {
         self.observedKey = observedKey
@@ -113,8 +117,8 @@ final class _KeyPathObserver: _ObserverEntry, @unchecked Sendable {
         super.init(id: id, options: options, isDirect: false)
     }
 
-    override func willChange(_ object: AnyObject) -> Any? {
-        isActive ? before(object) : nil
+    override func willChange(_ object: AnyObject, valueHasChanged: Bool) -> Any? {
+        isActive ? before(object, valueHasChanged) : nil
     }
 
     override func didChange(_ object: AnyObject, old: Any?) {
@@ -128,19 +132,28 @@ func _readingObserver<Root: AnyObject, Value>(
     id: UInt64,
     options: KeyValueObservingOptions,
     keyPath: KeyPath<Root, Value>,
+    initialValue: () -> Value,
     handler: @escaping @Sendable (Root, KeyValueObservedChange<Value>) -> Void
 ) -> _ObserverEntry {
     let wantsOld = options.contains(.old)
     let wantsPrior = options.contains(.prior)
     let wantsNew = options.contains(.new)
+    // The value computed last, for changes notified after the fact (see `willChange`); kept only
+    // when an old value can be asked for.
+    let last: _Locked<Value?>? = wantsOld || wantsPrior ? _Locked(initialValue()) : nil
     let entry = _KeyPathObserver(
         id: id,
         options: options,
         observedKey: keyPath,
-        before: { object in
-            guard wantsOld || wantsPrior else { return nil }
+        before: { object, valueHasChanged in
+            guard let last else { return nil }
             let root = unsafeDowncast(object, to: Root.self)
-            let old = root[keyPath: keyPath]
+            let old: Value
+            if valueHasChanged, let cached = last.withLock({ $0 }) {
+                old = cached
+            } else {
+                old = root[keyPath: keyPath]
+            }
             if wantsPrior {
                 handler(root, KeyValueObservedChange(settingNew: nil, old: wantsOld ? old : nil, isPrior: true))
             }
@@ -148,7 +161,9 @@ func _readingObserver<Root: AnyObject, Value>(
         },
         after: { object, old in
             let root = unsafeDowncast(object, to: Root.self)
-            handler(root, KeyValueObservedChange(settingNew: wantsNew ? root[keyPath: keyPath] : nil, old: old.map { $0 as! Value }))
+            let new: Value? = wantsNew || last != nil ? root[keyPath: keyPath] : nil
+            if let last, let new { last.withLock { $0 = new } }
+            handler(root, KeyValueObservedChange(settingNew: wantsNew ? new : nil, old: old.map { $0 as! Value }))
         }
     )
     return entry

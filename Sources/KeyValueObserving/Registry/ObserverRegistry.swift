@@ -104,11 +104,22 @@ final class _ObserverRegistry: @unchecked Sendable {
     }
 
     /// An `@Observed` property read during a probe: the key path its accessor received, the type of
-    /// its storage (`Observed<Value>`), and whether that is zero-sized.
+    /// its storage (`Observed<Value>`) and of its value, whether that is zero-sized, and the byte
+    /// offset of its storage in the object (for an explicitly notified key, the offset it declares).
     struct ProbedRead {
         let key: AnyKeyPath
         let storageType: Any.Type
+        let valueType: Any.Type
         let isZeroSized: Bool
+        let offset: Int
+
+        /// Whether the value is an observable object (or an optional one): a path may continue
+        /// through it.
+        var holdsObservableObject: Bool {
+            var type = valueType
+            while let wrapped = (type as? any _OptionalType.Type)?._wrappedType { type = wrapped }
+            return type is KeyValueObservable.Type
+        }
     }
 
     init() {}
@@ -473,28 +484,29 @@ final class _ObserverRegistry: @unchecked Sendable {
     /// notified manually) once each, under the key they observed, though they sit in one slot per
     /// input; the internal observers that follow dependent keys' paths through other objects do not
     /// count.
-    func observerCounts() -> [(key: AnyKeyPath, count: Int)] {
+    func observerCounts() -> (keys: [(key: AnyKeyPath, storageOffset: Int?, count: Int)], anyKey: Int) {
         mutex.lock()
-        var counts: [(key: AnyKeyPath, count: Int)] = []
+        var counts: [(key: AnyKeyPath, storageOffset: Int?, count: Int)] = []
         var seen: Set<UInt64> = []
-        func count(_ key: AnyKeyPath) {
+        func count(_ key: AnyKeyPath, _ offset: Int?) {
             if let index = counts.firstIndex(where: { $0.key === key }) {
                 counts[index].count += 1
             } else {
-                counts.append((key, 1))
+                counts.append((key, offset, 1))
             }
         }
         for slot in slots {
             for entry in slot.snapshot.entries {
                 if entry.isDirect {
-                    count(slot.keyPath)
+                    count(slot.keyPath, slot.kind == .storage ? slot.offset : nil)
                 } else if let reading = entry as? _KeyPathObserver, seen.insert(entry.id).inserted {
-                    count(reading.observedKey)
+                    count(reading.observedKey, nil)
                 }
             }
         }
+        let anyKey = anyKeyObservers.observers.count
         mutex.unlock()
-        return counts
+        return (counts, anyKey)
     }
 
     // MARK: Registration probe
@@ -518,12 +530,24 @@ final class _ObserverRegistry: @unchecked Sendable {
 
     /// Called by the `@Observed` getter while a probe runs somewhere on this object.
     @usableFromInline
-    func recordRead(key: () -> AnyKeyPath, storageType: Any.Type, isZeroSized: Bool) {
+    func recordRead(
+        key: () -> AnyKeyPath,
+        storageType: Any.Type,
+        valueType: Any.Type,
+        isZeroSized: Bool,
+        offset: () -> Int
+    ) {
         let key = key()
+        let read = ProbedRead(key: key, storageType: storageType, valueType: valueType, isZeroSized: isZeroSized, offset: offset())
+        if !isZeroSized, storageType != valueType {
+            // An `@Observed` property: its name is found by its storage offset (explicitly notified keys
+            // are named by their class).
+            _KeyNames.learn(key, storageOffset: read.offset)
+        }
         let thread = pthread_self()
         mutex.lock()
         if let index = probes.lastIndex(where: { pthread_equal($0.thread, thread) != 0 }) {
-            probes[index].reads.append(ProbedRead(key: key, storageType: storageType, isZeroSized: isZeroSized))
+            probes[index].reads.append(read)
         }
         mutex.unlock()
     }
@@ -534,6 +558,15 @@ final class _ObserverRegistry: @unchecked Sendable {
 @inlinable
 func _maskBit(forOffset offset: Int) -> UInt64 {
     1 &<< UInt64(truncatingIfNeeded: (offset &>> 3) & 63)
+}
+
+/// `Optional`, seen through its wrapped type (a path continues through an optional child).
+protocol _OptionalType {
+    static var _wrappedType: Any.Type { get }
+}
+
+extension Optional: _OptionalType {
+    static var _wrappedType: Any.Type { Wrapped.self }
 }
 
 /// Where a registration goes in the registry.

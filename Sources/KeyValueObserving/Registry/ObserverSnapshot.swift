@@ -68,7 +68,8 @@ extension _ObserverSnapshot {
         on object: AnyObject,
         oldValue: Value?,
         newValue: Value? = nil,
-        batch: _BatchDelivery? = nil
+        batch: _BatchDelivery? = nil,
+        valueHasChanged: Bool = false
     ) -> ContiguousArray<Any?>? {
         guard needsWillChange else { return nil }
         var pending: ContiguousArray<Any?>? = indirectNeedsWillChange ? ContiguousArray(repeating: nil, count: entries.count) : nil
@@ -86,7 +87,7 @@ extension _ObserverSnapshot {
                         KeyValueObservedChange(settingNew: nil, old: options.contains(.old) ? oldValue : nil, isPrior: true)
                     )
                 } else if pending != nil {
-                    pending![index] = entry.willChange(object)
+                    pending![index] = entry.willChange(object, valueHasChanged: valueHasChanged)
                 }
             }
         }

@@ -1,0 +1,85 @@
+@_spi(Reflection) import Swift
+
+/// The names of keys, for logs, metrics, diagnostics and introspection: `"speed"` for
+/// `\Car.speed`, `"engine.rpm"` for a path.
+///
+/// Key paths carry no names at run time on Linux (`\Car.speed` prints as `\Car.<computed 0x…>`), so
+/// names are found another way:
+/// - an `@Observed` property by the byte offset of its storage, among the stored fields the runtime
+///   lists for its class (`_speed` at offset 24): exact even when two properties hold equal values;
+/// - a key of a class that notifies its own keys (`ObservableProgress`) by its class;
+/// - a computed key by the class's `keyPathNames` table;
+/// - a path by the names of its steps, found as the path is followed;
+/// - otherwise a typed description, `"computed Int property of Car"`.
+enum _KeyNames {
+    private static let lock = Lock()
+    // Invariant: only accessed with `lock` held. Keyed by key-path equality, so key paths that are
+    // not uniqued (those of generic classes) do not grow it: it holds one entry per distinct key.
+    nonisolated(unsafe) private static var names: [AnyKeyPath: String] = [:]
+
+    /// Records the name of the `@Observed` property `key`, whose storage is at `storageOffset` in
+    /// instances of its root class.
+    static func learn(_ key: AnyKeyPath, storageOffset: Int) {
+        guard lock.withLock({ names[key] }) == nil, explicitName(of: key) == nil,
+              let name = fieldName(of: key, storageOffset: storageOffset)
+        else { return }
+        lock.withLock { names[key] = name }
+    }
+
+    /// Records `name` for `key` (a path, named by its steps).
+    static func record(_ key: AnyKeyPath, name: String) {
+        lock.withLock { names[key] = name }
+    }
+
+    /// The name of `key`; `storageOffset`, when known, finds an `@Observed` property not seen yet.
+    static func name(of key: AnyKeyPath, storageOffset: Int? = nil) -> String {
+        if let explicit = explicitName(of: key) { return explicit }
+        if let known = lock.withLock({ names[key] }) { return known }
+        if let declared = declaredName(of: key) { return declared }
+        if let storageOffset, let name = fieldName(of: key, storageOffset: storageOffset) {
+            lock.withLock { names[key] = name }
+            return name
+        }
+        return fallbackName(of: key)
+    }
+
+    /// The name a class that notifies its own keys gives `key`.
+    private static func explicitName(of key: AnyKeyPath) -> String? {
+        (type(of: key).rootType as? any _ExplicitlyNotifiedKeys.Type)?._explicitKeyName(for: key)
+    }
+
+    /// The name `keyPathNames` declares for `key` in its root class or a superclass.
+    private static func declaredName(of key: AnyKeyPath) -> String? {
+        var current: AnyClass? = type(of: key).rootType as? AnyClass
+        while let cls = current, let observable = cls as? KeyValueObservable.Type {
+            if let name = observable.keyPathNames[key] { return name }
+            current = _getSuperclass(cls)
+        }
+        return nil
+    }
+
+    /// The stored field at `storageOffset` of `key`'s root class, without the wrapper's underscore.
+    private static func fieldName(of key: AnyKeyPath, storageOffset: Int) -> String? {
+        guard let root = type(of: key).rootType as? AnyClass else { return nil }
+        var found: String?
+        // The fields of a class include its superclasses' fields, with their offsets.
+        // `.classType` (raw value 1) spelled out: the stdlib declares it as a mutable static.
+        _ = _forEachField(of: root, options: _EachFieldOptions(rawValue: 1)) { name, offset, _, _ in
+            guard offset == storageOffset else { return true }
+            let field = String(cString: name)
+            found = field.hasPrefix("_") ? String(field.dropFirst()) : field
+            return false
+        }
+        return found
+    }
+
+    /// A name from the key path's description where the runtime has one (Apple platforms), else its
+    /// types: `"computed Int property of Car"`.
+    static func fallbackName(of key: AnyKeyPath) -> String {
+        let description = "\(key)"
+        if !description.contains("<"), let dot = description.firstIndex(of: ".") {
+            return String(description[description.index(after: dot)...])
+        }
+        return "computed \(type(of: key).valueType) property of \(type(of: key).rootType)"
+    }
+}

@@ -1,0 +1,202 @@
+import KeyValueObserving
+import TestSupport
+import Testing
+
+/// A stored property that is also a dependent key: notified for its own sets and its input's.
+final class Mirrored: KeyValueObservable, @unchecked Sendable {
+    @Observed var a = 0
+    @Observed var b = 0
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\Mirrored.a: [\Mirrored.b]]
+    }
+}
+
+/// Two stored properties that depend on each other: a cycle.
+final class CycleTwins: KeyValueObservable, @unchecked Sendable {
+    @Observed var a = 0
+    @Observed var b = 0
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\CycleTwins.a: [\CycleTwins.b], \CycleTwins.b: [\CycleTwins.a]]
+    }
+}
+
+final class Motor: KeyValueObservable, @unchecked Sendable {
+    @Observed var rpm = 0
+    @Observed var sensor: Sensor? = nil
+}
+
+final class Sensor: KeyValueObservable, @unchecked Sendable {
+    @Observed var reading = 0.0
+    @Observed var probe = Probe()
+}
+
+final class Probe: KeyValueObservable, @unchecked Sendable {
+    @Observed var depth = 0
+}
+
+final class Roadster: KeyValueObservable, @unchecked Sendable {
+    @Observed var engine = Motor()
+    @Observed var spare: Motor? = nil
+    let fixedEngine = Motor()
+}
+
+@Suite("KVO fidelity")
+struct FidelityTests {
+    private func diagnostics(_ body: () -> Void) -> [KeyValueObservingDiagnostic] {
+        let collected = Locked<[KeyValueObservingDiagnostic]>([])
+        KeyValueObservingDiagnostics.withHandler({ collected.append($0) }, operation: body)
+        return collected.current
+    }
+
+    // MARK: A stored property that is a dependent key
+
+    @Test func aStoredDependentKeyIsNotifiedForItsOwnSetsAndItsInputs() {
+        let object = Mirrored()
+        let values = Locked<[Int?]>([])
+        let token = object.observe(\.a, options: [.new]) { _, change in values.append(change.newValue) }
+        object.b = 1
+        object.b = 2
+        object.a = 3
+        object.a = 4
+        object.b = 5
+        #expect(values.current == [0, 0, 3, 4, 4])
+        token.invalidate()
+    }
+
+    @Test func aStoredDependentKeyCarriesItsOwnOldValue() {
+        let object = Mirrored()
+        let changes = Locked<[String]>([])
+        let token = object.observe(\.a, options: [.old, .new, .prior]) { _, change in
+            changes.append("\(change.isPrior ? "prior " : "")\(change.oldValue.map(String.init) ?? "-")→\(change.newValue.map(String.init) ?? "-")")
+        }
+        object.a = 7
+        #expect(changes.current == ["prior 0→-", "0→7"])
+        token.invalidate()
+    }
+
+    @Test func everyAssignmentInACycleReachesTheObserversOfBothKeysOnce() {
+        let object = CycleTwins()
+        let ofA = Locked<[Int?]>([])
+        let ofB = Locked<[Int?]>([])
+        var tokens: [KeyValueObservation] = []
+        let reported = diagnostics {
+            tokens.append(object.observe(\.a, options: [.new]) { object, _ in ofA.append(object.a) })
+            tokens.append(object.observe(\.b, options: [.new]) { object, _ in ofB.append(object.b) })
+        }
+        object.a = 1
+        object.b = 2
+        object.a = 3
+        #expect(ofA.current == [1, 1, 3])
+        #expect(ofB.current == [0, 2, 2])
+        #expect(reported.contains { $0.kind == .dependencyCycle })
+        let message = reported.first { $0.kind == .dependencyCycle }?.message ?? ""
+        #expect(message.contains("exactly once"))
+        tokens.forEach { $0.invalidate() }
+    }
+
+    // MARK: Key paths of any depth
+
+    @Test func aTwoLevelPathNotifiesForEitherSegmentWithOldAndNewValues() {
+        let car = Roadster()
+        let changes = Locked<[String]>([])
+        var token: KeyValueObservation?
+        let reported = diagnostics {
+            token = car.observe(\.engine.rpm, options: [.old, .new, .prior]) { _, change in
+                changes.append("\(change.isPrior ? "prior " : "")\(change.oldValue.map(String.init) ?? "-")→\(change.newValue.map(String.init) ?? "-")")
+            }
+        }
+        #expect(reported.isEmpty)
+        car.engine.rpm = 1000
+        let replacement = Motor()
+        replacement.rpm = 3000
+        let old = car.engine
+        car.engine = replacement
+        old.rpm = 9999  // forgotten
+        replacement.rpm = 3500
+        #expect(changes.current == ["prior 0→-", "0→1000", "prior 1000→-", "1000→3000", "prior 3000→-", "3000→3500"])
+        token?.invalidate()
+    }
+
+    @Test func aReplacedIntermediateIsNotRetained() {
+        let car = Roadster()
+        weak var old: Motor?
+        let token: KeyValueObservation
+        do {
+            let engine = Motor()
+            old = engine
+            car.engine = engine
+            token = car.observe(\.engine.rpm, options: [.new]) { _, _ in }
+            car.engine = Motor()
+        }
+        #expect(old == nil)
+        token.invalidate()
+    }
+
+    @Test func aNilIntermediateGivesNilAndIsPickedUpWhenSet() {
+        let car = Roadster()
+        let values = Locked<[Int??]>([])
+        let token = car.observe(\.spare?.rpm, options: [.initial, .new]) { _, change in values.append(change.newValue) }
+        let spare = Motor()
+        car.spare = spare
+        spare.rpm = 42
+        car.spare = nil
+        spare.rpm = 43  // no longer reached
+        #expect(values.current == [.some(nil), .some(0), .some(42), .some(nil)])
+        token.invalidate()
+    }
+
+    @Test func aFourLevelPathNotifiesForEverySegment() {
+        let car = Roadster()
+        let values = Locked<[Int?]>([])
+        let token = car.observe(\.engine.sensor?.probe.depth, options: [.new]) { _, change in values.append(change.newValue ?? nil) }
+        let sensor = Sensor()
+        car.engine.sensor = sensor
+        sensor.probe.depth = 2
+        let probe = Probe()
+        probe.depth = 7
+        sensor.probe = probe
+        probe.depth = 8
+        car.engine = Motor()
+        #expect(values.current == [0, 2, 7, 8, nil])
+        token.invalidate()
+    }
+
+    @Test func aPathThroughAConstantChildNotifies() {
+        let car = Roadster()
+        let values = Locked<[Int?]>([])
+        let token = car.observe(\.fixedEngine.rpm, options: [.new]) { _, change in values.append(change.newValue) }
+        car.fixedEngine.rpm = 5
+        #expect(values.current == [5])
+        token.invalidate()
+    }
+
+    @Test func valuesForAPathDeliverTheWholePathsValue() async {
+        let car = Roadster()
+        let stream = car.values(for: \.engine.rpm)
+        var iterator = stream.makeAsyncIterator()
+        #expect(await iterator.next() == 0)
+        car.engine.rpm = 10
+        #expect(await iterator.next() == 10)
+        car.engine = Motor()
+        #expect(await iterator.next() == 0)
+    }
+
+    @Test func thePathsRootIsHeldWeakly() {
+        weak var gone: Roadster?
+        let values = Locked<[Int?]>([])
+        var token: KeyValueObservation?
+        let engine: Motor
+        do {
+            let car = Roadster()
+            gone = car
+            engine = car.engine
+            token = car.observe(\.engine.rpm, options: [.new]) { _, change in values.append(change.newValue) }
+        }
+        #expect(gone == nil)
+        engine.rpm = 1
+        #expect(values.current.isEmpty)
+        token?.invalidate()
+    }
+}
