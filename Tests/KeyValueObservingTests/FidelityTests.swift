@@ -200,3 +200,84 @@ struct FidelityTests {
         token?.invalidate()
     }
 }
+
+class Gauge: KeyValueObservable, @unchecked Sendable {
+    @Observed var speed = 0
+    @Observed var limit = 0  // equal values: names must not be guessed from values
+    @Observed var engine = Motor()
+    var summary: String { "\(speed)/\(limit)" }
+    var unnamed: Int { speed + limit }
+
+    override class var keyPathNames: [AnyKeyPath: String] {
+        [\Gauge.summary: "summary"]
+    }
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\Gauge.summary: [\Gauge.speed, \Gauge.limit], \Gauge.unnamed: [\Gauge.speed, \Gauge.limit]]
+    }
+}
+
+final class SubGauge: Gauge, @unchecked Sendable {
+    @Observed var needle = 0
+}
+
+@Suite("Key names")
+struct KeyNameTests {
+    @Test func anyKeyChangesNameTheStoredPropertyEvenWhenValuesAreEqual() {
+        let gauge = Gauge()
+        let names = Locked<[String]>([])
+        let token = gauge.observeAnyKey { _, change in names.append(change.keyName) }
+        gauge.limit = 0
+        gauge.speed = 0
+        #expect(names.current == ["limit", "speed"])
+        token.invalidate()
+    }
+
+    @Test func inheritedAndSubclassPropertiesAreNamed() {
+        let gauge = SubGauge()
+        let names = Locked<[String]>([])
+        let token = gauge.observeAnyKey { _, change in names.append(change.keyName) }
+        gauge.needle = 1
+        gauge.speed = 1
+        #expect(names.current == ["needle", "speed"])
+        token.invalidate()
+    }
+
+    @Test func aBatchNamesEveryKeyItChanged() {
+        let gauge = Gauge()
+        let names = Locked<[[String]]>([])
+        let descriptions = Locked<[String]>([])
+        let token = gauge.observeAnyKey { _, change in
+            names.append(change.keyNames)
+            descriptions.append(change.description)
+        }
+        gauge.coalescingChanges {
+            gauge.speed = 3
+            gauge.limit = 4
+            gauge.speed = 5
+        }
+        #expect(names.current == [["speed", "limit"]])
+        #expect(descriptions.current == ["did change speed, limit"])
+        token.invalidate()
+    }
+
+    @Test func observationInfoListsKeysByNameAndCountsAnyKeyObservers() {
+        let gauge = Gauge()
+        #expect(gauge.observationInfo.isEmpty)
+        let tokens = [
+            gauge.observe(\.speed) { _, _ in },
+            gauge.observe(\.speed) { _, _ in },
+            gauge.observe(\.engine.rpm) { _, _ in },
+            gauge.observe(\.summary) { _, _ in },
+            gauge.observe(\.unnamed) { _, _ in },
+            gauge.observeAnyKey { _, _ in },
+        ]
+        let info = gauge.observationInfo
+        #expect(info.keys.map(\.name) == ["computed Int property of Gauge", "engine.rpm", "speed", "summary"])
+        #expect(info.observerCount(for: \Gauge.speed) == 2)
+        #expect(info.anyKeyObserverCount == 1)
+        #expect(info.description == "computed Int property of Gauge: 1, engine.rpm: 1, speed: 2, summary: 1; any key: 1")
+        tokens.forEach { $0.invalidate() }
+        #expect(gauge.observationInfo.isEmpty)
+    }
+}

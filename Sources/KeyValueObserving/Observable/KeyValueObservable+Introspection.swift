@@ -9,7 +9,7 @@ extension KeyValueObservable {
     /// objects along the path. Observers of every key (`observeAnyKey`) are counted apart.
     ///
     /// ```swift
-    /// print(player.observationInfo)   // volume: 2, engine.rpm: 1; any key: 1
+    /// print(car.observationInfo)   // engine.rpm: 1, speed: 2; any key: 1
     /// ```
     ///
     /// - Complexity: O(*k*) in the number of observed keys.
@@ -24,6 +24,7 @@ extension KeyValueObservable {
                 keys.append(.init(name: _KeyNames.name(of: key, storageOffset: offset), keyPath: key, observerCount: count))
             }
         }
+        keys.sort { $0.name < $1.name }
         return KeyValueObservationInfo(keys: keys, anyKeyObserverCount: anyKey)
     }
 
@@ -47,7 +48,7 @@ public struct KeyValueObservationInfo: @unchecked Sendable, CustomStringConverti
         public internal(set) var observerCount: Int
     }
 
-    /// The observed keys, in the order their first observer registered.
+    /// The observed keys, sorted by name.
     public let keys: [Key]
     /// How many observers of every key (`observeAnyKey`) the object has.
     public let anyKeyObserverCount: Int
@@ -67,7 +68,7 @@ public struct KeyValueObservationInfo: @unchecked Sendable, CustomStringConverti
         Dictionary(keys.map { ($0.keyPath, $0.observerCount) }, uniquingKeysWith: +)
     }
 
-    /// `"volume: 2, engine.rpm: 1; any key: 1"`, or `"no observers"`.
+    /// `"engine.rpm: 1, speed: 2; any key: 1"`, or `"no observers"`.
     public var description: String {
         guard !isEmpty else { return "no observers" }
         var parts = keys.map { "\($0.name): \($0.observerCount)" }.joined(separator: ", ")
