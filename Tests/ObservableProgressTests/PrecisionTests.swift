@@ -1,4 +1,5 @@
 import Testing
+import TestSupport
 @testable import ObservableProgress
 
 @Suite("Progress precision")
@@ -20,7 +21,7 @@ struct PrecisionTests {
     }
 
     @Test func aNodeWithoutUnfinishedChildrenReportsExactlyCompletedOverTotal() {
-        var random = SplitMix64(seed: 7)
+        var random = SplitMix(seed: 7)
         for _ in 0..<1_000 {
             let total = Int64.random(in: 1...(1 << 31), using: &random)
             let pending = Int64.random(in: 1...total, using: &random)
@@ -36,7 +37,7 @@ struct PrecisionTests {
     }
 
     @Test func everyNodeOfRandomTreesIsWithinFourUlpOfTheExactFraction() throws {
-        var random = SplitMix64(seed: 2024)
+        var random = SplitMix(seed: 2024)
         var worst = 0
         for _ in 0..<200 {
             let tree = RandomTree(depth: 4, using: &random)
@@ -190,23 +191,6 @@ final class RandomTree {
         for node in nodes.reversed() where node.progress.totalUnitCount > 0 {
             node.progress.completedUnitCount = Int64.random(in: 0..<node.progress.totalUnitCount, using: &random)
         }
-    }
-}
-
-/// A deterministic random number generator (SplitMix64), so a failure can be replayed.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-
-    init(seed: UInt64) {
-        state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 

@@ -149,7 +149,7 @@ package final class _Throttle<Value: Sendable>: @unchecked Sendable {
         var delivered = false
         if let value, !(previous.map { isDuplicate?($0, value) ?? false } ?? false) {
             lock.lock()
-            state.lastValue = value
+            if isDuplicate != nil { state.lastValue = value }
             let waiter = state.waiter
             state.waiter = nil
             lock.unlock()
@@ -195,7 +195,7 @@ package final class _Throttle<Value: Sendable>: @unchecked Sendable {
         var hasEnded = false
         /// When the last delivery was made (after its handler returned).
         var lastDelivery: Duration?
-        /// The value delivered last, for `isDuplicate`.
+        /// The value delivered last, kept only for `isDuplicate`.
         var lastValue: Value?
         /// The task waiting for a value, on demand.
         var waiter: CheckedContinuation<Value?, Never>?
