@@ -50,7 +50,7 @@ extension ObservableProgress: CustomStringConvertible {
             text = "indeterminate (\(values.completed) completed)"
         } else {
             // Clamped: a wildly over-completed progress must not trap converting to Int.
-            let percent = min((values.fraction * 100).rounded(.down), 1e15)
+            let percent = min((values.fraction * 100).rounded(), 1e15)
             text = "\(Int(percent))% completed (\(values.completed) of \(values.total))"
             if !values.isFinished, values.total > 0, let fractionRate, fractionRate > 0 {
                 text += ", \(_formatRate(fractionRate * Double(values.total))) units/s"

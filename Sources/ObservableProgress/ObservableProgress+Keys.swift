@@ -54,6 +54,13 @@ extension ObservableProgress: _ExplicitlyNotifiedKeys {
     @inline(__always)
     func notifyObservers(from before: _ProgressValues, to after: _ProgressValues) {
         guard _mayHaveObservers else { return }
+        notifyObserversOfChanges(from: before, to: after)
+    }
+
+    /// The five notifications, out of line: inlined, they made the update's code so large that the
+    /// optimizer stopped inlining into it, and an unobserved update paid for calls it never needed.
+    @inline(never)
+    private func notifyObserversOfChanges(from before: _ProgressValues, to after: _ProgressValues) {
         notify(.completedUnitCount, from: before.completed, to: after.completed)
         notify(.totalUnitCount, from: before.total, to: after.total)
         notify(.fractionCompleted, from: before.fraction, to: after.fraction)

@@ -32,7 +32,7 @@ extension ObservableProgress {
         lock.lock()
         child.isAttached = true
         child.appliedVersion = 0
-        child.appliedContribution = 0
+        child.appliedContribution = .zero
         children[ObjectIdentifier(child)] = _WeakChild(node: child)
         let inheritsCancel = cancelled
         let inheritsPause = paused
@@ -80,17 +80,17 @@ extension ObservableProgress {
         now: UInt64
     ) -> Bool {
         guard let parentReference else { return false }
-        let contribution = values.isFinished || values.isIndeterminate
-            ? 0
-            : _fixedPoint(values.fraction * Double(pendingUnitCountInParent))
+        // The contribution is a function of the fraction (the pending units never change), so the
+        // fraction tells whether it changed, and it is computed only when it is sent.
+        let contributing = values.isFinished || values.isIndeterminate ? 0 : values.fraction
         let finishedChanged = before.map { $0.isFinished != values.isFinished } ?? false
-        guard force || finishedChanged || contribution != sentContribution else { return false }
-        sentContribution = contribution
+        guard force || finishedChanged || contributing != sentFraction else { return false }
+        sentFraction = contributing
         version &+= 1
         message.parent = parentReference
         message.child = Unmanaged.passUnretained(self)
         message.version = version
-        message.contribution = contribution
+        message.contribution = _ProgressUnits(fraction: contributing, times: pendingUnitCountInParent)
         message.isFinished = values.isFinished
         message.time = now
         return true
@@ -126,14 +126,14 @@ extension ObservableProgress {
         if message.isFinished {
             // The finished child credits its pending units and leaves the tree.
             counts.childUnits &-= child.appliedContribution
-            child.appliedContribution = 0
+            child.appliedContribution = .zero
             child.isAttached = false
             children[ObjectIdentifier(child)] = nil
             let (sum, overflow) = counts.completed.addingReportingOverflow(child.pendingUnitCountInParent)
             counts.completed = overflow ? .max : sum
         } else {
-            // Wrapping arithmetic: contributions are clamped to ±2^120 (`_fixedPoint`), so no
-            // realistic number of children overflows the sum, and the checks cost an update.
+            // Wrapping arithmetic: contributions are clamped to 2^64 units (`_ProgressUnits`), so
+            // no realistic number of children overflows the sum, and the checks cost an update.
             counts.childUnits &+= message.contribution &- child.appliedContribution
             child.appliedContribution = message.contribution
         }
@@ -154,7 +154,7 @@ struct _ChildMessage {
     var parent: Unmanaged<ObservableProgress>
     var child: Unmanaged<ObservableProgress>
     var version: UInt64 = 0
-    var contribution: Int128 = 0
+    var contribution = _ProgressUnits.zero
     var isFinished = false
     /// When the update was made (coarse clock), for the throughput estimate of every level.
     var time: UInt64 = 0

@@ -65,8 +65,9 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
     /// Increases with every message sent to `parent`, so the parent applies each child's latest
     /// state only, whatever order the updating threads reach it in.
     @exclusivity(unchecked) var version: UInt64 = 0
-    /// The contribution last sent to `parent` (fixed point, parent units).
-    @exclusivity(unchecked) var sentContribution: Int128 = 0
+    /// The fraction whose contribution was last sent to `parent` (0 once finished or while
+    /// indeterminate: no contribution).
+    @exclusivity(unchecked) var sentFraction: Double = 0
     /// The unfinished children, weakly: a child keeps its parent alive, not the reverse, so a tree
     /// nobody holds is freed even if it never finishes.
     @exclusivity(unchecked) var children: [ObjectIdentifier: _WeakChild] = [:]
@@ -89,7 +90,7 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
     /// The latest `version` the parent applied.
     @exclusivity(unchecked) var appliedVersion: UInt64 = 0
     /// This child's contribution included in the parent's `childUnits`.
-    @exclusivity(unchecked) var appliedContribution: Int128 = 0
+    @exclusivity(unchecked) var appliedContribution = _ProgressUnits.zero
 
     /// A progress that tracks `totalUnitCount` units of work. A total below zero, or a total and a
     /// completed count of zero, make it indeterminate.

@@ -4,12 +4,11 @@ struct _ProgressCounts {
     var total: Int64
     var completed: Int64
     /// The sum of the contributions of the node's unfinished children, in units of the node
-    /// (a child's fraction times its pending units), as fixed-point numbers with 32 fractional
-    /// bits. Integers add exactly and in any order, so the sum never drifts, however many updates
-    /// arrive and in whatever order the children's threads deliver them. The price: each child's
-    /// contribution is truncated to a multiple of 2^-32 of a unit (Foundation's doubles are off by their own
-    /// rounding instead, which accumulates).
-    var childUnits: Int128 = 0
+    /// (a child's fraction times its pending units), each exact (see `_ProgressUnits`). Integers
+    /// add exactly and in any order, so the sum never drifts, however many updates arrive and in
+    /// whatever order the children's threads deliver them, and it returns to exactly zero when the
+    /// children's contributions do.
+    var childUnits = _ProgressUnits.zero
 
     /// What the counts amount to, by Foundation's rules: indeterminate when completed or total is
     /// below zero or both are zero (fraction 0, not finished); otherwise finished when completed is
@@ -20,7 +19,7 @@ struct _ProgressCounts {
             let indeterminate = completed < 0 || total < 0 || (completed | total) == 0
             let fraction: Double = indeterminate ? 0
                 : total == 0 ? 1
-                : (Double(completed) + _units(childUnits)) / Double(total)
+                : childUnits.fraction(plus: completed, over: total)
             return _ProgressValues(
                 completed: completed,
                 total: total,
@@ -47,23 +46,4 @@ struct _ProgressValues {
         let seconds = (1 - fraction) / fractionPerSecond
         return seconds.isFinite ? seconds : nil
     }
-}
-
-/// `units` (in parent units) as fixed point with 32 fractional bits.
-@inline(__always)
-func _fixedPoint(_ units: Double) -> Int128 {
-    let scaled = units * 0x1p32
-    // The common case (under 2^31 units) converts through Int64, which the hardware does directly.
-    // Truncated: rounding to nearest measured ~85 instructions more per update (three levels).
-    if abs(scaled) < 0x1p62 { return Int128(Int64(scaled)) }
-    guard scaled.isFinite else { return 0 }
-    // Beyond any real count of units; clamped so that sums of many cannot overflow.
-    return Int128(max(min(scaled, 0x1p120), -0x1p120))
-}
-
-/// A fixed-point number with 32 fractional bits as a `Double`.
-@inline(__always)
-func _units(_ fixedPoint: Int128) -> Double {
-    if let small = Int64(exactly: fixedPoint) { return Double(small) * 0x1p-32 }
-    return Double(fixedPoint) * 0x1p-32
 }

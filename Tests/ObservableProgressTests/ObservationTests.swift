@@ -166,6 +166,43 @@ struct ObservationTests {
         token.invalidate()
     }
 
+    @Test func anUpdateChangingSeveralKeysPairsEachKeysPriorWithItsChange() {
+        // Foundation sends every key's prior first, then the changes in reverse order; here each key's
+        // prior comes right before its change, key after key, the node before its parent.
+        let root = ObservableProgress(totalUnitCount: 1)
+        let child = ObservableProgress(totalUnitCount: 2, parent: root, pendingUnitCount: 1)
+        child.complete()
+        let log = Locked<[String]>([])
+        func record<Value>(_ node: ObservableProgress, _ name: String, _ key: KeyPath<ObservableProgress, Value> & Sendable) -> KeyValueObservation {
+            node.observe(key, options: [.prior, .new]) { _, change in
+                log.append("\(node === root ? "root" : "child") \(change.isPrior ? "prior " : "")\(name)")
+            }
+        }
+        let anyKey = root.observeAnyKey(options: [.prior]) { _, change in
+            let name = switch change.keyPath {
+            case \ObservableProgress.completedUnitCount: "completed"
+            case \ObservableProgress.fractionCompleted: "fraction"
+            case \ObservableProgress.isFinished: "finished"
+            default: "\(change.keyPath)"
+            }
+            log.append("root \(change.isPrior ? "will" : "did") \(name)")
+        }
+        let tokens = [child, root].flatMap { node in
+            [record(node, "finished", \.isFinished), record(node, "fraction", \.fractionCompleted), record(node, "completed", \.completedUnitCount)]
+        }
+        child.complete()
+        #expect(log.current == [
+            "child prior completed", "child completed",
+            "child prior fraction", "child fraction",
+            "child prior finished", "child finished",
+            "root will completed", "root prior completed", "root completed", "root did completed",
+            "root will fraction", "root prior fraction", "root fraction", "root did fraction",
+            "root will finished", "root prior finished", "root finished", "root did finished",
+        ])
+        for token in tokens { token.invalidate() }
+        anyKey.invalidate()
+    }
+
     @Test func anInvalidatedObserverIsNotCalled() {
         let progress = ObservableProgress(totalUnitCount: 2)
         let count = Counter(0)
