@@ -24,15 +24,15 @@ final class CycleTwins: KeyValueObservable, @unchecked Sendable {
 
 final class Motor: KeyValueObservable, @unchecked Sendable {
     @Observed var rpm = 0
-    @Observed var sensor: Sensor? = nil
+    @Observed var sensor: PathSensor? = nil
 }
 
-final class Sensor: KeyValueObservable, @unchecked Sendable {
+final class PathSensor: KeyValueObservable, @unchecked Sendable {
     @Observed var reading = 0.0
-    @Observed var probe = Probe()
+    @Observed var probe = PathProbe()
 }
 
-final class Probe: KeyValueObservable, @unchecked Sendable {
+final class PathProbe: KeyValueObservable, @unchecked Sendable {
     @Observed var depth = 0
 }
 
@@ -151,10 +151,10 @@ struct FidelityTests {
         let car = Roadster()
         let values = Locked<[Int?]>([])
         let token = car.observe(\.engine.sensor?.probe.depth, options: [.new]) { _, change in values.append(change.newValue ?? nil) }
-        let sensor = Sensor()
+        let sensor = PathSensor()
         car.engine.sensor = sensor
         sensor.probe.depth = 2
-        let probe = Probe()
+        let probe = PathProbe()
         probe.depth = 7
         sensor.probe = probe
         probe.depth = 8
