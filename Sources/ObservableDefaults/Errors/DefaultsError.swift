@@ -20,8 +20,12 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         /// The file could not be written (read-only or missing directory, full disk: `errno` says
         /// which). The changes stay in memory and are written by the next successful write.
         public static let writeFailed = Kind(name: "writeFailed")
-        /// A value could not be encoded as JSON (its `Encodable` conformance threw).
+        /// A value could not be encoded as JSON: NaN or ±infinity inside it (JSON has neither), or
+        /// its `Encodable` conformance threw. `key` names the key.
         public static let encodingFailed = Kind(name: "encodingFailed")
+        /// A suite name that cannot name a file (`DefaultsStore(validatingSuiteName:)`); `path` is
+        /// the file it would have named.
+        public static let invalidSuiteName = Kind(name: "invalidSuiteName")
 
         public var description: String { name }
     }
@@ -82,6 +86,8 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
             return "\(path): value of key '\(key ?? "")' is \(found ?? "?"), \(reason); using the key's default"
         case .encodingFailed:
             return "\(path): cannot encode the value of key '\(key ?? "")': \(reason)"
+        case .invalidSuiteName:
+            return reason
         default:
             return "\(path): \(kind == .writeFailed ? "cannot write" : "cannot read") defaults file: \(reason)"
         }
