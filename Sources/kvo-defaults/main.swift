@@ -12,7 +12,8 @@ import ObservableDefaults
 
 let usage = """
     USAGE: kvo-defaults read   (SUITE | --file PATH) [KEY]
-           kvo-defaults write  (SUITE | --file PATH) KEY VALUE [--timeout SECONDS]
+           kvo-defaults write  (SUITE | --file PATH) KEY VALUE [KEY VALUE ...] [--timeout SECONDS]
+           kvo-defaults update (SUITE | --file PATH) KEY --add N
            kvo-defaults delete (SUITE | --file PATH) KEY
            kvo-defaults watch  (SUITE | --file PATH) [KEY] [--timestamps]
            kvo-defaults help | -h | --help
@@ -26,7 +27,11 @@ let usage = """
                there is no file)
       write    sets KEY to VALUE, a JSON value (1.5, true, "text", [1,2], {"a":1}); a VALUE that
                is not valid JSON is stored as a string (write S greeting hello == write S greeting
-               '"hello"'). Returns when the file is durably written.
+               '"hello"'). Several pairs are written as one change: other processes see all of
+               them or none. Returns when the file is durably written.
+      update   adds N (an integer, or any number) to the number KEY holds (0 if absent)
+               atomically, even with other processes updating it at once, and prints the result;
+               returns when it is durably written (exit 1 if KEY holds something else)
       delete   removes KEY
       watch    prints one line per change of KEY (or of any key), "KEY: OLD -> NEW" with JSON
                values ("(absent)" for a missing key), flushed line by line, until SIGINT or SIGTERM
@@ -34,6 +39,7 @@ let usage = """
 
     OPTIONS:
       --file PATH     use the file at PATH instead of a suite
+      --add N         (update) the number to add (negative to subtract)
       --timestamps    (watch) prefix each line with the CLOCK_MONOTONIC time in nanoseconds at
                       which the change was received
       --timeout SECONDS
@@ -95,6 +101,7 @@ for index in 1..<Int(CommandLine.argc) {
 var filePath: String?
 var timestamps = false
 var timeout: Duration?
+var addend: String?
 var positional: [String] = []
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
@@ -117,6 +124,10 @@ while let argument = arguments.popFirst() {
             usageError("'--timeout' needs a number of seconds")
         }
         timeout = .milliseconds(Int64((seconds * 1000).rounded()))
+    case _ where argument == "--add" || argument.hasPrefix("--add="):
+        let value = argument == "--add" ? arguments.popFirst() : String(argument.dropFirst("--add=".count))
+        guard let value, case .number? = try? JSONValue.parse(value) else { usageError("'--add' needs a number") }
+        addend = value
     case "--":
         positional += arguments
         arguments = []
@@ -133,10 +144,11 @@ if command == "help" {
     printLine(usage)
     exit(0)
 }
-let commands = ["read", "write", "delete", "watch", "write-many"]
+let commands = ["read", "write", "delete", "watch", "update", "write-many", "update-many"]
 guard commands.contains(command) else { usageError("unknown command '\(command)'") }
 if timestamps, command != "watch" { usageError("'--timestamps' only applies to 'watch'") }
-if timeout != nil, command == "read" || command == "watch" { usageError("'--timeout' only applies to commands that write") }
+if timeout != nil, command != "write", command != "delete" { usageError("'--timeout' only applies to 'write' and 'delete'") }
+if addend != nil, command != "update" { usageError("'--add' only applies to 'update'") }
 
 let fileURL: URL
 if let filePath {
@@ -243,12 +255,33 @@ case "read":
     }
 
 case "write":
-    expectArguments(2...2, "a KEY and a VALUE")
+    if positional.count < 2 || positional.count % 2 != 0 {
+        usageError(positional.isEmpty ? "'write' needs a KEY and a VALUE" : "'write' needs a VALUE after each KEY")
+    }
     failOnProblems()
-    let text = positional[1]
-    let value = (try? JSONValue.parse(text)) ?? .string(text)
-    store.setJSONValue(value, forKey: positional[0])
+    var pairs: [(key: String, value: JSONValue?)] = []
+    for index in stride(from: 0, to: positional.count, by: 2) {
+        let text = positional[index + 1]
+        pairs.removeAll { $0.key == positional[index] }
+        pairs.append((positional[index], (try? JSONValue.parse(text)) ?? .string(text)))
+    }
+    store.setJSONValues(pairs)
     flushOrFail()
+
+case "update":
+    expectArguments(1...1, "a KEY")
+    guard let addend else { usageError("'update' needs '--add N'") }
+    failOnProblems()
+    let key = positional[0]
+    do {
+        let new = try store.updateJSONValue(forKey: key) { current throws(CommandError) in try adding(addend, to: current, key: key) }
+        printLine(new?.compactText ?? "")
+    } catch let error as CommandError {
+        fail(error.message)
+    } catch {
+        fail("\(error)")
+    }
+    for problem in problems.take() { printError(problem.description) }
 
 case "delete":
     expectArguments(1...1, "a KEY")
@@ -293,6 +326,22 @@ case "write-many":
         if (index + 1) % flushEvery == 0 { flushOrFail() }
     }
     flushOrFail()
+
+case "update-many":
+    // Hidden, for tests and the stress run: update-many (SUITE | --file PATH) KEY COUNT THREADS
+    // adds 1 to KEY COUNT times in each of THREADS threads, each time with an atomic update.
+    expectArguments(3...3, "a KEY, a COUNT and a number of THREADS")
+    guard let count = Int(positional[1]), count >= 0, let threads = Int(positional[2]), threads > 0 else {
+        usageError("COUNT and THREADS must be a non-negative and a positive integer")
+    }
+    failOnProblems()
+    do {
+        try incrementConcurrently(store, key: positional[0], count: count, threads: threads)
+    } catch let error as CommandError {
+        fail(error.message)
+    } catch {
+        fail("\(error)")
+    }
 
 default:
     usageError("unknown command '\(command)'")

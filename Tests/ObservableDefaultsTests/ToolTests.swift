@@ -38,6 +38,39 @@ struct ToolTests {
         #expect(try runTool(["delete", "--file", path, "speed"]).status == 1)
     }
 
+    @Test func updateAddsAtomicallyAndPrintsTheResult() throws {
+        let path = directory.file("s.json").path
+        #expect(try runTool(["update", "--file", path, "hits", "--add", "5"]).output == "5\n")
+        #expect(try runTool(["update", "--file", path, "hits", "--add=-2"]).output == "3\n")
+        #expect(try runTool(["update", "--file", path, "ratio", "--add", "0.5"]).output == "0.5\n")
+        // Eight processes at once: none loses another's increment.
+        let runs = try (0..<8).map { _ in try startTool(["update", "--file", path, "hits", "--add", "1"]) }
+        for run in runs {
+            run.process.waitUntilExit()
+            #expect(run.process.terminationStatus == 0)
+        }
+        #expect(try runTool(["read", "--file", path, "hits"]).output == "11\n")
+
+        #expect(try runTool(["write", "--file", path, "name", "ada"]).status == 0)
+        let notANumber = try runTool(["update", "--file", path, "name", "--add", "1"])
+        #expect(notANumber.status == 1)
+        #expect(notANumber.error.contains("the value of 'name' is \"ada\", not a number"))
+        #expect(try runTool(["write", "--file", path, "big", "9223372036854775807"]).status == 0)
+        let overflow = try runTool(["update", "--file", path, "big", "--add", "1"])
+        #expect(overflow.status == 1 && overflow.error.contains("overflows"))
+        #expect(try runTool(["update", "--file", path, "hits"]).status == 2)
+        #expect(try runTool(["update", "--file", path, "hits", "--add", "x"]).status == 2)
+        #expect(try runTool(["write", "--file", path, "hits", "--add", "1"]).status == 2)
+    }
+
+    @Test func writeOfSeveralPairsIsOneWrite() throws {
+        let path = directory.file("s.json").path
+        let result = try runTool(["write", "--file", path, "a", "1", "b", "x", "a", "2"])
+        #expect(result.status == 0, "\(result.error)")
+        #expect(jsonObject(at: directory.file("s.json")) == ["a": .number("2"), "b": .string("x")])
+        #expect(try runTool(["write", "--file", path, "a", "1", "b"]).status == 2)
+    }
+
     @Test func usageErrorsExitWithTwo() throws {
         for arguments in [[], ["frobnicate", "s"], ["read"], ["write", "--file", "/tmp/x.json", "k"], ["read", "a/b"], ["read", "s", "--bogus"]] {
             let result = try runTool(arguments)

@@ -28,12 +28,16 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         /// The file could not be written (read-only or missing directory, full disk: `errno` says
         /// which). The changes stay in memory and are written by the next successful write.
         public static let writeFailed = Kind(name: "writeFailed")
-        /// A value could not be encoded as JSON (its `Encodable` conformance threw).
+        /// A value could not be encoded as JSON: NaN or ±infinity inside it (JSON has neither), or
+        /// its `Encodable` conformance threw. `key` names the key.
         public static let encodingFailed = Kind(name: "encodingFailed")
         /// The path names something the store refuses to read or write: not a regular file (a FIFO,
         /// a device, a directory, a socket), or a symbolic link whose target does not exist (nothing
         /// is created through a link). Nothing is read from or written to it.
         public static let unsupportedFile = Kind(name: "unsupportedFile")
+        /// A suite name that cannot name a file (`DefaultsStore(validatingSuiteName:)`); `path` is
+        /// the file it would have named.
+        public static let invalidSuiteName = Kind(name: "invalidSuiteName")
 
         public var description: String { name }
     }
@@ -106,6 +110,8 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
             return "\(path): cannot encode the value of key '\(key ?? "")': \(reason)"
         case .unsupportedFile:
             return "\(path): not usable as a defaults file: \(reason)"
+        case .invalidSuiteName:
+            return reason
         default:
             return "\(path): \(kind == .writeFailed ? "cannot write" : "cannot read") defaults file: \(reason)"
         }

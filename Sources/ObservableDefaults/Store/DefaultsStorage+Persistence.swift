@@ -37,24 +37,24 @@ extension DefaultsStorage {
         queue.asyncAfter(deadline: .now() + Self.coalescingDelay) { [self] in writeScheduled() }
     }
 
-    /// A batched write. A failure is reported once while it persists (the same kind, system error and
-    /// file, whatever the temporary file's name), and the write is tried again after a delay that
-    /// doubles up to `maximumRetryDelay`, until it succeeds or another write takes its changes. A
-    /// lock held by another process is not a failure: the write is tried again a little later.
+    /// A batched write. A failure is reported once per distinct cause (kind, system error and file,
+    /// whatever the temporary file's name), and the write is tried again after a delay that doubles
+    /// up to `maximumRetryDelay`, until it succeeds or another write takes its changes. A value that
+    /// cannot be encoded was reported when it was set, and writing again would not help. A lock held
+    /// by another process is not a failure: the write is tried again a little later.
     private func writeScheduled() {
         do throws(DefaultsError) {
             try writeDirtyKeys()
             lock.withLock { state.lockWaits = 0 }
         } catch {
-            let failure = WriteFailure(kind: error.kind, errno: error.errno, path: error.path)
+            guard error.kind != .encodingFailed else { return }
             let isContention = error.isLockContention
             let (isNew, retryDelay) = lock.withLock { () -> (Bool, DispatchTimeInterval?) in
                 var isNew = false
                 if isContention {
                     state.lockWaits += 1
                 } else {
-                    isNew = state.lastWriteFailure != failure
-                    state.lastWriteFailure = failure
+                    isNew = state.reportedWriteFailures.insert(WriteFailure(error)).inserted
                     state.failedWrites += 1
                 }
                 // A set made meanwhile has scheduled a write already; so has an earlier retry.
@@ -78,6 +78,23 @@ extension DefaultsStorage {
         min(1 << min(max(waits - 1, 0), 6), 50)
     }
 
+    /// Records that `error` was reported (to a new store's handler, at init), so that a write that
+    /// fails the same way does not report it again.
+    func noteReported(_ error: DefaultsError) {
+        guard error.kind == .writeFailed else { return }
+        lock.withLock { _ = state.reportedWriteFailures.insert(WriteFailure(error)) }
+    }
+
+    /// Reports `error` unless a failure of the same cause was reported since the last successful
+    /// write (at init, by a batched write, or at exit).
+    func reportOnce(_ error: DefaultsError) {
+        let isNew = lock.withLock {
+            if error.kind == .encodingFailed, let key = error.key { return state.unencodableKeys.insert(key).inserted }
+            return state.reportedWriteFailures.insert(WriteFailure(error)).inserted
+        }
+        if isNew { report(error) }
+    }
+
     /// Writes this process's changes to the file and waits until they are durable, however long
     /// another process holds the lock file.
     func flush() throws(DefaultsError) {
@@ -93,13 +110,24 @@ extension DefaultsStorage {
     ///   - notice: called once if the lock has been waited for `after`.
     /// - Throws: `.writeFailed` with `errno == ETIMEDOUT` when `timeout` expires; any write failure.
     func flush(timeout: Duration?, notice: (after: Duration, call: () -> Void)?) throws(DefaultsError) {
+        try waitingForTheLock(timeout: timeout, notice: notice) { () throws(DefaultsError) in try writeOnQueue(nil) }
+    }
+
+    /// Runs `attempt` until it does not find the lock file held by another process, waiting a
+    /// growing delay (1 to 50 ms) between tries on the caller's thread, so that the other stores'
+    /// writes go on meanwhile.
+    func waitingForTheLock(
+        timeout: Duration? = nil,
+        notice: (after: Duration, call: () -> Void)? = nil,
+        _ attempt: () throws(DefaultsError) -> Void
+    ) throws(DefaultsError) {
         let clock = ContinuousClock()
         let start = clock.now
         var waits = 0
         var noticed = false
         while true {
             do throws(DefaultsError) {
-                try writeOnQueue()
+                try attempt()
                 return
             } catch {
                 guard error.isLockContention else { throw error }
@@ -121,15 +149,15 @@ extension DefaultsStorage {
         }
     }
 
-    /// One try of `writeDirtyKeys()` on the queue.
-    private func writeOnQueue() throws(DefaultsError) {
+    /// One try of `writeDirtyKeys(transaction)` on the queue.
+    func writeOnQueue(_ transaction: Transaction?) throws(DefaultsError) {
         if isOnQueue {
-            try writeDirtyKeys()
+            try writeDirtyKeys(transaction)
             return
         }
         let result: Result<Void, DefaultsError> = queue.sync {
             do throws(DefaultsError) {
-                try writeDirtyKeys()
+                try writeDirtyKeys(transaction)
                 return .success(())
             } catch {
                 return .failure(error)
@@ -138,18 +166,32 @@ extension DefaultsStorage {
         try result.get()
     }
 
+    /// A read-modify-write of one key, run by `writeDirtyKeys` under the file lock (see `update`).
+    struct Transaction {
+        let key: String
+        /// Given the key's freshest entry, the entry to write (`nil` removes the key; its JSON must be
+        /// set), or `nil` to write nothing (the caller keeps the reason).
+        let body: (Entry?) -> Entry??
+    }
+
     /// Merges the dirty keys into the file: with the lock file held, re-read the file, apply only the
     /// keys this process changed (removals included), write a temporary file, fsync, rename, fsync
     /// the directory. Changes another process made meanwhile are applied here too and reported as
-    /// theirs. Runs on the queue.
-    func writeDirtyKeys() throws(DefaultsError) {
+    /// theirs. With a `transaction`, its body runs after the re-read, on the key's freshest value,
+    /// and its result is written with the dirty keys. Runs on the queue.
+    ///
+    /// - Throws: `.encodingFailed` naming a key whose value cannot be encoded, after writing the
+    ///   others (it stays pending until it is replaced); `.writeFailed` if the file cannot be written.
+    func writeDirtyKeys(_ transaction: Transaction? = nil) throws(DefaultsError) {
         let (pending, entries): ([String: UInt64], [String: Entry?]) = lock.withLock {
+            if state.updatingThread != nil { checkNotInUpdateBody() }
             state.isWriteScheduled = false
             return (state.dirty, Dictionary(uniqueKeysWithValues: state.dirty.keys.map { ($0, state.values[$0]) }))
         }
-        guard !pending.isEmpty else { return }
+        guard !pending.isEmpty || transaction != nil else { return }
 
         var changes: [String: JSONValue?] = [:]
+        var unencodable: [String] = []
         for (key, entry) in entries {
             guard let entry else {
                 changes[key] = .some(nil)
@@ -157,12 +199,11 @@ extension DefaultsStorage {
             }
             if let json = entry.json {
                 changes[key] = json
+            } else if let json = try? JSONValue(encoding: entry.typed!) {
+                changes[key] = json
             } else {
-                do {
-                    changes[key] = try JSONValue(encoding: entry.typed!)
-                } catch {
-                    report(DefaultsError(.encodingFailed, path: file.path, key: key, reason: Self.describe(error)))
-                }
+                // Reported when it was set; it stays pending, and the throw below names it.
+                unencodable.append(key)
             }
         }
 
@@ -176,6 +217,10 @@ extension DefaultsStorage {
         // replaced, and the copy holds the very bytes that were parsed.
         var suspected: DefaultsFile.Identity?
         var looks = 0
+        // The transaction's entry as written (outer `nil`: not run, or it wrote nothing), and the key's
+        // version when its body read it.
+        var transactionEntry: Entry??
+        var transactionVersion: UInt64?
         var outcome: (written: [String: JSONValue], fileValues: [String: JSONValue]?)?
         while outcome == nil {
             outcome = try file.withExclusiveLock { (file) throws(DefaultsError) -> ([String: JSONValue], [String: JSONValue]?)? in
@@ -213,6 +258,12 @@ extension DefaultsStorage {
                 }
                 var merged = base
                 for (key, value) in changes { merged[key] = value }
+                if let transaction {
+                    guard let entry = runTransaction(transaction, base: base, version: &transactionVersion) else { return ([:], nil) }
+                    transactionEntry = entry
+                    merged[transaction.key] = entry?.json
+                    mustWrite = true
+                }
                 if mustWrite || merged != base {
                     let replacement = try file.write(merged)
                     replacedAt = replacement.replacedAt
@@ -226,24 +277,39 @@ extension DefaultsStorage {
         }
         let (written, fileValues) = outcome!
         if let corruption { report(corruption) }
+        // The transaction's body wrote nothing: neither did this write.
+        if transaction != nil, transactionEntry == nil { return }
 
-        let records: [ForeignDelivery] = lock.withLock {
-            var records: [ForeignDelivery] = []
+        let records: [Delivery] = lock.withLock {
+            // Whether a set of the transaction's key came after its body read it: then that set is
+            // the newer value (it stays pending, and is written next).
+            let isTransactionCurrent = transaction.map { state.keyVersions[$0.key] == transactionVersion } ?? false
+            var records: [Delivery] = []
             if let fileValues { records = applyForeign(fileValues) }
             state.persisted = written
-            state.lastWriteFailure = nil
+            state.reportedWriteFailures = []
             state.failedWrites = 0
-            // A value that cannot be encoded stays in memory only: retrying would fail the same way.
-            for (key, version) in pending where state.dirty[key] == version {
+            if replacedAt != nil { state.fileWrites += 1 }
+            for (key, version) in pending where state.dirty[key] == version && !unencodable.contains(key) {
                 state.dirty.removeValue(forKey: key)
                 if let json = written[key], state.values[key] != nil, state.values[key]!.json == nil {
                     state.values[key]!.json = json
                 }
             }
+            if let transaction, isTransactionCurrent, case .some(let entry) = transactionEntry {
+                records += commitTransaction(key: transaction.key, entry: entry)
+            }
             return records
         }
         if let replacedAt { queueState.lastReplacement = replacedAt }
         deliver(records)
+        if let key = unencodable.min() {
+            let others = unencodable.count > 1 ? " (and \(unencodable.count - 1) other key\(unencodable.count > 2 ? "s" : ""))" : ""
+            throw DefaultsError(
+                .encodingFailed, path: file.path, key: key,
+                reason: "its value cannot be written as JSON; it stays in memory only until it is replaced\(others)"
+            )
+        }
     }
 
     // MARK: Reloading
@@ -303,11 +369,12 @@ extension DefaultsStorage {
 
     /// Applies the keys whose value in the file differs from the one this process last saw there,
     /// except the keys this process changed since; returns the changes with their versions and
-    /// observers, prior notifications first for the observers that asked for them. Called with the
-    /// lock held.
-    private func applyForeign(_ fileValues: [String: JSONValue]) -> [ForeignDelivery] {
-        var records: [ForeignDelivery] = []
-        var priors: [ForeignDelivery] = []
+    /// observers, prior notifications first for the observers that asked for them, and the
+    /// store-wide notification last. Called with the lock held.
+    private func applyForeign(_ fileValues: [String: JSONValue]) -> [Delivery] {
+        var records: [Delivery] = []
+        var priors: [Delivery] = []
+        var changed: Set<String> = []
         for key in Set(fileValues.keys).union(state.persisted.keys) where fileValues[key] != state.persisted[key] {
             guard state.dirty[key] == nil else { continue }
             let old = state.values[key]
@@ -315,19 +382,21 @@ extension DefaultsStorage {
             state.values[key] = new
             state.version &+= 1
             state.keyVersions[key] = state.version
+            changed.insert(key)
             let observers = (state.observers[key] ?? []) + state.anyKeyObservers
             if state.priorObserverCount > 0 {
                 let wantingPrior = observers.filter(\.wantsPrior)
                 if !wantingPrior.isEmpty {
                     let prior = Record(key: key, old: old, new: nil, isPrior: true, origin: .anotherProcess)
-                    priors.append(ForeignDelivery(record: prior, version: state.version, observers: wantingPrior))
+                    priors.append(.key(KeyDelivery(record: prior, version: state.version, observers: wantingPrior)))
                 }
             }
             guard !observers.isEmpty else { continue }
             let record = Record(key: key, old: old, new: new, isPrior: false, origin: .anotherProcess)
-            records.append(ForeignDelivery(record: record, version: state.version, observers: observers))
+            records.append(.key(KeyDelivery(record: record, version: state.version, observers: observers)))
         }
-        return priors + records
+        let change = changeDelivery(keys: changed, origin: .anotherProcess).map { [Delivery.change($0)] } ?? []
+        return priors + records + change
     }
 
     // MARK: Watching

@@ -99,7 +99,8 @@ enum DefaultsStorageRegistry {
             do {
                 try storage.flush()
             } catch {
-                storage.report(error)
+                // Reported already, most often (to a handler of a store that may be gone by now).
+                storage.reportOnce(error)
             }
         }
     }
