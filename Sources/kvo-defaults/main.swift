@@ -144,7 +144,7 @@ if command == "help" {
     printLine(usage)
     exit(0)
 }
-let commands = ["read", "write", "delete", "watch", "update", "write-many", "update-many"]
+let commands = ["read", "write", "delete", "watch", "update", "write-many", "update-many", "resources"]
 guard commands.contains(command) else { usageError("unknown command '\(command)'") }
 if timestamps, command != "watch" { usageError("'--timestamps' only applies to 'watch'") }
 if timeout != nil, command != "write", command != "delete" { usageError("'--timeout' only applies to 'write' and 'delete'") }
@@ -342,6 +342,13 @@ case "update-many":
     } catch {
         fail("\(error)")
     }
+
+case "resources":
+    // Hidden, for tests and the report: resources (SUITE | --file PATH) COUNT [polling] opens
+    // COUNT stores on PATH-0.json …, writes each, and prints the threads and descriptors used.
+    expectArguments(1...2, "a COUNT")
+    guard let count = Int(positional[0]), count >= 0 else { usageError("COUNT must be a non-negative integer") }
+    printLine(measureResources(prefix: path, count: count, polling: positional.count > 1 && positional[1] == "polling"))
 
 default:
     usageError("unknown command '\(command)'")

@@ -14,17 +14,6 @@ import Darwin
 struct FileKindTests {
     let directory = TemporaryDirectory()
 
-    /// Runs `body` on another thread and waits for it at most `seconds`: a store that blocks (opening
-    /// a FIFO waits for a writer) fails the test instead of hanging the run.
-    func finishes(within seconds: Double = 10, _ body: @escaping @Sendable () -> Void) -> Bool {
-        let done = Locked(false)
-        Thread {
-            body()
-            done.withLock { $0 = true }
-        }.start()
-        return waitUntil(seconds: seconds) { done.current }
-    }
-
     func lstatType(_ path: String) -> mode_t? {
         var info = stat()
         return lstat(path, &info) == 0 ? info.st_mode & S_IFMT : nil

@@ -73,6 +73,17 @@ func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
     return condition()
 }
 
+/// Runs `body` on another thread and waits for it at most `seconds`: code that blocks (opening a
+/// FIFO waits for a writer; a write waits for a lock) fails the test instead of hanging the run.
+func finishes(within seconds: Double = 10, _ body: @escaping @Sendable () -> Void) -> Bool {
+    let done = Locked(false)
+    Thread {
+        body()
+        done.withLock { $0 = true }
+    }.start()
+    return waitUntil(seconds: seconds) { done.current }
+}
+
 /// The text of the file at `url`, or `nil`.
 func contents(of url: URL) -> String? {
     try? String(contentsOf: url, encoding: .utf8)

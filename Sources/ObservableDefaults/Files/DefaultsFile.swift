@@ -317,9 +317,7 @@ struct DefaultsFile: Sendable, Hashable {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         while let entry = readdir(stream) {
-            let entryName = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
+            let entryName = Self.name(of: entry)
             guard entryName.hasPrefix(prefix) else { continue }
             let rest = entryName.dropFirst(prefix.count)
             guard let dash = rest.firstIndex(of: "-"), let pid = Int32(rest[..<dash]), pid > 0 else { continue }
@@ -334,6 +332,14 @@ struct DefaultsFile: Sendable, Hashable {
             #endif
             if Int(now.tv_sec) - Int(modified) >= minimumAge { unlink(candidate) }
         }
+    }
+
+    /// The name in a directory entry, read in place: the record is only as long as its name, so a
+    /// copy of the whole `d_name` array (256 bytes) can read past the end of the mapped buffer (a
+    /// crash in a directory of a thousand files).
+    static func name(of entry: UnsafePointer<dirent>) -> String {
+        let offset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
+        return String(cString: (UnsafeRawPointer(entry) + offset).assumingMemoryBound(to: CChar.self))
     }
 
     /// Makes a new file's data durable: `fdatasync` on Linux (the data and the size, which is all a
