@@ -12,7 +12,7 @@ import ObservableDefaults
 
 let usage = """
     USAGE: kvo-defaults read   (SUITE | --file PATH) [KEY]
-           kvo-defaults write  (SUITE | --file PATH) KEY VALUE [KEY VALUE ...]
+           kvo-defaults write  (SUITE | --file PATH) KEY VALUE [KEY VALUE ...] [--timeout SECONDS]
            kvo-defaults update (SUITE | --file PATH) KEY --add N
            kvo-defaults delete (SUITE | --file PATH) KEY
            kvo-defaults watch  (SUITE | --file PATH) [KEY] [--timestamps]
@@ -42,12 +42,19 @@ let usage = """
       --add N         (update) the number to add (negative to subtract)
       --timestamps    (watch) prefix each line with the CLOCK_MONOTONIC time in nanoseconds at
                       which the change was received
+      --timeout SECONDS
+                      (write, delete) give up (exit 1) if another process holds the file's lock
+                      longer than SECONDS; without it, wait as long as it takes (a wait longer
+                      than a second is announced on standard error)
       -h, --help      show this help
 
+    The file must be a regular file or a symbolic link to one (a write replaces the file the link
+    points to and keeps the link); a FIFO, a device or a link to nothing is refused.
+
     EXIT STATUS: 0 on success; 1 on a runtime error (no file or missing key on read, missing key
-    on delete, unreadable
-    or corrupt file, failed write, a corrupt file found and copied aside by write or delete); 2 on
-    a usage error; 130 or 143 when watch is ended by SIGINT or SIGTERM.
+    on delete, unreadable, unsupported or corrupt file, failed write, a corrupt file found and
+    copied aside by write or delete, --timeout expired); 2 on a usage error (an argument that is
+    not valid UTF-8 included); 130 or 143 when watch is ended by SIGINT or SIGTERM.
     """
 
 func printError(_ message: String) {
@@ -83,8 +90,17 @@ func usageError(_ message: String) -> Never {
 
 // MARK: Arguments
 
+// Arguments are decoded from the raw bytes: `CommandLine.arguments` turns invalid UTF-8 into
+// U+FFFD, which would name another key (or file) than the one given.
+for index in 1..<Int(CommandLine.argc) {
+    guard let raw = CommandLine.unsafeArgv[index], String(validatingCString: raw) != nil else {
+        usageError("argument \(index) is not valid UTF-8 (keys, values and paths must be UTF-8)")
+    }
+}
+
 var filePath: String?
 var timestamps = false
+var timeout: Duration?
 var addend: String?
 var positional: [String] = []
 var arguments = CommandLine.arguments.dropFirst()
@@ -103,6 +119,11 @@ while let argument = arguments.popFirst() {
         filePath = path
     case "--timestamps":
         timestamps = true
+    case "--timeout":
+        guard let text = arguments.popFirst(), let seconds = Double(text), seconds >= 0, seconds.isFinite else {
+            usageError("'--timeout' needs a number of seconds")
+        }
+        timeout = .milliseconds(Int64((seconds * 1000).rounded()))
     case _ where argument == "--add" || argument.hasPrefix("--add="):
         let value = argument == "--add" ? arguments.popFirst() : String(argument.dropFirst("--add=".count))
         guard let value, case .number? = try? JSONValue.parse(value) else { usageError("'--add' needs a number") }
@@ -123,9 +144,10 @@ if command == "help" {
     printLine(usage)
     exit(0)
 }
-let commands = ["read", "write", "delete", "watch", "update", "write-many", "update-many"]
+let commands = ["read", "write", "delete", "watch", "update", "write-many", "update-many", "resources"]
 guard commands.contains(command) else { usageError("unknown command '\(command)'") }
 if timestamps, command != "watch" { usageError("'--timestamps' only applies to 'watch'") }
+if timeout != nil, command != "write", command != "delete" { usageError("'--timeout' only applies to 'write' and 'delete'") }
 if addend != nil, command != "update" { usageError("'--add' only applies to 'update'") }
 
 let fileURL: URL
@@ -179,6 +201,8 @@ let store = DefaultsStore(fileURL: fileURL) { error in
     if isWatching {
         // Keep watching: the next good version of the file will be reported.
         printError(error.description)
+        // Except that there is no good version of a FIFO or a device (checked before watching).
+        if error.kind == .unsupportedFile { problems.append(error) }
     } else {
         problems.append(error)
     }
@@ -196,8 +220,14 @@ func failOnProblems() {
 @MainActor
 func flushOrFail() {
     do {
-        try store.flush()
+        let notice = { printError("waiting for another process to release the lock of \(path)…") }
+        try store.flush(timeout: timeout, notice: (after: .seconds(1), call: notice))
     } catch {
+        // Given up on purpose: the change must not be written at exit either.
+        if error.errno == ETIMEDOUT {
+            printError(error.description)
+            _exit(1)
+        }
         fail(error.description)
     }
     let found = problems.take()
@@ -263,6 +293,8 @@ case "delete":
 
 case "watch":
     expectArguments(0...1, "at most a KEY")
+    // Printed already.
+    if problems.first != nil { exit(1) }
     let withTimestamps = timestamps
     let token = store.observeJSON(key: positional.first) { key, old, new, _ in
         var line = "\(key): \(old?.compactText ?? "(absent)") -> \(new?.compactText ?? "(absent)")"
@@ -310,6 +342,13 @@ case "update-many":
     } catch {
         fail("\(error)")
     }
+
+case "resources":
+    // Hidden, for tests and the report: resources (SUITE | --file PATH) COUNT [polling] opens
+    // COUNT stores on PATH-0.json …, writes each, and prints the threads and descriptors used.
+    expectArguments(1...2, "a COUNT")
+    guard let count = Int(positional[0]), count >= 0 else { usageError("COUNT must be a non-negative integer") }
+    printLine(measureResources(prefix: path, count: count, polling: positional.count > 1 && positional[1] == "polling"))
 
 default:
     usageError("unknown command '\(command)'")

@@ -154,27 +154,18 @@ struct ToolTests {
         #expect(result.output.isEmpty)
     }
 
-    #if os(Linux)
     /// The file turns out broken only when `write` flushes (it was fine when the tool read it): the
     /// tool keeps the broken file aside, writes, says so on standard error and exits 1. The test
-    /// holds the lock file until the tool waits for it (`/proc/locks` shows the waiter), then breaks
-    /// the file.
+    /// holds the lock file until the tool says it waits for it, then breaks the file.
     @Test func aCorruptionFoundByWritesFlushIsPrintedAndFails() throws {
         let url = directory.file("s.json")
         try #"{"a": 1}"#.write(to: url, atomically: true, encoding: .utf8)
-        let lockDescriptor = open(directory.path + "/.s.json.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        try #require(lockDescriptor >= 0)
-        defer { close(lockDescriptor) }
-        #expect(flock(lockDescriptor, LOCK_EX) == 0)
+        let lock = try HeldLock(url.path)
         let tool = try startTool(["write", "--file", url.path, "b", "2"])
-        let pid = tool.process.processIdentifier
-        let waiting = waitUntil {
-            let locks = (try? String(contentsOfFile: "/proc/locks", encoding: .utf8)) ?? ""
-            return locks.split(separator: "\n").contains { $0.contains("-> FLOCK") && $0.split(separator: " ").contains(Substring(String(pid))) }
-        }
-        #expect(waiting)
+        let waiting = waitForText("waiting for another process", in: tool.error)
+        #expect(waiting.contains("waiting for another process to release the lock of \(url.path)"))
         try #"{"a": 1,,"#.write(to: url, atomically: true, encoding: .utf8)
-        #expect(flock(lockDescriptor, LOCK_UN) == 0)
+        lock.release()
         #expect(waitUntil { !tool.process.isRunning })
         tool.process.waitUntilExit()
         let error = String(decoding: (try? tool.error.fileHandleForReading.readToEnd()) ?? Data(), as: UTF8.self)
@@ -183,5 +174,37 @@ struct ToolTests {
         #expect(error.contains(".corrupt-"))
         #expect(jsonObject(at: url) == ["a": .number("1"), "b": .number("2")])
     }
-    #endif
+
+    /// `--timeout` gives up on a lock another process holds: exit 1, and the change is not written
+    /// at exit either.
+    @Test func aWriteGivesUpOnAHeldLockAfterItsTimeout() throws {
+        let url = directory.file("s.json")
+        try #"{"a": 1}"#.write(to: url, atomically: true, encoding: .utf8)
+        let lock = try HeldLock(url.path)
+        let result = try runTool(["write", "--file", url.path, "b", "2", "--timeout", "0.2"])
+        lock.release()
+        #expect(result.status == 1)
+        #expect(result.error.contains("gave up after"), "\(result.error)")
+        #expect(jsonObject(at: url) == ["a": .number("1")])
+        #expect(try runTool(["write", "--file", url.path, "b", "2", "--timeout", "0.2"]).status == 0)
+        #expect(jsonObject(at: url) == ["a": .number("1"), "b": .number("2")])
+        #expect(try runTool(["write", "--file", url.path, "b", "2", "--timeout", "soon"]).status == 2)
+    }
+
+    /// A key that is not valid UTF-8 would become U+FFFD and overwrite another key.
+    @Test func anArgumentThatIsNotValidUTF8IsAUsageError() throws {
+        let url = directory.file("s.json")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        // printf makes the byte 0xFF, which no UTF-8 text holds.
+        process.arguments = ["-c", "exec \(shellQuoted(toolPath)) write --file \(shellQuoted(url.path)) \"$(printf 'k\\377')\" 1"]
+        let error = Pipe()
+        process.standardError = error
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 2)
+        let message = String(decoding: (try? error.fileHandleForReading.readToEnd()) ?? Data(), as: UTF8.self)
+        #expect(message.contains("argument 4 is not valid UTF-8"), "\(message)")
+        #expect(!FileManager.default.fileExists(atPath: url.path))
+    }
 }

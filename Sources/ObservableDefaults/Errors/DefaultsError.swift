@@ -1,3 +1,11 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
 /// A problem with a defaults file or a stored value, reported to a store's error handler (see
 /// `DefaultsStore.init(fileURL:watching:errorHandler:)`) and thrown by `DefaultsStore.flush()`.
 ///
@@ -23,6 +31,10 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         /// A value could not be encoded as JSON: NaN or ±infinity inside it (JSON has neither), or
         /// its `Encodable` conformance threw. `key` names the key.
         public static let encodingFailed = Kind(name: "encodingFailed")
+        /// The path names something the store refuses to read or write: not a regular file (a FIFO,
+        /// a device, a directory, a socket), or a symbolic link whose target does not exist (nothing
+        /// is created through a link). Nothing is read from or written to it.
+        public static let unsupportedFile = Kind(name: "unsupportedFile")
         /// A suite name that cannot name a file (`DefaultsStore(validatingSuiteName:)`); `path` is
         /// the file it would have named.
         public static let invalidSuiteName = Kind(name: "invalidSuiteName")
@@ -75,6 +87,16 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         self.reason = reason
     }
 
+    /// The lock file is held by another process: the write did not start (it is tried again).
+    static func lockContention(path: String, lockPath: String) -> DefaultsError {
+        DefaultsError(.writeFailed, path: path, errno: EWOULDBLOCK, reason: "the lock file \(lockPath) is held by another process")
+    }
+
+    /// Whether this is `lockContention`: not a failure, a reason to try again shortly.
+    var isLockContention: Bool {
+        kind == .writeFailed && errno == EWOULDBLOCK
+    }
+
     /// One line naming the file, the place or key, and the cause.
     public var description: String {
         switch kind {
@@ -86,6 +108,8 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
             return "\(path): value of key '\(key ?? "")' is \(found ?? "?"), \(reason); using the key's default"
         case .encodingFailed:
             return "\(path): cannot encode the value of key '\(key ?? "")': \(reason)"
+        case .unsupportedFile:
+            return "\(path): not usable as a defaults file: \(reason)"
         case .invalidSuiteName:
             return reason
         default:

@@ -77,26 +77,92 @@ struct DefaultsFile: Sendable, Hashable {
         )
     }
 
-    /// Reads and parses the file.
+    /// Reads and parses the file (through a symbolic link, if `path` is one).
     ///
-    /// - Throws: `.readFailed` if the file exists but cannot be read.
+    /// - Throws: `.unsupportedFile` if the path is not a regular file or a symbolic link to one (a
+    ///   FIFO, a device: reading those would block or never end), or is a link to nothing;
+    ///   `.readFailed` if the file exists but cannot be read.
     func read() throws(DefaultsError) -> Contents {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        var info = stat()
+        // Looked at before opening: opening a device can have effects of its own.
+        if stat(path, &info) == 0 { try requireRegularFile(info) }
+        // Without blocking: opening a FIFO that replaced the file since would wait for a writer.
+        let descriptor = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
         if descriptor < 0 {
             let error = errno
-            // No file, or a missing directory on its path: every key is absent.
-            if error == ENOENT || error == ENOTDIR { return .missing }
+            if error == ENOENT || error == ENOTDIR {
+                if let target = symbolicLinkDestination() { throw danglingLink(to: target) }
+                // No file, or a missing directory on its path: every key is absent.
+                return .missing
+            }
             throw failure(.readFailed, "cannot open \(path): \(Self.describe(error))", errno: error)
         }
         defer { close(descriptor) }
-        var info = stat()
         guard fstat(descriptor, &info) == 0 else {
             let error = errno
             throw failure(.readFailed, "cannot stat \(path): \(Self.describe(error))", errno: error)
         }
+        try requireRegularFile(info)
         let identity = Self.identity(of: info)
         let bytes = try readAll(descriptor)
         return Self.parse(bytes, path: path, identity: identity)
+    }
+
+    /// Throws `.unsupportedFile` unless `info` describes a regular file.
+    private func requireRegularFile(_ info: stat) throws(DefaultsError) {
+        let type = info.st_mode & S_IFMT
+        guard type != S_IFREG else { return }
+        let name = switch type {
+        case S_IFIFO: "a FIFO (named pipe)"
+        case S_IFCHR: "a character device"
+        case S_IFBLK: "a block device"
+        case S_IFDIR: "a directory"
+        case S_IFSOCK: "a socket"
+        default: "a special file"
+        }
+        throw DefaultsError(
+            .unsupportedFile, path: path, errno: EINVAL,
+            reason: "it is \(name), not a regular file; a defaults file must be a regular file or a symbolic link to one"
+        )
+    }
+
+    /// What the symbolic link at `path` points to, or `nil` if `path` is not a symbolic link.
+    private func symbolicLinkDestination() -> String? {
+        var info = stat()
+        guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFLNK else { return nil }
+        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = buffer.withUnsafeMutableBytes { readlink(path, $0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count - 1) }
+        return count < 0 ? "?" : String(decoding: buffer[..<count], as: UTF8.self)
+    }
+
+    private func danglingLink(to target: String) -> DefaultsError {
+        DefaultsError(
+            .unsupportedFile, path: path, errno: ENOENT,
+            reason: "it is a symbolic link to \(target), which does not exist; create the target first (nothing is created through a link)"
+        )
+    }
+
+    /// The file that writes replace: this one, or, if `path` is a symbolic link (a dotfile manager's
+    /// `prefs.json -> ../dotfiles/prefs.json`), the file it points to now, so that the link stays a
+    /// link and the write reaches the file it names.
+    ///
+    /// - Throws: `.unsupportedFile` if the link points to nothing; `.writeFailed` if it cannot be
+    ///   resolved (a loop of links); `.unsupportedFile` if the file is not a regular file (checked
+    ///   before anything, the lock file included, is created beside it).
+    func writeTarget() throws(DefaultsError) -> DefaultsFile {
+        var target = self
+        if let destination = symbolicLinkDestination() {
+            guard let resolved = realpath(path, nil) else {
+                let error = errno
+                if error == ENOENT || error == ENOTDIR { throw danglingLink(to: destination) }
+                throw failure(.writeFailed, "cannot resolve the symbolic link \(path): \(Self.describe(error))", errno: error)
+            }
+            defer { free(resolved) }
+            target = DefaultsFile(path: String(cString: resolved))
+        }
+        var info = stat()
+        if stat(target.path, &info) == 0 { try requireRegularFile(info) }
+        return target
     }
 
     /// Parses the bytes of a defaults file: a JSON object, one member per key.
@@ -160,21 +226,30 @@ struct DefaultsFile: Sendable, Hashable {
         }
     }
 
-    /// Runs `body` holding the exclusive lock on the lock file, which every writing process takes.
-    func withExclusiveLock<Result>(_ body: () throws(DefaultsError) -> Result) throws(DefaultsError) -> Result {
+    /// Runs `body` holding the exclusive lock of the file writes replace (`writeTarget()`, which
+    /// `body` gets), the lock every writing process takes. Does not wait for it: one store waiting
+    /// for another process must not hold up the other stores' writes, which share one thread.
+    ///
+    /// - Throws: a `DefaultsError` whose `isLockContention` is true if another process holds the
+    ///   lock (try again later); `.unsupportedFile` for a link to nothing; `.writeFailed` if the lock
+    ///   file cannot be opened or locked.
+    func withExclusiveLock<Result>(_ body: (DefaultsFile) throws(DefaultsError) -> Result) throws(DefaultsError) -> Result {
+        let target = try writeTarget()
+        let lockPath = target.lockPath
         let descriptor = open(lockPath, O_RDONLY | O_CREAT | O_CLOEXEC, 0o644)
         if descriptor < 0 {
             let error = errno
             throw failure(.writeFailed, "cannot open lock file \(lockPath): \(Self.describe(error))", errno: error)
         }
         defer { close(descriptor) }
-        while flock(descriptor, LOCK_EX) != 0 {
+        while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
             let error = errno
             if error == EINTR { continue }
+            if error == EWOULDBLOCK { throw DefaultsError.lockContention(path: path, lockPath: lockPath) }
             throw failure(.writeFailed, "cannot lock \(lockPath): \(Self.describe(error))", errno: error)
         }
         defer { flock(descriptor, LOCK_UN) }
-        return try body()
+        return try body(target)
     }
 
     /// Replaces the file with `values`, pretty-printed with sorted keys: temporary file in the same
@@ -242,9 +317,7 @@ struct DefaultsFile: Sendable, Hashable {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         while let entry = readdir(stream) {
-            let entryName = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
+            let entryName = Self.name(of: entry)
             guard entryName.hasPrefix(prefix) else { continue }
             let rest = entryName.dropFirst(prefix.count)
             guard let dash = rest.firstIndex(of: "-"), let pid = Int32(rest[..<dash]), pid > 0 else { continue }
@@ -259,6 +332,14 @@ struct DefaultsFile: Sendable, Hashable {
             #endif
             if Int(now.tv_sec) - Int(modified) >= minimumAge { unlink(candidate) }
         }
+    }
+
+    /// The name in a directory entry, read in place: the record is only as long as its name, so a
+    /// copy of the whole `d_name` array (256 bytes) can read past the end of the mapped buffer (a
+    /// crash in a directory of a thousand files).
+    static func name(of entry: UnsafePointer<dirent>) -> String {
+        let offset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
+        return String(cString: (UnsafeRawPointer(entry) + offset).assumingMemoryBound(to: CChar.self))
     }
 
     /// Makes a new file's data durable: `fdatasync` on Linux (the data and the size, which is all a

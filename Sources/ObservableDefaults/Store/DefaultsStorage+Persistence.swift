@@ -1,3 +1,10 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 import Dispatch
 import KeyValueObserving
 
@@ -33,18 +40,27 @@ extension DefaultsStorage {
     /// A batched write. A failure is reported once per distinct cause (kind, system error and file,
     /// whatever the temporary file's name), and the write is tried again after a delay that doubles
     /// up to `maximumRetryDelay`, until it succeeds or another write takes its changes. A value that
-    /// cannot be encoded was reported when it was set, and writing again would not help.
+    /// cannot be encoded was reported when it was set, and writing again would not help. A lock held
+    /// by another process is not a failure: the write is tried again a little later.
     private func writeScheduled() {
         do throws(DefaultsError) {
             try writeDirtyKeys()
+            lock.withLock { state.lockWaits = 0 }
         } catch {
             guard error.kind != .encodingFailed else { return }
+            let isContention = error.isLockContention
             let (isNew, retryDelay) = lock.withLock { () -> (Bool, DispatchTimeInterval?) in
-                let isNew = state.reportedWriteFailures.insert(WriteFailure(error)).inserted
-                state.failedWrites += 1
+                var isNew = false
+                if isContention {
+                    state.lockWaits += 1
+                } else {
+                    isNew = state.reportedWriteFailures.insert(WriteFailure(error)).inserted
+                    state.failedWrites += 1
+                }
                 // A set made meanwhile has scheduled a write already; so has an earlier retry.
                 guard !state.isWriteScheduled, !state.dirty.isEmpty else { return (isNew, nil) }
                 state.isWriteScheduled = true
+                if isContention { return (false, .milliseconds(Self.lockRetryDelay(afterWaits: state.lockWaits))) }
                 let doublings = min(state.failedWrites - 1, 16)
                 return (isNew, .milliseconds(min(Self.firstRetryDelay << doublings, Self.maximumRetryDelay)))
             }
@@ -54,6 +70,12 @@ extension DefaultsStorage {
                 queue.asyncAfter(deadline: .now() + retryDelay) { [weak self] in self?.writeScheduled() }
             }
         }
+    }
+
+    /// The delay in milliseconds before trying again for a lock file another process holds: 1 ms,
+    /// doubling with each try up to 50 ms.
+    static func lockRetryDelay(afterWaits waits: Int) -> Int {
+        min(1 << min(max(waits - 1, 0), 6), 50)
     }
 
     /// Records that `error` was reported (to a new store's handler, at init), so that a write that
@@ -73,15 +95,69 @@ extension DefaultsStorage {
         if isNew { report(error) }
     }
 
-    /// Writes this process's changes to the file and waits until they are durable.
+    /// Writes this process's changes to the file and waits until they are durable, however long
+    /// another process holds the lock file.
     func flush() throws(DefaultsError) {
+        try flush(timeout: nil, notice: nil)
+    }
+
+    /// Writes this process's changes to the file and waits until they are durable. While another
+    /// process holds the lock file, tries again with a growing delay (1 to 50 ms), waiting on the
+    /// caller's thread so that the other stores' writes go on meanwhile.
+    ///
+    /// - Parameters:
+    ///   - timeout: how long to wait for the lock at most; `nil` waits as long as it takes.
+    ///   - notice: called once if the lock has been waited for `after`.
+    /// - Throws: `.writeFailed` with `errno == ETIMEDOUT` when `timeout` expires; any write failure.
+    func flush(timeout: Duration?, notice: (after: Duration, call: () -> Void)?) throws(DefaultsError) {
+        try waitingForTheLock(timeout: timeout, notice: notice) { () throws(DefaultsError) in try writeOnQueue(nil) }
+    }
+
+    /// Runs `attempt` until it does not find the lock file held by another process, waiting a
+    /// growing delay (1 to 50 ms) between tries on the caller's thread, so that the other stores'
+    /// writes go on meanwhile.
+    func waitingForTheLock(
+        timeout: Duration? = nil,
+        notice: (after: Duration, call: () -> Void)? = nil,
+        _ attempt: () throws(DefaultsError) -> Void
+    ) throws(DefaultsError) {
+        let clock = ContinuousClock()
+        let start = clock.now
+        var waits = 0
+        var noticed = false
+        while true {
+            do throws(DefaultsError) {
+                try attempt()
+                return
+            } catch {
+                guard error.isLockContention else { throw error }
+                let waited = clock.now - start
+                if let timeout, waited >= timeout {
+                    throw DefaultsError(
+                        .writeFailed, path: file.path, errno: ETIMEDOUT,
+                        reason: "gave up after \(timeout) waiting for another process to release its lock (\(error.reason))"
+                    )
+                }
+                if let notice, !noticed, waited >= notice.after {
+                    noticed = true
+                    notice.call()
+                }
+                waits += 1
+                // On the caller's thread, or, for a flush from a handler running there, on the writer.
+                usleep(UInt32(Self.lockRetryDelay(afterWaits: waits) * 1000))
+            }
+        }
+    }
+
+    /// One try of `writeDirtyKeys(transaction)` on the queue.
+    func writeOnQueue(_ transaction: Transaction?) throws(DefaultsError) {
         if isOnQueue {
-            try writeDirtyKeys()
+            try writeDirtyKeys(transaction)
             return
         }
         let result: Result<Void, DefaultsError> = queue.sync {
             do throws(DefaultsError) {
-                try writeDirtyKeys()
+                try writeDirtyKeys(transaction)
                 return .success(())
             } catch {
                 return .failure(error)
@@ -135,9 +211,6 @@ extension DefaultsStorage {
         // Reports wait until the lock file is unlocked: a handler may flush, which locks it again.
         var corruption: DefaultsError?
         var replacedAt: UInt64?
-        // The file as this process leaves it (read or written under the lock), for the poller: a
-        // stat after the unlock could see another process's newer file and miss it.
-        var leftIdentity: DefaultsFile.Identity?
         // A broken file seen under the lock: it may be another program's in-place rewrite (truncate,
         // then write) caught half-way, which takes no lock. Let go of the lock, wait, and look again:
         // only the same broken file (same inode, size and modification time) is copied aside and
@@ -150,7 +223,7 @@ extension DefaultsStorage {
         var transactionVersion: UInt64?
         var outcome: (written: [String: JSONValue], fileValues: [String: JSONValue]?)?
         while outcome == nil {
-            outcome = try file.withExclusiveLock { () throws(DefaultsError) -> ([String: JSONValue], [String: JSONValue]?)? in
+            outcome = try file.withExclusiveLock { (file) throws(DefaultsError) -> ([String: JSONValue], [String: JSONValue]?)? in
                 if !queueState.hasSweptTemporaryFiles {
                     // Once per storage: what writers killed mid-write (SIGKILL) left behind.
                     queueState.hasSweptTemporaryFiles = true
@@ -164,10 +237,9 @@ extension DefaultsStorage {
                     base = [:]
                     fileValues = [:]
                     mustWrite = true
-                case .values(let values, let identity):
+                case .values(let values, _):
                     base = values
                     fileValues = values
-                    leftIdentity = identity
                 case .corrupt(let error, let identity, let bytes):
                     if suspected != identity, looks < Self.corruptionConfirmationLooks {
                         suspected = identity
@@ -195,7 +267,6 @@ extension DefaultsStorage {
                 if mustWrite || merged != base {
                     let replacement = try file.write(merged)
                     replacedAt = replacement.replacedAt
-                    leftIdentity = replacement.identity
                 }
                 return (merged, fileValues)
             }
@@ -230,7 +301,6 @@ extension DefaultsStorage {
             }
             return records
         }
-        queueState.polledIdentity = leftIdentity
         if let replacedAt { queueState.lastReplacement = replacedAt }
         deliver(records)
         if let key = unencodable.min() {
@@ -259,6 +329,7 @@ extension DefaultsStorage {
     /// process's value (its next write wins). Runs on the queue.
     func reload() {
         lock.withLock { state.isReloadScheduled = false }
+        watchTarget()
         let contents: DefaultsFile.Contents
         do {
             contents = try file.read()
@@ -333,11 +404,10 @@ extension DefaultsStorage {
     /// Starts watching the file: the process's inotify (kqueue) watcher, or polling if that is not
     /// available or `pollingInterval` is given.
     func startWatching(pollingInterval: Duration?) {
-        if pollingInterval == nil, let watcher = FileWatcher.shared {
-            if let subscription = watcher.watch(directory: file.directory, name: file.name, handler: watchHandler()) {
-                lock.withLock { self.subscription = subscription }
-                return
-            }
+        if pollingInterval == nil, let subscription = FileWatcher.shared.watch(directory: file.directory, name: file.name, handler: watchHandler()) {
+            lock.withLock { self.subscription = subscription }
+            watchTarget()
+            return
         }
         startPolling(interval: pollingInterval ?? .milliseconds(500))
     }
@@ -355,6 +425,30 @@ extension DefaultsStorage {
         }
     }
 
+    /// If the file is a symbolic link: watches the directory of the file it points to as well (a write
+    /// there, by another process or an editor, does not touch the link's directory), and moves that
+    /// watch when the link is re-pointed (each reload looks). Polling needs none of this: it looks at
+    /// the file through the link.
+    func watchTarget() {
+        guard lock.withLock({ self.subscription != nil }) else { return }
+        let target = (try? file.writeTarget()).flatMap { $0 == file ? nil : $0 }
+        if lock.withLock({ targetWatch?.path == target?.path && (target == nil || targetWatch?.subscription != nil) }) { return }
+        let targetSubscription = target.flatMap { target in
+            FileWatcher.shared.watch(directory: target.directory, name: target.name) { [weak self] event in
+                guard let self else { return }
+                // The target's directory went away: watch it again at the next reload.
+                if event == .lost { self.lock.withLock { self.targetWatch?.subscription = nil } }
+                self.scheduleReload()
+            }
+        }
+        // The replaced subscription is let go outside the lock: its deinit takes the watcher's lock.
+        let previous = lock.withLock {
+            defer { targetWatch = target.map { ($0.path, targetSubscription) } }
+            return targetWatch
+        }
+        _ = previous
+    }
+
     /// After the watched directory went away: reloads (the file is gone, or elsewhere), then watches
     /// the directory again as soon as it exists (a write of this process or another one creates it),
     /// looking every `rewatchInterval` until then, and reloads once more to catch what was written
@@ -366,8 +460,7 @@ extension DefaultsStorage {
             return subscription
         }
         if dead != nil { reload() }
-        guard let watcher = FileWatcher.shared else { return }
-        if let subscription = watcher.watch(directory: file.directory, name: file.name, handler: watchHandler()) {
+        if let subscription = FileWatcher.shared.watch(directory: file.directory, name: file.name, handler: watchHandler()) {
             lock.withLock { self.subscription = subscription }
             reload()
         } else if file.directoryExists() {
@@ -378,33 +471,22 @@ extension DefaultsStorage {
         }
     }
 
-    /// Polls the file's identity (inode, size, modification time) every `interval`; reloads when it
-    /// changes. For file systems without change notification.
+    /// Polls the file's identity (inode, size, modification time, through a symbolic link) every
+    /// `interval`, on the watcher's thread; reloads when it changes. For file systems without change
+    /// notification.
     func startPolling(interval: Duration) {
-        let timer = DispatchSource.makeTimerSource(queue: queue)
-        let nanoseconds = Int(interval.components.seconds) * 1_000_000_000 + Int(interval.components.attoseconds / 1_000_000_000)
-        timer.schedule(deadline: .now() + .nanoseconds(nanoseconds), repeating: .nanoseconds(max(nanoseconds, 1_000_000)))
-        if isOnQueue {
-            queueState.polledIdentity = file.identity()
-        } else {
-            queue.sync { queueState.polledIdentity = file.identity() }
-        }
-        timer.setEventHandler { [weak self] in self?.poll() }
+        let subscription = FileWatcher.shared.pollFile(at: file.path, every: interval, handler: watchHandler())
+        // The replaced subscription is let go outside the lock: its deinit takes the watcher's lock.
         let previous = lock.withLock {
-            defer { pollTimer = timer }
-            return pollTimer
+            defer { pollSubscription = subscription }
+            return pollSubscription
         }
-        previous?.cancel()
-        timer.resume()
+        _ = previous
     }
 
-    /// One look of the poller: reloads if the file's identity changed since the last look or this
-    /// process's last write. Runs on the queue.
+    /// One look of the poller now: reloads if the file's identity changed since the last look. Runs
+    /// on the queue.
     func poll() {
-        let identity = file.identity()
-        if identity != queueState.polledIdentity {
-            queueState.polledIdentity = identity
-            reload()
-        }
+        if lock.withLock({ pollSubscription })?.pollNow() == true { reload() }
     }
 }

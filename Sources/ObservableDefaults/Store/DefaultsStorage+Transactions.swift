@@ -16,26 +16,14 @@ extension DefaultsStorage {
     /// Runs `transform` on the freshest entry of `key` (this process's pending change, else the
     /// file's value read under the file lock) and writes its result with the pending changes, in one
     /// durable write; returns after it. The queue makes updates of this process one at a time, the
-    /// file lock makes them one at a time with other processes'.
+    /// file lock makes them one at a time with other processes' (waited for off the queue).
     ///
     /// - Parameter transform: returns the new entry (its JSON set; `nil` removes the key), or `nil` to
     ///   write nothing (it keeps its own reason). Runs once.
     /// - Throws: `.writeFailed` if the file cannot be locked or written (nothing is changed in memory).
     func update(_ key: String, _ transform: @escaping (Entry?) -> Entry??) throws(DefaultsError) {
         let transaction = Transaction(key: key, body: transform)
-        if isOnQueue {
-            try writeDirtyKeys(transaction)
-            return
-        }
-        let result: Result<Void, DefaultsError> = queue.sync {
-            do throws(DefaultsError) {
-                try writeDirtyKeys(transaction)
-                return .success(())
-            } catch {
-                return .failure(error)
-            }
-        }
-        try result.get()
+        try waitingForTheLock { () throws(DefaultsError) in try writeOnQueue(transaction) }
     }
 
     /// Runs a transaction's body on the freshest entry of its key: this process's pending change if

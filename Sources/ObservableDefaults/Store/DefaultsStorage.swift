@@ -13,19 +13,24 @@ import KeyValueObserving
 ///
 /// Sets and reads happen on the caller's thread under `lock`; observers are called after the lock
 /// is released. File work (writing dirty keys, reloading after another process's write) happens on
-/// `queue`, a serial queue, so a write and a reload of this process never interleave.
+/// `queue`, one serial queue for every storage of the process (the "writer"), so a write and a reload
+/// never interleave and any number of stores keep one thread busy, not one each. Nothing on it waits
+/// for another process: a lock file held elsewhere is tried again later (see `flush()`).
 @usableFromInline
 final class DefaultsStorage: @unchecked Sendable {
-    // Invariant: `state` is only accessed with `lock` held; `queueState` only on `queue`;
-    // `subscription` and `pollTimer` are only accessed with `lock` held. Those rules are what makes
-    // the accesses exclusive, so the run-time exclusivity check is skipped on the set path.
+    // Invariant: `state` is only accessed with `lock` held; `queueState` only on `queue` (the writer,
+    // shared by every storage, which runs one block at a time); `subscription`, `pollSubscription`
+    // and `targetWatch` are only accessed with `lock` held. Those rules are what makes the accesses
+    // exclusive, so the run-time exclusivity check is skipped on the set path.
     let file: DefaultsFile
     let queue: DispatchQueue
     let lock = Lock()
     @exclusivity(unchecked) var state = State()
     @exclusivity(unchecked) var queueState = QueueState()
     var subscription: FileWatcher.Subscription?
-    var pollTimer: DispatchSourceTimer?
+    var pollSubscription: FileWatcher.Subscription?
+    /// If the file is a symbolic link: the file it points to, and the watch of that file's directory.
+    var targetWatch: (path: String, subscription: FileWatcher.Subscription?)?
 
     /// How long a write waits for more changes to join it.
     static let coalescingDelay = DispatchTimeInterval.milliseconds(5)
@@ -40,7 +45,13 @@ final class DefaultsStorage: @unchecked Sendable {
     static let maximumRetryDelay = 10_000
     /// How often a storage whose watched directory went away looks whether it exists again.
     static let rewatchInterval = DispatchTimeInterval.milliseconds(100)
-    static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
+    static let queueKey = DispatchSpecificKey<Bool>()
+    /// The one serial queue every storage's file work runs on.
+    static let writer: DispatchQueue = {
+        let queue = DispatchQueue(label: "ObservableDefaults.writer")
+        queue.setSpecific(key: queueKey, value: true)
+        return queue
+    }()
 
     /// One stored value: the typed value this process set, or the JSON read from the file, or both.
     @usableFromInline
@@ -137,6 +148,8 @@ final class DefaultsStorage: @unchecked Sendable {
         var reportedWriteFailures: Set<WriteFailure> = []
         /// Batched writes that failed in a row (the retry delay doubles with each).
         var failedWrites = 0
+        /// Batched writes in a row that found the lock file held by another process.
+        var lockWaits = 0
         /// The broken file last reported, so one broken file is reported once.
         var reportedCorruption: DefaultsFile.Identity?
         /// For tests: called (on the queue, no lock held) when a write found a broken file and let go
@@ -159,8 +172,6 @@ final class DefaultsStorage: @unchecked Sendable {
     }
 
     struct QueueState {
-        /// The file's identity when the poller last looked.
-        var polledIdentity: DefaultsFile.Identity?
         /// A broken version of the file seen once and not reported yet: it may be another program's
         /// in-place rewrite caught half-way, so it is reported only if it is still there shortly after.
         var suspectedCorruption: DefaultsFile.Identity?
@@ -172,20 +183,21 @@ final class DefaultsStorage: @unchecked Sendable {
 
     init(file: DefaultsFile) {
         self.file = file
-        self.queue = DispatchQueue(label: "ObservableDefaults.storage")
-        queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(self))
+        self.queue = Self.writer
     }
 
     deinit {
         subscription?.cancel()
-        pollTimer?.cancel()
+        pollSubscription?.cancel()
+        targetWatch?.subscription?.cancel()
         for observer in state.observers.values.joined() { observer.finish?() }
         for observer in state.anyKeyObservers { observer.finish?() }
         for observer in state.changeObservers { observer.finish?() }
     }
 
+    /// Whether the caller runs on the writer queue (that of every storage).
     var isOnQueue: Bool {
-        DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self)
+        DispatchQueue.getSpecific(key: Self.queueKey) == true
     }
 
     // MARK: Reading

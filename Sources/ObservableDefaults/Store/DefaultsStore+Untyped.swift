@@ -69,6 +69,12 @@ extension DefaultsStore {
         return KeyValueObservation(invalidating: DefaultsObserverHandle(storage: storage, id: id, key: key))
     }
 
+    /// `flush()`, giving up after `timeout` (`.writeFailed`, `ETIMEDOUT`) while another process
+    /// holds the lock file, and calling `notice` once if that lasts `notice.after`.
+    package func flush(timeout: Duration?, notice: (after: Duration, call: () -> Void)?) throws(DefaultsError) {
+        try storage.flush(timeout: timeout, notice: notice)
+    }
+
     /// When this process's last write started replacing the file (`CLOCK_MONOTONIC` nanoseconds, just
     /// before the rename that lets other processes see it), for the benchmark's latency measurement.
     package func lastReplacementTime() -> UInt64? {
