@@ -122,22 +122,33 @@ extension DefaultsStorage {
 
     // MARK: Encoding
 
-    /// The entry for a value set here, and the error if it cannot be encoded. Values of the common
-    /// plain types are checked inline (a specialised build folds the checks away); any other value is
-    /// encoded now, so that a NaN deep inside it is reported when it is set, and the write reuses
-    /// the encoding.
+    /// Whether `value` is of a plain type that always encodes (a finite float, an integer, a string,
+    /// a boolean): checked inline, and folded away by a specialised build. Any other value is
+    /// encoded when it is set (`encodedEntry`), so that a NaN deep inside it is reported then.
     @inlinable
-    func entry<Value: Codable & Sendable>(for value: Value, key: String) -> (Entry, DefaultsError?) {
+    static func isPlainlyEncodable<Value>(_ value: Value) -> Bool {
         switch value {
-        case let number as Double where number.isFinite: (Entry(typed: value, json: nil), nil)
-        case let number as Float where number.isFinite: (Entry(typed: value, json: nil), nil)
-        case is Int, is String, is Bool, is Int64, is Int32, is UInt64, is UInt32, is UInt: (Entry(typed: value, json: nil), nil)
-        default: encodedEntry(for: value, key: key)
+        case let number as Double: number.isFinite
+        case let number as Float: number.isFinite
+        case is Int, is String, is Bool, is Int64, is Int32, is UInt64, is UInt32, is UInt: true
+        default: false
         }
     }
 
-    /// `entry(for:key:)` for a value that is not of a plain type, or a float that is not finite.
+    /// The entry for a value set here, and the error if it cannot be encoded.
+    func entry<Value: Codable & Sendable>(for value: Value, key: String) -> (Entry, DefaultsError?) {
+        Self.isPlainlyEncodable(value) ? (Entry(typed: value, json: nil), nil) : encodedEntry(for: value, key: key)
+    }
+
+    /// Sets `value`, of a type that is not plainly encodable: encodes it now (the write reuses the
+    /// encoding), and reports it if it cannot be encoded (see `set(_:for:isEncodable:)`).
     @usableFromInline
+    func setEncoding<Value: Codable & Sendable>(_ value: Value, for key: String) {
+        let (entry, failure) = encodedEntry(for: value, key: key)
+        if set(entry, for: key, isEncodable: failure == nil), let failure { report(failure) }
+    }
+
+    /// `entry(for:key:)` for a value that is not of a plain type, or a float that is not finite.
     func encodedEntry<Value: Codable & Sendable>(for value: Value, key: String) -> (Entry, DefaultsError?) {
         do {
             return (Entry(typed: value, json: try JSONValue(encoding: value)), nil)

@@ -283,14 +283,15 @@ final class DefaultsStorage: @unchecked Sendable {
     // MARK: Writing
 
     /// Stores `entry` for `key` (`nil` removes it), schedules the write and notifies the observers.
-    /// `encodingFailure`, when the entry's value cannot be encoded, is reported after the observers
-    /// unless this key's value could not be encoded already.
-    @usableFromInline
-    func set(_ entry: Entry?, for key: String, encodingFailure: DefaultsError? = nil) {
+    ///
+    /// - Parameter isEncodable: `false` when the entry's value cannot be encoded (it stays pending).
+    /// - Returns: whether that is new for this key, so the caller reports it (after the observers).
+    @usableFromInline @discardableResult
+    func set(_ entry: Entry?, for key: String, isEncodable: Bool = true) -> Bool {
         lock.lock()
         if state.updatingThread != nil { checkNotInUpdateBody() }
         var isNewFailure = false
-        if encodingFailure != nil {
+        if !isEncodable {
             isNewFailure = state.unencodableKeys.insert(key).inserted
         } else if !state.unencodableKeys.isEmpty {
             state.unencodableKeys.remove(key)
@@ -324,7 +325,7 @@ final class DefaultsStorage: @unchecked Sendable {
             for observer in anyKeyTargets { observer.deliver(record) }
         }
         if let change { deliver([.change(change)]) }
-        if isNewFailure, let encodingFailure { report(encodingFailure) }
+        return isNewFailure
     }
 
     /// Removes every key, as one transaction.

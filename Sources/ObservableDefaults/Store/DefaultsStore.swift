@@ -171,8 +171,11 @@ public final class DefaultsStore: Sendable {
     /// value that can be written.
     @inlinable
     public func set<Value>(_ value: Value, for key: DefaultsKey<Value>) {
-        let (entry, failure) = storage.entry(for: value, key: key.name)
-        storage.set(entry, for: key.name, encodingFailure: failure)
+        if DefaultsStorage.isPlainlyEncodable(value) {
+            storage.set(DefaultsStorage.Entry(typed: value, json: nil), for: key.name)
+        } else {
+            storage.setEncoding(value, for: key.name)
+        }
     }
 
     /// Removes `key` from the store: it reads as its default again (observers see the default as the
