@@ -35,6 +35,10 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         /// a device, a directory, a socket), or a symbolic link whose target does not exist (nothing
         /// is created through a link). Nothing is read from or written to it.
         public static let unsupportedFile = Kind(name: "unsupportedFile")
+        /// The file holds a key twice in one object (`line`, `column` and `byteOffset` point at the
+        /// later one). The last value is used; since a write keeps only that one, the file is copied
+        /// aside (`corruptCopyPath`) before this process writes it.
+        public static let duplicateKey = Kind(name: "duplicateKey")
         /// A suite name that cannot name a file (`DefaultsStore(validatingSuiteName:)`); `path` is
         /// the file it would have named.
         public static let invalidSuiteName = Kind(name: "invalidSuiteName")
@@ -48,17 +52,18 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
     public let path: String
     /// The key concerned, for `.typeMismatch` and `.encodingFailed`.
     public let key: String?
-    /// For `.corruptFile`: the line (1-based) of the problem.
+    /// For `.corruptFile` and `.duplicateKey`: the line (1-based) of the problem.
     public let line: Int?
-    /// For `.corruptFile`: the column (1-based, in bytes) of the problem.
+    /// For `.corruptFile` and `.duplicateKey`: the column (1-based, in bytes) of the problem.
     public let column: Int?
-    /// For `.corruptFile`: the byte offset (0-based) of the problem.
+    /// For `.corruptFile` and `.duplicateKey`: the byte offset (0-based) of the problem.
     public let byteOffset: Int?
     /// For `.typeMismatch`: the value found in the file, as JSON.
     public let found: String?
     /// For `.readFailed` and `.writeFailed`: the system error number.
     public let errno: Int32?
-    /// For `.corruptFile`: where the broken file was copied before it was overwritten, once it was.
+    /// For `.corruptFile` and `.duplicateKey`: where the file was copied before it was overwritten,
+    /// once it was.
     public let corruptCopyPath: String?
     /// The cause in words.
     public let reason: String
@@ -108,6 +113,10 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
             return "\(path): value of key '\(key ?? "")' is \(found ?? "?"), \(reason); using the key's default"
         case .encodingFailed:
             return "\(path): cannot encode the value of key '\(key ?? "")': \(reason)"
+        case .duplicateKey:
+            let place = line.map { ":\($0):\(column ?? 0) (byte \(byteOffset ?? 0))" } ?? ""
+            let copy = corruptCopyPath.map { "; the file was copied to \($0) before this process rewrote it" } ?? ""
+            return "\(path)\(place): \(reason)\(copy)"
         case .unsupportedFile:
             return "\(path): not usable as a defaults file: \(reason)"
         case .invalidSuiteName:

@@ -46,6 +46,10 @@ struct DefaultsFile: Sendable, Hashable {
         case missing
         /// The file's values.
         case values([String: JSONValue], Identity)
+        /// The file's values, one key of which appears twice: the last value is kept, and the others
+        /// are lost when the file is written, so the file is copied aside first. The error names
+        /// the key and its place; the bytes are what a copy aside must keep.
+        case duplicateKeys([String: JSONValue], Identity, DefaultsError, [UInt8])
         /// The file is not a JSON object: the parse error, the file it was found in, and the bytes
         /// that were parsed (what a copy aside must keep, whatever the file holds by then).
         case corrupt(DefaultsError, Identity, [UInt8])
@@ -165,22 +169,33 @@ struct DefaultsFile: Sendable, Hashable {
         return target
     }
 
-    /// Parses the bytes of a defaults file: a JSON object, one member per key.
+    /// Parses the bytes of a defaults file: a JSON object, one member per key, after a UTF-8
+    /// byte-order mark if there is one (some Windows editors write it).
     static func parse(_ bytes: [UInt8], path: String, identity: Identity) -> Contents {
-        if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
+        let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
+        let skipped = bytes.starts(with: bom) ? bom.count : 0
+        func place(_ error: JSONParseError) -> (line: Int, column: Int, byteOffset: Int) {
+            (error.line, error.column + (error.line == 1 ? skipped : 0), error.offset + skipped)
+        }
+        if bytes.dropFirst(skipped).allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
             let error = DefaultsError(.corruptFile, path: path, line: 1, column: 1, byteOffset: 0, reason: "the file is empty (expected a JSON object, e.g. {})")
             return .corrupt(error, identity, bytes)
         }
         do throws(JSONParseError) {
-            guard case .object(let values) = try JSONValue.parse(bytes) else {
+            let (value, duplicate) = try JSONValue.parseFindingDuplicateKeys(bytes.dropFirst(skipped))
+            guard case .object(let values) = value else {
                 let error = DefaultsError(.corruptFile, path: path, line: 1, column: 1, byteOffset: 0, reason: "the top-level value is not a JSON object")
                 return .corrupt(error, identity, bytes)
             }
+            if let duplicate {
+                let (line, column, offset) = place(duplicate)
+                let error = DefaultsError(.duplicateKey, path: path, line: line, column: column, byteOffset: offset, reason: duplicate.reason)
+                return .duplicateKeys(values, identity, error, bytes)
+            }
             return .values(values, identity)
         } catch {
-            let corrupt = DefaultsError(
-                .corruptFile, path: path, line: error.line, column: error.column, byteOffset: error.offset, reason: error.reason
-            )
+            let (line, column, offset) = place(error)
+            let corrupt = DefaultsError(.corruptFile, path: path, line: line, column: column, byteOffset: offset, reason: error.reason)
             return .corrupt(corrupt, identity, bytes)
         }
     }
@@ -366,9 +381,9 @@ struct DefaultsFile: Sendable, Hashable {
     }
 
     /// Keeps `bytes`, the broken file as it was read and parsed (not the file as it may be by now), in
-    /// `NAME.corrupt-YYYYMMDD-HHMMSS` (with a number if that exists) and returns the copy's path. Call
+    /// `NAME.LABEL-YYYYMMDD-HHMMSS` (with a number if that exists) and returns the copy's path. Call
     /// it with the lock held, before overwriting a broken file.
-    func copyAside(_ bytes: [UInt8]) throws(DefaultsError) -> String {
+    func copyAside(_ bytes: [UInt8], as label: String = "corrupt") throws(DefaultsError) -> String {
         var now = time(nil)
         var parts = tm()
         gmtime_r(&now, &parts)
@@ -380,7 +395,7 @@ struct DefaultsFile: Sendable, Hashable {
             + padded(parts.tm_hour, 2) + padded(parts.tm_min, 2) + padded(parts.tm_sec, 2)
         var attempt = 0
         while true {
-            let copy = path + ".corrupt-" + stamp + (attempt == 0 ? "" : "-\(attempt)")
+            let copy = path + "." + label + "-" + stamp + (attempt == 0 ? "" : "-\(attempt)")
             let output = open(copy, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
             if output < 0 {
                 let error = errno

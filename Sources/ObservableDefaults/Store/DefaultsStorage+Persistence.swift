@@ -21,6 +21,11 @@ extension DefaultsStorage {
                 state.persisted = values
                 state.values = values.mapValues { Entry(typed: nil, json: $0) }
                 return []
+            case .duplicateKeys(let values, let identity, let error, _):
+                state.persisted = values
+                state.values = values.mapValues { Entry(typed: nil, json: $0) }
+                state.reportedCorruption = identity
+                return [error]
             case .corrupt(let error, let identity, _):
                 state.reportedCorruption = identity
                 return [error]
@@ -210,6 +215,8 @@ extension DefaultsStorage {
         try file.createDirectory()
         // Reports wait until the lock file is unlocked: a handler may flush, which locks it again.
         var corruption: DefaultsError?
+        // A key the file holds twice: its error and bytes, copied aside before a write drops one.
+        var duplicate: (DefaultsError, [UInt8])?
         var replacedAt: UInt64?
         // A broken file seen under the lock: it may be another program's in-place rewrite (truncate,
         // then write) caught half-way, which takes no lock. Let go of the lock, wait, and look again:
@@ -240,6 +247,10 @@ extension DefaultsStorage {
                 case .values(let values, _):
                     base = values
                     fileValues = values
+                case .duplicateKeys(let values, _, let error, let bytes):
+                    base = values
+                    fileValues = values
+                    duplicate = (error, bytes)
                 case .corrupt(let error, let identity, let bytes):
                     if suspected != identity, looks < Self.corruptionConfirmationLooks {
                         suspected = identity
@@ -265,6 +276,14 @@ extension DefaultsStorage {
                     mustWrite = true
                 }
                 if mustWrite || merged != base {
+                    if let (error, bytes) = duplicate {
+                        // The write keeps one value per key: keep the file with all of them first.
+                        let copy = try file.copyAside(bytes, as: "duplicate-keys")
+                        corruption = DefaultsError(
+                            .duplicateKey, path: error.path, line: error.line, column: error.column, byteOffset: error.byteOffset,
+                            corruptCopyPath: copy, reason: error.reason
+                        )
+                    }
                     let replacement = try file.write(merged)
                     replacedAt = replacement.replacedAt
                 }
@@ -343,6 +362,13 @@ extension DefaultsStorage {
             fileValues = [:]
         case .values(let values, _):
             fileValues = values
+        case .duplicateKeys(let values, let identity, let error, _):
+            fileValues = values
+            let isNew = lock.withLock {
+                defer { state.reportedCorruption = identity }
+                return state.reportedCorruption != identity
+            }
+            if isNew { report(error) }
         case .corrupt(let error, let identity, _):
             // A program that rewrites the file in place (truncate, then write) can be caught half-way
             // by a reload that an earlier event started: look again shortly before calling it broken.
