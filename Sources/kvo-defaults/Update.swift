@@ -1,6 +1,5 @@
 import Dispatch
 import Foundation
-import KeyValueObserving
 import ObservableDefaults
 
 /// A runtime error of a command, printed as it is (exit status 1).
@@ -34,37 +33,28 @@ func adding(_ amount: String, to current: JSONValue?, key: String) throws(Comman
 /// `update-many`: `threads` threads, each adding 1 to `key` `count` times with `update` (for the
 /// tests and the stress run of atomic updates).
 func incrementConcurrently(_ store: DefaultsStore, key: String, count: Int, threads: Int) throws {
-    let failure = Locked<(any Error)?>(nil)
+    let outcomes = (0..<threads).map { _ in ThreadOutcome() }
     let group = DispatchGroup()
-    for _ in 0..<threads {
+    for outcome in outcomes {
         group.enter()
-        let thread = Thread {
+        Thread {
             defer { group.leave() }
             do {
                 for _ in 0..<count {
                     _ = try store.updateJSONValue(forKey: key) { current throws(CommandError) in try adding("1", to: current, key: key) }
                 }
             } catch {
-                failure.withLock { $0 = $0 ?? error }
+                outcome.error = error
             }
-        }
-        thread.start()
+        }.start()
     }
     group.wait()
-    if let error = failure.withLock({ $0 }) { throw error }
+    if let error = outcomes.lazy.compactMap(\.error).first { throw error }
 }
 
-/// A value shared between threads, behind the package's lock.
-final class Locked<Value>: @unchecked Sendable {
-    // Invariant: `value` is only accessed with `lock` held.
-    private let lock = Lock()
-    private var value: Value
-
-    init(_ value: Value) {
-        self.value = value
-    }
-
-    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        try lock.withLock { try body(&value) }
-    }
+/// What one thread of `incrementConcurrently` met.
+final class ThreadOutcome: @unchecked Sendable {
+    // Invariant: written only by its thread, before it leaves the group; read only after the
+    // group's wait() returned, which orders the two.
+    var error: (any Error)?
 }

@@ -26,8 +26,13 @@ import KeyValueObserving
 ///   `origin == .anotherProcess`. Writes lock a separate lock file, re-read the file, merge only the
 ///   keys this process changed, and replace the file atomically, so no process loses another's
 ///   updates and no reader sees a torn file.
-/// - Errors (a corrupt file, a value of the wrong type, an unwritable directory, a full disk) go to
-///   the error handler; the store keeps working with the last good values.
+/// - Changes made as one: `update(_:_:)` changes a key atomically across threads and processes
+///   (under the file lock, durable when it returns); `batch(_:)` applies several keys at once and
+///   writes them in one rename; `observeChanges(_:)` hears of each change (a reload of another
+///   process's write included) once, with every key it changed; `snapshot()` reads them all at one
+///   instant.
+/// - Errors (a corrupt file, a value of the wrong type, an unwritable directory, a full disk, a NaN)
+///   go to the error handler; the store keeps working with the last good values.
 ///
 /// `DefaultsStore` is `Sendable`: use it from any thread.
 public final class DefaultsStore: Sendable {
