@@ -244,4 +244,55 @@ struct ErrorTests {
         store[DefaultsKey("x", default: 0)] = 1
         #expect(throws: DefaultsError.self) { try store.flush() }
     }
+
+    /// A full disk, made real for one child process: `ulimit -f 0` fails every write of a byte (EFBIG,
+    /// as ENOSPC would). The copy aside of the broken file is created, cannot be written, and must
+    /// not be left behind, neither by the write nor by the exit's flush that tries again.
+    @Test func aCopyAsideThatCannotBeWrittenLeavesNothingBehind() throws {
+        let url = directory.file("s.json")
+        try #"{"a": 1}"#.write(to: url, atomically: true, encoding: .utf8)
+        // The tool finds the file good, waits for the lock the test holds, and finds it broken then.
+        let lock = try HeldLock(url.path)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        // SIGXFSZ ignored, so that the write fails instead of killing the process.
+        process.arguments = ["-c", "ulimit -f 0; trap '' XFSZ; exec \(shellQuoted(toolPath)) write --file \(shellQuoted(url.path)) k 1"]
+        let error = Pipe()
+        process.standardError = error
+        try process.run()
+        var message = waitForText("waiting for another process", in: error)
+        try "{broken".write(to: url, atomically: true, encoding: .utf8)
+        lock.release()
+        process.waitUntilExit()
+        message += String(decoding: (try? error.fileHandleForReading.readToEnd()) ?? Data(), as: UTF8.self)
+        #expect(process.terminationStatus == 1)
+        #expect(message.contains(".corrupt-"), "\(message)")
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        #expect(!names.contains { $0.contains(".corrupt-") }, "\(names)")
+        #expect(contents(of: url) == "{broken")
+    }
+
+    /// Batched writes that keep failing on a full disk try the copy of one broken content twice, not
+    /// at each retry; a new content is tried again.
+    @Test func theCopyOfOneBrokenContentIsTriedTwiceAtMost() throws {
+        let url = directory.file("s.json")
+        try "{broken".write(to: url, atomically: true, encoding: .utf8)
+        let store = DefaultsStore(fileURL: url) { _ in }
+        let attempts = Locked(0)
+        store.storage.lock.withLock {
+            store.storage.state.copyAsideHook = { _ throws(DefaultsError) in
+                attempts.withLock { $0 += 1 }
+                throw DefaultsError(.writeFailed, path: url.path, errno: ENOSPC, reason: "no space left on device")
+            }
+        }
+        store[DefaultsKey("k", default: 0)] = 1
+        #expect(waitUntil { store.storage.lock.withLock { store.storage.state.failedWrites >= 4 } })
+        #expect(attempts.current == 2)
+        #expect(throws: DefaultsError.self) { try store.flush() }
+        #expect(attempts.current == 2)
+        try "{broken again".write(to: url, atomically: true, encoding: .utf8)
+        #expect(throws: DefaultsError.self) { try store.flush() }
+        #expect(attempts.current == 3)
+        store.storage.lock.withLock { store.storage.state.copyAsideHook = nil }
+    }
 }

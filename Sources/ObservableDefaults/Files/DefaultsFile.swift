@@ -382,7 +382,8 @@ struct DefaultsFile: Sendable, Hashable {
 
     /// Keeps `bytes`, the broken file as it was read and parsed (not the file as it may be by now), in
     /// `NAME.LABEL-YYYYMMDD-HHMMSS` (with a number if that exists) and returns the copy's path. Call
-    /// it with the lock held, before overwriting a broken file.
+    /// it with the lock held, before overwriting a broken file. A copy that cannot be written whole
+    /// (a full disk) is removed.
     func copyAside(_ bytes: [UInt8], as label: String = "corrupt") throws(DefaultsError) -> String {
         var now = time(nil)
         var parts = tm()
@@ -406,8 +407,17 @@ struct DefaultsFile: Sendable, Hashable {
                 throw failure(.writeFailed, "cannot create \(copy): \(Self.describe(error))", errno: error)
             }
             defer { close(output) }
-            try writeAll(bytes, to: output, at: copy)
-            _ = fsync(output)
+            do throws(DefaultsError) {
+                try writeAll(bytes, to: output, at: copy)
+                if fsync(output) != 0 {
+                    let error = errno
+                    throw failure(.writeFailed, "cannot fsync \(copy): \(Self.describe(error))", errno: error)
+                }
+            } catch {
+                // A full disk: an empty or partial copy keeps nothing and would be left on every retry.
+                unlink(copy)
+                throw error
+            }
             return copy
         }
     }

@@ -259,7 +259,7 @@ extension DefaultsStorage {
                     }
                     // Never overwrite a broken file without keeping it: copy it aside, then write the
                     // last good values with this process's changes.
-                    let copy = try file.copyAside(bytes)
+                    let copy = try copyAside(bytes, of: file)
                     corruption = DefaultsError(
                         .corruptFile, path: error.path, line: error.line, column: error.column, byteOffset: error.byteOffset,
                         corruptCopyPath: copy, reason: error.reason
@@ -278,7 +278,7 @@ extension DefaultsStorage {
                 if mustWrite || merged != base {
                     if let (error, bytes) = duplicate {
                         // The write keeps one value per key: keep the file with all of them first.
-                        let copy = try file.copyAside(bytes, as: "duplicate-keys")
+                        let copy = try copyAside(bytes, of: file, as: "duplicate-keys")
                         corruption = DefaultsError(
                             .duplicateKey, path: error.path, line: error.line, column: error.column, byteOffset: error.byteOffset,
                             corruptCopyPath: copy, reason: error.reason

@@ -155,6 +155,11 @@ final class DefaultsStorage: @unchecked Sendable {
         /// For tests: called (on the queue, no lock held) when a write found a broken file and let go
         /// of the lock file to look again shortly.
         var corruptionSuspectedHook: (@Sendable () -> Void)?
+        /// A broken content (its hash) whose copy aside failed, the failure, and how many times the
+        /// copy was tried (see `copyAside(_:of:as:)`).
+        var failedCopy: (content: Int, error: DefaultsError, attempts: Int)?
+        /// For tests: called instead of writing a copy aside (to fail it as a full disk would).
+        var copyAsideHook: (@Sendable ([UInt8]) throws(DefaultsError) -> String)?
     }
 
     /// What makes two write failures the same failure: not the message, which names a temporary
