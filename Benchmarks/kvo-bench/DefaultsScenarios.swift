@@ -132,6 +132,47 @@ extension Scenarios {
                     return stored.doubleValue == Double(values.last) ? nil : "file holds \(stored), expected \(values.last)"
                 }
             },
+            Scenario(
+                name: "userdefaults-increment-synchronize", group: .defaults,
+                summary: "Foundation UserDefaults read + set + synchronize() of an Int: the nearest to update (not atomic across threads or processes)"
+            ) {
+                let directory = BenchDirectory("userdefaults-increment")
+                let defaults = opaque(scratchUserDefaults(directory))
+                defaults.set(0, forKey: "hits")
+                var expected = 0
+                return Workload(retaining: [directory, defaults]) { iterations in
+                    for _ in 0..<iterations {
+                        defaults.set(defaults.integer(forKey: "hits") + 1, forKey: "hits")
+                        defaults.synchronize()
+                    }
+                    expected += iterations
+                } check: { _ in
+                    let stored = defaults.integer(forKey: "hits")
+                    return stored == expected ? nil : "UserDefaults holds \(stored), expected \(expected)"
+                }
+            },
+            Scenario(
+                name: "defaults-update", group: .defaults,
+                summary: "DefaultsStore.update(+1) of an Int: file lock, re-read, write temp, fsync, rename, fsync dir (atomic across processes)",
+                baseline: "userdefaults-increment-synchronize"
+            ) {
+                let directory = BenchDirectory("defaults-update")
+                let url = directory.url.appendingPathComponent("bench.json")
+                let store = opaque(DefaultsStore(fileURL: url))
+                directory.stores.append(store)
+                let key = DefaultsKey("hits", default: 0)
+                var expected = 0
+                return Workload(retaining: [directory, store]) { iterations in
+                    for _ in 0..<iterations { try? store.update(key) { $0 += 1 } }
+                    expected += iterations
+                } check: { _ in
+                    guard let data = FileManager.default.contents(atPath: url.path),
+                          let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+                          let stored = object["hits"] as? NSNumber
+                    else { return "\(url.path) does not hold hits" }
+                    return stored.intValue == expected ? nil : "file holds \(stored), expected \(expected)"
+                }
+            },
         ]
     }
 }

@@ -12,7 +12,8 @@ import ObservableDefaults
 
 let usage = """
     USAGE: kvo-defaults read   (SUITE | --file PATH) [KEY]
-           kvo-defaults write  (SUITE | --file PATH) KEY VALUE
+           kvo-defaults write  (SUITE | --file PATH) KEY VALUE [KEY VALUE ...] [--timeout SECONDS]
+           kvo-defaults update (SUITE | --file PATH) KEY --add N
            kvo-defaults delete (SUITE | --file PATH) KEY
            kvo-defaults watch  (SUITE | --file PATH) [KEY] [--timestamps]
            kvo-defaults help | -h | --help
@@ -26,7 +27,11 @@ let usage = """
                there is no file)
       write    sets KEY to VALUE, a JSON value (1.5, true, "text", [1,2], {"a":1}); a VALUE that
                is not valid JSON is stored as a string (write S greeting hello == write S greeting
-               '"hello"'). Returns when the file is durably written.
+               '"hello"'). Several pairs are written as one change: other processes see all of
+               them or none. Returns when the file is durably written.
+      update   adds N (an integer, or any number) to the number KEY holds (0 if absent)
+               atomically, even with other processes updating it at once, and prints the result;
+               returns when it is durably written (exit 1 if KEY holds something else)
       delete   removes KEY
       watch    prints one line per change of KEY (or of any key), "KEY: OLD -> NEW" with JSON
                values ("(absent)" for a missing key), flushed line by line, until SIGINT or SIGTERM
@@ -34,14 +39,22 @@ let usage = """
 
     OPTIONS:
       --file PATH     use the file at PATH instead of a suite
+      --add N         (update) the number to add (negative to subtract)
       --timestamps    (watch) prefix each line with the CLOCK_MONOTONIC time in nanoseconds at
                       which the change was received
+      --timeout SECONDS
+                      (write, delete) give up (exit 1) if another process holds the file's lock
+                      longer than SECONDS; without it, wait as long as it takes (a wait longer
+                      than a second is announced on standard error)
       -h, --help      show this help
 
+    The file must be a regular file or a symbolic link to one (a write replaces the file the link
+    points to and keeps the link); a FIFO, a device or a link to nothing is refused.
+
     EXIT STATUS: 0 on success; 1 on a runtime error (no file or missing key on read, missing key
-    on delete, unreadable
-    or corrupt file, failed write, a corrupt file found and copied aside by write or delete); 2 on
-    a usage error; 130 or 143 when watch is ended by SIGINT or SIGTERM.
+    on delete, unreadable, unsupported or corrupt file, failed write, a corrupt file found and
+    copied aside by write or delete, --timeout expired); 2 on a usage error (an argument that is
+    not valid UTF-8 included); 130 or 143 when watch is ended by SIGINT or SIGTERM.
     """
 
 func printError(_ message: String) {
@@ -77,8 +90,18 @@ func usageError(_ message: String) -> Never {
 
 // MARK: Arguments
 
+// Arguments are decoded from the raw bytes: `CommandLine.arguments` turns invalid UTF-8 into
+// U+FFFD, which would name another key (or file) than the one given.
+for index in 1..<Int(CommandLine.argc) {
+    guard let raw = CommandLine.unsafeArgv[index], String(validatingCString: raw) != nil else {
+        usageError("argument \(index) is not valid UTF-8 (keys, values and paths must be UTF-8)")
+    }
+}
+
 var filePath: String?
 var timestamps = false
+var timeout: Duration?
+var addend: String?
 var positional: [String] = []
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
@@ -96,6 +119,15 @@ while let argument = arguments.popFirst() {
         filePath = path
     case "--timestamps":
         timestamps = true
+    case "--timeout":
+        guard let text = arguments.popFirst(), let seconds = Double(text), seconds >= 0, seconds.isFinite else {
+            usageError("'--timeout' needs a number of seconds")
+        }
+        timeout = .milliseconds(Int64((seconds * 1000).rounded()))
+    case _ where argument == "--add" || argument.hasPrefix("--add="):
+        let value = argument == "--add" ? arguments.popFirst() : String(argument.dropFirst("--add=".count))
+        guard let value, case .number? = try? JSONValue.parse(value) else { usageError("'--add' needs a number") }
+        addend = value
     case "--":
         positional += arguments
         arguments = []
@@ -112,9 +144,11 @@ if command == "help" {
     printLine(usage)
     exit(0)
 }
-let commands = ["read", "write", "delete", "watch", "write-many"]
+let commands = ["read", "write", "delete", "watch", "update", "write-many", "update-many", "resources"]
 guard commands.contains(command) else { usageError("unknown command '\(command)'") }
 if timestamps, command != "watch" { usageError("'--timestamps' only applies to 'watch'") }
+if timeout != nil, command != "write", command != "delete" { usageError("'--timeout' only applies to 'write' and 'delete'") }
+if addend != nil, command != "update" { usageError("'--add' only applies to 'update'") }
 
 let fileURL: URL
 if let filePath {
@@ -167,6 +201,8 @@ let store = DefaultsStore(fileURL: fileURL) { error in
     if isWatching {
         // Keep watching: the next good version of the file will be reported.
         printError(error.description)
+        // Except that there is no good version of a FIFO or a device (checked before watching).
+        if error.kind == .unsupportedFile { problems.append(error) }
     } else {
         problems.append(error)
     }
@@ -175,7 +211,11 @@ let path = store.fileURL.path
 
 @MainActor
 func failOnProblems() {
-    if let problem = problems.first { fail(problem.description) }
+    for problem in problems.take() {
+        // A key found twice is a warning: its last value is used, and a write keeps a copy first.
+        guard problem.kind == .duplicateKey else { fail(problem.description) }
+        printError(problem.description)
+    }
 }
 
 /// Flushes, then tells what the flush found: a broken file that it copied aside before writing is
@@ -184,8 +224,14 @@ func failOnProblems() {
 @MainActor
 func flushOrFail() {
     do {
-        try store.flush()
+        let notice = { printError("waiting for another process to release the lock of \(path)…") }
+        try store.flush(timeout: timeout, notice: (after: .seconds(1), call: notice))
     } catch {
+        // Given up on purpose: the change must not be written at exit either.
+        if error.errno == ETIMEDOUT {
+            printError(error.description)
+            _exit(1)
+        }
         fail(error.description)
     }
     let found = problems.take()
@@ -213,12 +259,33 @@ case "read":
     }
 
 case "write":
-    expectArguments(2...2, "a KEY and a VALUE")
+    if positional.count < 2 || positional.count % 2 != 0 {
+        usageError(positional.isEmpty ? "'write' needs a KEY and a VALUE" : "'write' needs a VALUE after each KEY")
+    }
     failOnProblems()
-    let text = positional[1]
-    let value = (try? JSONValue.parse(text)) ?? .string(text)
-    store.setJSONValue(value, forKey: positional[0])
+    var pairs: [(key: String, value: JSONValue?)] = []
+    for index in stride(from: 0, to: positional.count, by: 2) {
+        let text = positional[index + 1]
+        pairs.removeAll { $0.key == positional[index] }
+        pairs.append((positional[index], (try? JSONValue.parse(text)) ?? .string(text)))
+    }
+    store.setJSONValues(pairs)
     flushOrFail()
+
+case "update":
+    expectArguments(1...1, "a KEY")
+    guard let addend else { usageError("'update' needs '--add N'") }
+    failOnProblems()
+    let key = positional[0]
+    do {
+        let new = try store.updateJSONValue(forKey: key) { current throws(CommandError) in try adding(addend, to: current, key: key) }
+        printLine(new?.compactText ?? "")
+    } catch let error as CommandError {
+        fail(error.message)
+    } catch {
+        fail("\(error)")
+    }
+    for problem in problems.take() { printError(problem.description) }
 
 case "delete":
     expectArguments(1...1, "a KEY")
@@ -230,6 +297,8 @@ case "delete":
 
 case "watch":
     expectArguments(0...1, "at most a KEY")
+    // Printed already.
+    if problems.first != nil { exit(1) }
     let withTimestamps = timestamps
     let token = store.observeJSON(key: positional.first) { key, old, new, _ in
         var line = "\(key): \(old?.compactText ?? "(absent)") -> \(new?.compactText ?? "(absent)")"
@@ -261,6 +330,29 @@ case "write-many":
         if (index + 1) % flushEvery == 0 { flushOrFail() }
     }
     flushOrFail()
+
+case "update-many":
+    // Hidden, for tests and the stress run: update-many (SUITE | --file PATH) KEY COUNT THREADS
+    // adds 1 to KEY COUNT times in each of THREADS threads, each time with an atomic update.
+    expectArguments(3...3, "a KEY, a COUNT and a number of THREADS")
+    guard let count = Int(positional[1]), count >= 0, let threads = Int(positional[2]), threads > 0 else {
+        usageError("COUNT and THREADS must be a non-negative and a positive integer")
+    }
+    failOnProblems()
+    do {
+        try incrementConcurrently(store, key: positional[0], count: count, threads: threads)
+    } catch let error as CommandError {
+        fail(error.message)
+    } catch {
+        fail("\(error)")
+    }
+
+case "resources":
+    // Hidden, for tests and the report: resources (SUITE | --file PATH) COUNT [polling] opens
+    // COUNT stores on PATH-0.json …, writes each, and prints the threads and descriptors used.
+    expectArguments(1...2, "a COUNT")
+    guard let count = Int(positional[0]), count >= 0 else { usageError("COUNT must be a non-negative integer") }
+    printLine(measureResources(prefix: path, count: count, polling: positional.count > 1 && positional[1] == "polling"))
 
 default:
     usageError("unknown command '\(command)'")

@@ -159,19 +159,78 @@ struct ErrorTests {
         #expect(errors.current.allSatisfy { $0.kind == .writeFailed && $0.errno == ENOTDIR })
     }
 
-    @Test func aValueThatCannotBeEncodedIsReportedOnceAndKeptInMemoryOnly() throws {
+    /// A NaN is reported when it is set (once while the key keeps such a value), stays in memory,
+    /// is not written, and makes `flush()` throw, naming the key, until it is replaced; the other
+    /// keys are written meanwhile.
+    @Test func aValueThatCannotBeEncodedIsReportedAtSetAndMakesFlushThrowUntilReplaced() throws {
         let url = directory.file("s.json")
         let errors = Locked<[DefaultsError]>([])
         let store = DefaultsStore(fileURL: url) { errors.append($0) }
         let ratio = DefaultsKey("ratio", default: 1.0)
-        store[ratio] = .nan  // JSON has no NaN: JSONEncoder refuses it
-        store[DefaultsKey("fine", default: 0)] = 1
+        store[ratio] = 2
         try store.flush()
-        try store.flush()
+        store[ratio] = .nan  // JSON has no NaN
         #expect(errors.current.map(\.kind) == [.encodingFailed])
         #expect(errors.current.first?.key == "ratio")
-        #expect(store[ratio].isNaN)
-        #expect(jsonObject(at: url) == ["fine": .number("1")])
+        store[ratio] = -.infinity
+        store[DefaultsKey("fine", default: 0)] = 1
+        for _ in 0..<2 {
+            let error = #expect(throws: DefaultsError.self) { try store.flush() }
+            #expect(error?.kind == .encodingFailed)
+            #expect(error?.key == "ratio")
+        }
+        #expect(errors.current.count == 1, "\(errors.current)")
+        #expect(store[ratio] == -.infinity)
+        #expect(jsonObject(at: url) == ["ratio": .number("2"), "fine": .number("1")])
+        store[ratio] = 3
+        try store.flush()
+        #expect(jsonObject(at: url) == ["ratio": .number("3"), "fine": .number("1")])
+    }
+
+    private struct Curve: Codable, Equatable {
+        struct Point: Codable, Equatable {
+            var x: Double
+            var y: Double
+        }
+        var name: String
+        var points: [Point]
+    }
+
+    @Test func aNaNDeepInsideACodableValueIsReportedWithItsPlace() throws {
+        let url = directory.file("s.json")
+        let errors = Locked<[DefaultsError]>([])
+        let store = DefaultsStore(fileURL: url) { errors.append($0) }
+        let curve = DefaultsKey("curve", default: Curve(name: "none", points: []))
+        store[curve] = Curve(name: "c", points: [.init(x: 0, y: 1), .init(x: 1, y: .infinity)])
+        let error = try #require(errors.current.first)
+        #expect(errors.current.count == 1)
+        #expect(error.kind == .encodingFailed && error.key == "curve")
+        #expect(error.description.contains("inf at points[1].y"), "\(error)")
+        #expect(throws: DefaultsError.self) { try store.flush() }
+        #expect(jsonObject(at: url)?["curve"] == nil)
+        store.batch { $0[curve] = Curve(name: "c", points: []) }
+        try store.flush()
+        #expect(jsonObject(at: url) == ["curve": .object(["name": .string("c"), "points": .array([])])])
+    }
+
+    /// A directory that cannot be made is reported by the store's init, and neither again by its
+    /// writes nor at exit (when the store is gone, on standard error). In another process, which
+    /// exits.
+    @Test func aWriteFailureIsReportedOncePerCause() async {
+        let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
+            let directory = TemporaryDirectory()
+            let blocker = directory.file("not-a-directory")
+            try? "x".write(to: blocker, atomically: false, encoding: .utf8)
+            do {
+                let store = DefaultsStore(fileURL: blocker.appendingPathComponent("s.json"))
+                store[DefaultsKey("x", default: 0)] = 1
+                _ = waitUntil { store.storage.lock.withLock { store.storage.state.failedWrites >= 1 } }
+                #expect(throws: DefaultsError.self) { try store.flush() }
+            }
+            exit(0)
+        }
+        let message = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(message.components(separatedBy: "cannot write defaults file").count - 1 == 1, "\(message)")
     }
 
     // Root ignores permissions; see `anUnwritableDirectoryIsAnErrorNotACrash` for every user.
@@ -184,5 +243,56 @@ struct ErrorTests {
         let store = DefaultsStore(fileURL: readOnly.appendingPathComponent("s.json")) { _ in }
         store[DefaultsKey("x", default: 0)] = 1
         #expect(throws: DefaultsError.self) { try store.flush() }
+    }
+
+    /// A full disk, made real for one child process: `ulimit -f 0` fails every write of a byte (EFBIG,
+    /// as ENOSPC would). The copy aside of the broken file is created, cannot be written, and must
+    /// not be left behind, neither by the write nor by the exit's flush that tries again.
+    @Test func aCopyAsideThatCannotBeWrittenLeavesNothingBehind() throws {
+        let url = directory.file("s.json")
+        try #"{"a": 1}"#.write(to: url, atomically: true, encoding: .utf8)
+        // The tool finds the file good, waits for the lock the test holds, and finds it broken then.
+        let lock = try HeldLock(url.path)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        // SIGXFSZ ignored, so that the write fails instead of killing the process.
+        process.arguments = ["-c", "ulimit -f 0; trap '' XFSZ; exec \(shellQuoted(toolPath)) write --file \(shellQuoted(url.path)) k 1"]
+        let error = Pipe()
+        process.standardError = error
+        try process.run()
+        var message = waitForText("waiting for another process", in: error)
+        try "{broken".write(to: url, atomically: true, encoding: .utf8)
+        lock.release()
+        process.waitUntilExit()
+        message += String(decoding: (try? error.fileHandleForReading.readToEnd()) ?? Data(), as: UTF8.self)
+        #expect(process.terminationStatus == 1)
+        #expect(message.contains(".corrupt-"), "\(message)")
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        #expect(!names.contains { $0.contains(".corrupt-") }, "\(names)")
+        #expect(contents(of: url) == "{broken")
+    }
+
+    /// Batched writes that keep failing on a full disk try the copy of one broken content twice, not
+    /// at each retry; a new content is tried again.
+    @Test func theCopyOfOneBrokenContentIsTriedTwiceAtMost() throws {
+        let url = directory.file("s.json")
+        try "{broken".write(to: url, atomically: true, encoding: .utf8)
+        let store = DefaultsStore(fileURL: url) { _ in }
+        let attempts = Locked(0)
+        store.storage.lock.withLock {
+            store.storage.state.copyAsideHook = { _ throws(DefaultsError) in
+                attempts.withLock { $0 += 1 }
+                throw DefaultsError(.writeFailed, path: url.path, errno: ENOSPC, reason: "no space left on device")
+            }
+        }
+        store[DefaultsKey("k", default: 0)] = 1
+        #expect(waitUntil { store.storage.lock.withLock { store.storage.state.failedWrites >= 4 } })
+        #expect(attempts.current == 2)
+        #expect(throws: DefaultsError.self) { try store.flush() }
+        #expect(attempts.current == 2)
+        try "{broken again".write(to: url, atomically: true, encoding: .utf8)
+        #expect(throws: DefaultsError.self) { try store.flush() }
+        #expect(attempts.current == 3)
+        store.storage.lock.withLock { store.storage.state.copyAsideHook = nil }
     }
 }

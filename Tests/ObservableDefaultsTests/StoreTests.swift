@@ -214,6 +214,22 @@ struct StoreTests {
         #expect(waitUntil { jsonObject(at: url)?["saved"] == .number("42") })
     }
 
+    @Test func theValidatingInitializerThrowsForAnInvalidSuiteName() throws {
+        for name in ["", ".", "..", "a/b", "../etc/passwd", "nul\u{0}"] {
+            let error = #expect(throws: DefaultsError.self) { try DefaultsStore(validatingSuiteName: name, directory: directory.url) }
+            #expect(error?.kind == .invalidSuiteName)
+            #expect(error?.description.contains("is not a valid suite name") == true)
+        }
+        let store = try DefaultsStore(validatingSuiteName: "com.example.app", directory: directory.url)
+        #expect(store.fileURL.lastPathComponent == "com.example.app.json")
+    }
+
+    @Test func anInvalidSuiteNameTrapsInThePlainInitializer() async {
+        await #expect(processExitsWith: .failure) {
+            _ = DefaultsStore(suiteName: "a/b", directory: URL(fileURLWithPath: "/tmp"))
+        }
+    }
+
     @Test func aStoreNamesItsFileInTheDirectoryItWasGiven() {
         let store = DefaultsStore(suiteName: "com.example.app", directory: directory.url)
         #expect(store.fileURL.path == directory.path + "/com.example.app.json")

@@ -73,6 +73,17 @@ func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
     return condition()
 }
 
+/// Runs `body` on another thread and waits for it at most `seconds`: code that blocks (opening a
+/// FIFO waits for a writer; a write waits for a lock) fails the test instead of hanging the run.
+func finishes(within seconds: Double = 10, _ body: @escaping @Sendable () -> Void) -> Bool {
+    let done = Locked(false)
+    Thread {
+        body()
+        done.withLock { $0 = true }
+    }.start()
+    return waitUntil(seconds: seconds) { done.current }
+}
+
 /// The text of the file at `url`, or `nil`.
 func contents(of url: URL) -> String? {
     try? String(contentsOf: url, encoding: .utf8)
@@ -140,6 +151,47 @@ func startTool(_ arguments: [String], environment: [String: String]? = nil) thro
     process.standardError = error
     try process.run()
     return RunningTool(process: process, output: output, error: error)
+}
+
+/// Reads what a running tool wrote to `pipe` so far, without blocking, until it contains `text` (at
+/// most `seconds`); returns what was read (the rest can be read at the end with `readToEnd`).
+func waitForText(_ text: String, in pipe: Pipe, seconds: Double = 10) -> String {
+    let descriptor = pipe.fileHandleForReading.fileDescriptor
+    _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
+    var bytes: [UInt8] = []
+    _ = waitUntil(seconds: seconds) {
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = read(descriptor, &chunk, chunk.count)
+            if count <= 0 { break }
+            bytes += chunk[..<count]
+        }
+        return String(decoding: bytes, as: UTF8.self).contains(text)
+    }
+    _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
+    return String(decoding: bytes, as: UTF8.self)
+}
+
+/// Holds the lock file of the defaults file at `path` (as another process would: a separate open
+/// file description conflicts with this process's own stores too) until `release()`.
+final class HeldLock {
+    let descriptor: Int32
+
+    init(_ path: String) throws {
+        let slash = path.lastIndex(of: "/")!
+        let lockPath = String(path[..<slash]) + "/." + String(path[path.index(after: slash)...]) + ".lock"
+        descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        try #require(descriptor >= 0)
+        try #require(flock(descriptor, LOCK_EX) == 0)
+    }
+
+    func release() {
+        flock(descriptor, LOCK_UN)
+    }
+
+    deinit {
+        close(descriptor)
+    }
 }
 
 /// Runs `/bin/sh -c script` (another program editing the file) to completion.

@@ -38,6 +38,39 @@ struct ToolTests {
         #expect(try runTool(["delete", "--file", path, "speed"]).status == 1)
     }
 
+    @Test func updateAddsAtomicallyAndPrintsTheResult() throws {
+        let path = directory.file("s.json").path
+        #expect(try runTool(["update", "--file", path, "hits", "--add", "5"]).output == "5\n")
+        #expect(try runTool(["update", "--file", path, "hits", "--add=-2"]).output == "3\n")
+        #expect(try runTool(["update", "--file", path, "ratio", "--add", "0.5"]).output == "0.5\n")
+        // Eight processes at once: none loses another's increment.
+        let runs = try (0..<8).map { _ in try startTool(["update", "--file", path, "hits", "--add", "1"]) }
+        for run in runs {
+            run.process.waitUntilExit()
+            #expect(run.process.terminationStatus == 0)
+        }
+        #expect(try runTool(["read", "--file", path, "hits"]).output == "11\n")
+
+        #expect(try runTool(["write", "--file", path, "name", "ada"]).status == 0)
+        let notANumber = try runTool(["update", "--file", path, "name", "--add", "1"])
+        #expect(notANumber.status == 1)
+        #expect(notANumber.error.contains("the value of 'name' is \"ada\", not a number"))
+        #expect(try runTool(["write", "--file", path, "big", "9223372036854775807"]).status == 0)
+        let overflow = try runTool(["update", "--file", path, "big", "--add", "1"])
+        #expect(overflow.status == 1 && overflow.error.contains("overflows"))
+        #expect(try runTool(["update", "--file", path, "hits"]).status == 2)
+        #expect(try runTool(["update", "--file", path, "hits", "--add", "x"]).status == 2)
+        #expect(try runTool(["write", "--file", path, "hits", "--add", "1"]).status == 2)
+    }
+
+    @Test func writeOfSeveralPairsIsOneWrite() throws {
+        let path = directory.file("s.json").path
+        let result = try runTool(["write", "--file", path, "a", "1", "b", "x", "a", "2"])
+        #expect(result.status == 0, "\(result.error)")
+        #expect(jsonObject(at: directory.file("s.json")) == ["a": .number("2"), "b": .string("x")])
+        #expect(try runTool(["write", "--file", path, "a", "1", "b"]).status == 2)
+    }
+
     @Test func usageErrorsExitWithTwo() throws {
         for arguments in [[], ["frobnicate", "s"], ["read"], ["write", "--file", "/tmp/x.json", "k"], ["read", "a/b"], ["read", "s", "--bogus"]] {
             let result = try runTool(arguments)
@@ -121,27 +154,18 @@ struct ToolTests {
         #expect(result.output.isEmpty)
     }
 
-    #if os(Linux)
     /// The file turns out broken only when `write` flushes (it was fine when the tool read it): the
     /// tool keeps the broken file aside, writes, says so on standard error and exits 1. The test
-    /// holds the lock file until the tool waits for it (`/proc/locks` shows the waiter), then breaks
-    /// the file.
+    /// holds the lock file until the tool says it waits for it, then breaks the file.
     @Test func aCorruptionFoundByWritesFlushIsPrintedAndFails() throws {
         let url = directory.file("s.json")
         try #"{"a": 1}"#.write(to: url, atomically: true, encoding: .utf8)
-        let lockDescriptor = open(directory.path + "/.s.json.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        try #require(lockDescriptor >= 0)
-        defer { close(lockDescriptor) }
-        #expect(flock(lockDescriptor, LOCK_EX) == 0)
+        let lock = try HeldLock(url.path)
         let tool = try startTool(["write", "--file", url.path, "b", "2"])
-        let pid = tool.process.processIdentifier
-        let waiting = waitUntil {
-            let locks = (try? String(contentsOfFile: "/proc/locks", encoding: .utf8)) ?? ""
-            return locks.split(separator: "\n").contains { $0.contains("-> FLOCK") && $0.split(separator: " ").contains(Substring(String(pid))) }
-        }
-        #expect(waiting)
+        let waiting = waitForText("waiting for another process", in: tool.error)
+        #expect(waiting.contains("waiting for another process to release the lock of \(url.path)"))
         try #"{"a": 1,,"#.write(to: url, atomically: true, encoding: .utf8)
-        #expect(flock(lockDescriptor, LOCK_UN) == 0)
+        lock.release()
         #expect(waitUntil { !tool.process.isRunning })
         tool.process.waitUntilExit()
         let error = String(decoding: (try? tool.error.fileHandleForReading.readToEnd()) ?? Data(), as: UTF8.self)
@@ -150,5 +174,37 @@ struct ToolTests {
         #expect(error.contains(".corrupt-"))
         #expect(jsonObject(at: url) == ["a": .number("1"), "b": .number("2")])
     }
-    #endif
+
+    /// `--timeout` gives up on a lock another process holds: exit 1, and the change is not written
+    /// at exit either.
+    @Test func aWriteGivesUpOnAHeldLockAfterItsTimeout() throws {
+        let url = directory.file("s.json")
+        try #"{"a": 1}"#.write(to: url, atomically: true, encoding: .utf8)
+        let lock = try HeldLock(url.path)
+        let result = try runTool(["write", "--file", url.path, "b", "2", "--timeout", "0.2"])
+        lock.release()
+        #expect(result.status == 1)
+        #expect(result.error.contains("gave up after"), "\(result.error)")
+        #expect(jsonObject(at: url) == ["a": .number("1")])
+        #expect(try runTool(["write", "--file", url.path, "b", "2", "--timeout", "0.2"]).status == 0)
+        #expect(jsonObject(at: url) == ["a": .number("1"), "b": .number("2")])
+        #expect(try runTool(["write", "--file", url.path, "b", "2", "--timeout", "soon"]).status == 2)
+    }
+
+    /// A key that is not valid UTF-8 would become U+FFFD and overwrite another key.
+    @Test func anArgumentThatIsNotValidUTF8IsAUsageError() throws {
+        let url = directory.file("s.json")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        // printf makes the byte 0xFF, which no UTF-8 text holds.
+        process.arguments = ["-c", "exec \(shellQuoted(toolPath)) write --file \(shellQuoted(url.path)) \"$(printf 'k\\377')\" 1"]
+        let error = Pipe()
+        process.standardError = error
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 2)
+        let message = String(decoding: (try? error.fileHandleForReading.readToEnd()) ?? Data(), as: UTF8.self)
+        #expect(message.contains("argument 4 is not valid UTF-8"), "\(message)")
+        #expect(!FileManager.default.fileExists(atPath: url.path))
+    }
 }

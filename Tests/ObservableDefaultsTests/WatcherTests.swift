@@ -17,7 +17,7 @@ struct WatcherTests {
     /// replaces the watched file: that event is dropped, and only the overflow can tell the
     /// subscription to reload.
     @Test func aQueueOverflowIsReportedToEverySubscription() throws {
-        let watcher = try #require(FileWatcher())
+        let watcher = FileWatcher()
         defer { watcher.stop() }
         let events = Locked<[FileWatcher.Event]>([])
         let subscription = try #require(watcher.watch(directory: directory.path, name: "s.json") { events.append($0) })
@@ -39,7 +39,7 @@ struct WatcherTests {
     }
 
     @Test func aWatcherReportsOnlyItsFilesName() throws {
-        let watcher = try #require(FileWatcher())
+        let watcher = FileWatcher()
         defer { watcher.stop() }
         watcher.start()
         let events = Locked<[FileWatcher.Event]>([])

@@ -1,3 +1,11 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
 /// A problem with a defaults file or a stored value, reported to a store's error handler (see
 /// `DefaultsStore.init(fileURL:watching:errorHandler:)`) and thrown by `DefaultsStore.flush()`.
 ///
@@ -20,8 +28,20 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         /// The file could not be written (read-only or missing directory, full disk: `errno` says
         /// which). The changes stay in memory and are written by the next successful write.
         public static let writeFailed = Kind(name: "writeFailed")
-        /// A value could not be encoded as JSON (its `Encodable` conformance threw).
+        /// A value could not be encoded as JSON: NaN or ±infinity inside it (JSON has neither), or
+        /// its `Encodable` conformance threw. `key` names the key.
         public static let encodingFailed = Kind(name: "encodingFailed")
+        /// The path names something the store refuses to read or write: not a regular file (a FIFO,
+        /// a device, a directory, a socket), or a symbolic link whose target does not exist (nothing
+        /// is created through a link). Nothing is read from or written to it.
+        public static let unsupportedFile = Kind(name: "unsupportedFile")
+        /// The file holds a key twice in one object (`line`, `column` and `byteOffset` point at the
+        /// later one). The last value is used; since a write keeps only that one, the file is copied
+        /// aside (`corruptCopyPath`) before this process writes it.
+        public static let duplicateKey = Kind(name: "duplicateKey")
+        /// A suite name that cannot name a file (`DefaultsStore(validatingSuiteName:)`); `path` is
+        /// the file it would have named.
+        public static let invalidSuiteName = Kind(name: "invalidSuiteName")
 
         public var description: String { name }
     }
@@ -32,17 +52,18 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
     public let path: String
     /// The key concerned, for `.typeMismatch` and `.encodingFailed`.
     public let key: String?
-    /// For `.corruptFile`: the line (1-based) of the problem.
+    /// For `.corruptFile` and `.duplicateKey`: the line (1-based) of the problem.
     public let line: Int?
-    /// For `.corruptFile`: the column (1-based, in bytes) of the problem.
+    /// For `.corruptFile` and `.duplicateKey`: the column (1-based, in bytes) of the problem.
     public let column: Int?
-    /// For `.corruptFile`: the byte offset (0-based) of the problem.
+    /// For `.corruptFile` and `.duplicateKey`: the byte offset (0-based) of the problem.
     public let byteOffset: Int?
     /// For `.typeMismatch`: the value found in the file, as JSON.
     public let found: String?
     /// For `.readFailed` and `.writeFailed`: the system error number.
     public let errno: Int32?
-    /// For `.corruptFile`: where the broken file was copied before it was overwritten, once it was.
+    /// For `.corruptFile` and `.duplicateKey`: where the file was copied before it was overwritten,
+    /// once it was.
     public let corruptCopyPath: String?
     /// The cause in words.
     public let reason: String
@@ -71,6 +92,16 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         self.reason = reason
     }
 
+    /// The lock file is held by another process: the write did not start (it is tried again).
+    static func lockContention(path: String, lockPath: String) -> DefaultsError {
+        DefaultsError(.writeFailed, path: path, errno: EWOULDBLOCK, reason: "the lock file \(lockPath) is held by another process")
+    }
+
+    /// Whether this is `lockContention`: not a failure, a reason to try again shortly.
+    var isLockContention: Bool {
+        kind == .writeFailed && errno == EWOULDBLOCK
+    }
+
     /// One line naming the file, the place or key, and the cause.
     public var description: String {
         switch kind {
@@ -82,6 +113,14 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
             return "\(path): value of key '\(key ?? "")' is \(found ?? "?"), \(reason); using the key's default"
         case .encodingFailed:
             return "\(path): cannot encode the value of key '\(key ?? "")': \(reason)"
+        case .duplicateKey:
+            let place = line.map { ":\($0):\(column ?? 0) (byte \(byteOffset ?? 0))" } ?? ""
+            let copy = corruptCopyPath.map { "; the file was copied to \($0) before this process rewrote it" } ?? ""
+            return "\(path)\(place): \(reason)\(copy)"
+        case .unsupportedFile:
+            return "\(path): not usable as a defaults file: \(reason)"
+        case .invalidSuiteName:
+            return reason
         default:
             return "\(path): \(kind == .writeFailed ? "cannot write" : "cannot read") defaults file: \(reason)"
         }

@@ -46,6 +46,10 @@ struct DefaultsFile: Sendable, Hashable {
         case missing
         /// The file's values.
         case values([String: JSONValue], Identity)
+        /// The file's values, one key of which appears twice: the last value is kept, and the others
+        /// are lost when the file is written, so the file is copied aside first. The error names
+        /// the key and its place; the bytes are what a copy aside must keep.
+        case duplicateKeys([String: JSONValue], Identity, DefaultsError, [UInt8])
         /// The file is not a JSON object: the parse error, the file it was found in, and the bytes
         /// that were parsed (what a copy aside must keep, whatever the file holds by then).
         case corrupt(DefaultsError, Identity, [UInt8])
@@ -77,44 +81,121 @@ struct DefaultsFile: Sendable, Hashable {
         )
     }
 
-    /// Reads and parses the file.
+    /// Reads and parses the file (through a symbolic link, if `path` is one).
     ///
-    /// - Throws: `.readFailed` if the file exists but cannot be read.
+    /// - Throws: `.unsupportedFile` if the path is not a regular file or a symbolic link to one (a
+    ///   FIFO, a device: reading those would block or never end), or is a link to nothing;
+    ///   `.readFailed` if the file exists but cannot be read.
     func read() throws(DefaultsError) -> Contents {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        var info = stat()
+        // Looked at before opening: opening a device can have effects of its own.
+        if stat(path, &info) == 0 { try requireRegularFile(info) }
+        // Without blocking: opening a FIFO that replaced the file since would wait for a writer.
+        let descriptor = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
         if descriptor < 0 {
             let error = errno
-            // No file, or a missing directory on its path: every key is absent.
-            if error == ENOENT || error == ENOTDIR { return .missing }
+            if error == ENOENT || error == ENOTDIR {
+                if let target = symbolicLinkDestination() { throw danglingLink(to: target) }
+                // No file, or a missing directory on its path: every key is absent.
+                return .missing
+            }
             throw failure(.readFailed, "cannot open \(path): \(Self.describe(error))", errno: error)
         }
         defer { close(descriptor) }
-        var info = stat()
         guard fstat(descriptor, &info) == 0 else {
             let error = errno
             throw failure(.readFailed, "cannot stat \(path): \(Self.describe(error))", errno: error)
         }
+        try requireRegularFile(info)
         let identity = Self.identity(of: info)
         let bytes = try readAll(descriptor)
         return Self.parse(bytes, path: path, identity: identity)
     }
 
-    /// Parses the bytes of a defaults file: a JSON object, one member per key.
+    /// Throws `.unsupportedFile` unless `info` describes a regular file.
+    private func requireRegularFile(_ info: stat) throws(DefaultsError) {
+        let type = info.st_mode & S_IFMT
+        guard type != S_IFREG else { return }
+        let name = switch type {
+        case S_IFIFO: "a FIFO (named pipe)"
+        case S_IFCHR: "a character device"
+        case S_IFBLK: "a block device"
+        case S_IFDIR: "a directory"
+        case S_IFSOCK: "a socket"
+        default: "a special file"
+        }
+        throw DefaultsError(
+            .unsupportedFile, path: path, errno: EINVAL,
+            reason: "it is \(name), not a regular file; a defaults file must be a regular file or a symbolic link to one"
+        )
+    }
+
+    /// What the symbolic link at `path` points to, or `nil` if `path` is not a symbolic link.
+    private func symbolicLinkDestination() -> String? {
+        var info = stat()
+        guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFLNK else { return nil }
+        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = buffer.withUnsafeMutableBytes { readlink(path, $0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count - 1) }
+        return count < 0 ? "?" : String(decoding: buffer[..<count], as: UTF8.self)
+    }
+
+    private func danglingLink(to target: String) -> DefaultsError {
+        DefaultsError(
+            .unsupportedFile, path: path, errno: ENOENT,
+            reason: "it is a symbolic link to \(target), which does not exist; create the target first (nothing is created through a link)"
+        )
+    }
+
+    /// The file that writes replace: this one, or, if `path` is a symbolic link (a dotfile manager's
+    /// `prefs.json -> ../dotfiles/prefs.json`), the file it points to now, so that the link stays a
+    /// link and the write reaches the file it names.
+    ///
+    /// - Throws: `.unsupportedFile` if the link points to nothing; `.writeFailed` if it cannot be
+    ///   resolved (a loop of links); `.unsupportedFile` if the file is not a regular file (checked
+    ///   before anything, the lock file included, is created beside it).
+    func writeTarget() throws(DefaultsError) -> DefaultsFile {
+        var target = self
+        if let destination = symbolicLinkDestination() {
+            guard let resolved = realpath(path, nil) else {
+                let error = errno
+                if error == ENOENT || error == ENOTDIR { throw danglingLink(to: destination) }
+                throw failure(.writeFailed, "cannot resolve the symbolic link \(path): \(Self.describe(error))", errno: error)
+            }
+            defer { free(resolved) }
+            target = DefaultsFile(path: String(cString: resolved))
+        }
+        var info = stat()
+        if stat(target.path, &info) == 0 { try requireRegularFile(info) }
+        return target
+    }
+
+    /// Parses the bytes of a defaults file: a JSON object, one member per key, after a UTF-8
+    /// byte-order mark if there is one (some Windows editors write it).
     static func parse(_ bytes: [UInt8], path: String, identity: Identity) -> Contents {
-        if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
+        let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
+        let skipped = bytes.starts(with: bom) ? bom.count : 0
+        func place(_ error: JSONParseError) -> (line: Int, column: Int, byteOffset: Int) {
+            (error.line, error.column + (error.line == 1 ? skipped : 0), error.offset + skipped)
+        }
+        if bytes.dropFirst(skipped).allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
             let error = DefaultsError(.corruptFile, path: path, line: 1, column: 1, byteOffset: 0, reason: "the file is empty (expected a JSON object, e.g. {})")
             return .corrupt(error, identity, bytes)
         }
         do throws(JSONParseError) {
-            guard case .object(let values) = try JSONValue.parse(bytes) else {
+            let (value, duplicate) = try JSONValue.parseFindingDuplicateKeys(bytes.dropFirst(skipped))
+            guard case .object(let values) = value else {
                 let error = DefaultsError(.corruptFile, path: path, line: 1, column: 1, byteOffset: 0, reason: "the top-level value is not a JSON object")
                 return .corrupt(error, identity, bytes)
             }
+            if let duplicate {
+                let (line, column, offset) = place(duplicate)
+                let error = DefaultsError(.duplicateKey, path: path, line: line, column: column, byteOffset: offset, reason: duplicate.reason)
+                return .duplicateKeys(values, identity, error, bytes)
+            }
             return .values(values, identity)
         } catch {
-            let corrupt = DefaultsError(
-                .corruptFile, path: path, line: error.line, column: error.column, byteOffset: error.offset, reason: error.reason
-            )
+            let (line, column, offset) = place(error)
+            let corrupt = DefaultsError(.corruptFile, path: path, line: line, column: column, byteOffset: offset, reason: error.reason)
             return .corrupt(corrupt, identity, bytes)
         }
     }
@@ -160,21 +241,30 @@ struct DefaultsFile: Sendable, Hashable {
         }
     }
 
-    /// Runs `body` holding the exclusive lock on the lock file, which every writing process takes.
-    func withExclusiveLock<Result>(_ body: () throws(DefaultsError) -> Result) throws(DefaultsError) -> Result {
+    /// Runs `body` holding the exclusive lock of the file writes replace (`writeTarget()`, which
+    /// `body` gets), the lock every writing process takes. Does not wait for it: one store waiting
+    /// for another process must not hold up the other stores' writes, which share one thread.
+    ///
+    /// - Throws: a `DefaultsError` whose `isLockContention` is true if another process holds the
+    ///   lock (try again later); `.unsupportedFile` for a link to nothing; `.writeFailed` if the lock
+    ///   file cannot be opened or locked.
+    func withExclusiveLock<Result>(_ body: (DefaultsFile) throws(DefaultsError) -> Result) throws(DefaultsError) -> Result {
+        let target = try writeTarget()
+        let lockPath = target.lockPath
         let descriptor = open(lockPath, O_RDONLY | O_CREAT | O_CLOEXEC, 0o644)
         if descriptor < 0 {
             let error = errno
             throw failure(.writeFailed, "cannot open lock file \(lockPath): \(Self.describe(error))", errno: error)
         }
         defer { close(descriptor) }
-        while flock(descriptor, LOCK_EX) != 0 {
+        while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
             let error = errno
             if error == EINTR { continue }
+            if error == EWOULDBLOCK { throw DefaultsError.lockContention(path: path, lockPath: lockPath) }
             throw failure(.writeFailed, "cannot lock \(lockPath): \(Self.describe(error))", errno: error)
         }
         defer { flock(descriptor, LOCK_UN) }
-        return try body()
+        return try body(target)
     }
 
     /// Replaces the file with `values`, pretty-printed with sorted keys: temporary file in the same
@@ -242,9 +332,7 @@ struct DefaultsFile: Sendable, Hashable {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         while let entry = readdir(stream) {
-            let entryName = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
+            let entryName = Self.name(of: entry)
             guard entryName.hasPrefix(prefix) else { continue }
             let rest = entryName.dropFirst(prefix.count)
             guard let dash = rest.firstIndex(of: "-"), let pid = Int32(rest[..<dash]), pid > 0 else { continue }
@@ -259,6 +347,14 @@ struct DefaultsFile: Sendable, Hashable {
             #endif
             if Int(now.tv_sec) - Int(modified) >= minimumAge { unlink(candidate) }
         }
+    }
+
+    /// The name in a directory entry, read in place: the record is only as long as its name, so a
+    /// copy of the whole `d_name` array (256 bytes) can read past the end of the mapped buffer (a
+    /// crash in a directory of a thousand files).
+    static func name(of entry: UnsafePointer<dirent>) -> String {
+        let offset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
+        return String(cString: (UnsafeRawPointer(entry) + offset).assumingMemoryBound(to: CChar.self))
     }
 
     /// Makes a new file's data durable: `fdatasync` on Linux (the data and the size, which is all a
@@ -285,9 +381,10 @@ struct DefaultsFile: Sendable, Hashable {
     }
 
     /// Keeps `bytes`, the broken file as it was read and parsed (not the file as it may be by now), in
-    /// `NAME.corrupt-YYYYMMDD-HHMMSS` (with a number if that exists) and returns the copy's path. Call
-    /// it with the lock held, before overwriting a broken file.
-    func copyAside(_ bytes: [UInt8]) throws(DefaultsError) -> String {
+    /// `NAME.LABEL-YYYYMMDD-HHMMSS` (with a number if that exists) and returns the copy's path. Call
+    /// it with the lock held, before overwriting a broken file. A copy that cannot be written whole
+    /// (a full disk) is removed.
+    func copyAside(_ bytes: [UInt8], as label: String = "corrupt") throws(DefaultsError) -> String {
         var now = time(nil)
         var parts = tm()
         gmtime_r(&now, &parts)
@@ -299,7 +396,7 @@ struct DefaultsFile: Sendable, Hashable {
             + padded(parts.tm_hour, 2) + padded(parts.tm_min, 2) + padded(parts.tm_sec, 2)
         var attempt = 0
         while true {
-            let copy = path + ".corrupt-" + stamp + (attempt == 0 ? "" : "-\(attempt)")
+            let copy = path + "." + label + "-" + stamp + (attempt == 0 ? "" : "-\(attempt)")
             let output = open(copy, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
             if output < 0 {
                 let error = errno
@@ -310,8 +407,17 @@ struct DefaultsFile: Sendable, Hashable {
                 throw failure(.writeFailed, "cannot create \(copy): \(Self.describe(error))", errno: error)
             }
             defer { close(output) }
-            try writeAll(bytes, to: output, at: copy)
-            _ = fsync(output)
+            do throws(DefaultsError) {
+                try writeAll(bytes, to: output, at: copy)
+                if fsync(output) != 0 {
+                    let error = errno
+                    throw failure(.writeFailed, "cannot fsync \(copy): \(Self.describe(error))", errno: error)
+                }
+            } catch {
+                // A full disk: an empty or partial copy keeps nothing and would be left on every retry.
+                unlink(copy)
+                throw error
+            }
             return copy
         }
     }

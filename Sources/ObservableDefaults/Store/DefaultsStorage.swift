@@ -1,3 +1,10 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 import Dispatch
 import KeyValueObserving
 
@@ -6,19 +13,24 @@ import KeyValueObserving
 ///
 /// Sets and reads happen on the caller's thread under `lock`; observers are called after the lock
 /// is released. File work (writing dirty keys, reloading after another process's write) happens on
-/// `queue`, a serial queue, so a write and a reload of this process never interleave.
+/// `queue`, one serial queue for every storage of the process (the "writer"), so a write and a reload
+/// never interleave and any number of stores keep one thread busy, not one each. Nothing on it waits
+/// for another process: a lock file held elsewhere is tried again later (see `flush()`).
 @usableFromInline
 final class DefaultsStorage: @unchecked Sendable {
-    // Invariant: `state` is only accessed with `lock` held; `queueState` only on `queue`;
-    // `subscription` and `pollTimer` are only accessed with `lock` held. Those rules are what makes
-    // the accesses exclusive, so the run-time exclusivity check is skipped on the set path.
+    // Invariant: `state` is only accessed with `lock` held; `queueState` only on `queue` (the writer,
+    // shared by every storage, which runs one block at a time); `subscription`, `pollSubscription`
+    // and `targetWatch` are only accessed with `lock` held. Those rules are what makes the accesses
+    // exclusive, so the run-time exclusivity check is skipped on the set path.
     let file: DefaultsFile
     let queue: DispatchQueue
     let lock = Lock()
     @exclusivity(unchecked) var state = State()
     @exclusivity(unchecked) var queueState = QueueState()
     var subscription: FileWatcher.Subscription?
-    var pollTimer: DispatchSourceTimer?
+    var pollSubscription: FileWatcher.Subscription?
+    /// If the file is a symbolic link: the file it points to, and the watch of that file's directory.
+    var targetWatch: (path: String, subscription: FileWatcher.Subscription?)?
 
     /// How long a write waits for more changes to join it.
     static let coalescingDelay = DispatchTimeInterval.milliseconds(5)
@@ -33,7 +45,13 @@ final class DefaultsStorage: @unchecked Sendable {
     static let maximumRetryDelay = 10_000
     /// How often a storage whose watched directory went away looks whether it exists again.
     static let rewatchInterval = DispatchTimeInterval.milliseconds(100)
-    static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
+    static let queueKey = DispatchSpecificKey<Bool>()
+    /// The one serial queue every storage's file work runs on.
+    static let writer: DispatchQueue = {
+        let queue = DispatchQueue(label: "ObservableDefaults.writer")
+        queue.setSpecific(key: queueKey, value: true)
+        return queue
+    }()
 
     /// One stored value: the typed value this process set, or the JSON read from the file, or both.
     @usableFromInline
@@ -76,6 +94,26 @@ final class DefaultsStorage: @unchecked Sendable {
         }
     }
 
+    /// A transaction as delivered to the store-wide observers: the keys it changed, where it came
+    /// from, and every value right after it.
+    struct ChangeRecord: Sendable {
+        let keys: Set<String>
+        let origin: DefaultsChangeOrigin
+        let values: [String: Entry]
+    }
+
+    final class ChangeObserver: Sendable {
+        let id: UInt64
+        let deliver: @Sendable (ChangeRecord) -> Void
+        let finish: (@Sendable () -> Void)?
+
+        init(id: UInt64, deliver: @escaping @Sendable (ChangeRecord) -> Void, finish: (@Sendable () -> Void)?) {
+            self.id = id
+            self.deliver = deliver
+            self.finish = finish
+        }
+    }
+
     struct State {
         /// What reads return: the file's values with this process's changes applied.
         var values: [String: Entry] = [:]
@@ -91,20 +129,37 @@ final class DefaultsStorage: @unchecked Sendable {
         var isReloadScheduled = false
         var observers: [String: [Observer]] = [:]
         var anyKeyObservers: [Observer] = []
+        /// Store-wide observers: one notification per transaction (see `DefaultsStore.observeChanges`).
+        var changeObservers: [ChangeObserver] = []
+        /// The thread running an `update` body, which must not use the storage (see `checkNotInUpdateBody`).
+        var updatingThread: pthread_t?
+        /// Keys whose value in memory cannot be encoded (NaN, a throwing `Encodable`): reported once
+        /// when set, kept pending, and named by `flush()` until they are replaced.
+        var unencodableKeys: Set<String> = []
+        /// Replacements of the file made by this process (for tests: a batch is one).
+        var fileWrites = 0
         var priorObserverCount = 0
         var nextObserverID: UInt64 = 0
         var errorHandlers: [UInt64: @Sendable (DefaultsError) -> Void] = [:]
         /// Type mismatches already reported (key and value found), so a read loop does not flood.
         var reportedMismatches: Set<String> = []
-        /// The last failure of a batched write, so that a failure that persists is reported once.
-        var lastWriteFailure: WriteFailure?
+        /// The write failures reported since the last successful write (at init, by batched writes,
+        /// at exit), so that each distinct cause is reported once.
+        var reportedWriteFailures: Set<WriteFailure> = []
         /// Batched writes that failed in a row (the retry delay doubles with each).
         var failedWrites = 0
+        /// Batched writes in a row that found the lock file held by another process.
+        var lockWaits = 0
         /// The broken file last reported, so one broken file is reported once.
         var reportedCorruption: DefaultsFile.Identity?
         /// For tests: called (on the queue, no lock held) when a write found a broken file and let go
         /// of the lock file to look again shortly.
         var corruptionSuspectedHook: (@Sendable () -> Void)?
+        /// A broken content (its hash) whose copy aside failed, the failure, and how many times the
+        /// copy was tried (see `copyAside(_:of:as:)`).
+        var failedCopy: (content: Int, error: DefaultsError, attempts: Int)?
+        /// For tests: called instead of writing a copy aside (to fail it as a full disk would).
+        var copyAsideHook: (@Sendable ([UInt8]) throws(DefaultsError) -> String)?
     }
 
     /// What makes two write failures the same failure: not the message, which names a temporary
@@ -113,11 +168,15 @@ final class DefaultsStorage: @unchecked Sendable {
         let kind: DefaultsError.Kind
         let errno: Int32?
         let path: String
+
+        init(_ error: DefaultsError) {
+            kind = error.kind
+            errno = error.errno
+            path = error.path
+        }
     }
 
     struct QueueState {
-        /// The file's identity when the poller last looked.
-        var polledIdentity: DefaultsFile.Identity?
         /// A broken version of the file seen once and not reported yet: it may be another program's
         /// in-place rewrite caught half-way, so it is reported only if it is still there shortly after.
         var suspectedCorruption: DefaultsFile.Identity?
@@ -129,19 +188,21 @@ final class DefaultsStorage: @unchecked Sendable {
 
     init(file: DefaultsFile) {
         self.file = file
-        self.queue = DispatchQueue(label: "ObservableDefaults.storage")
-        queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(self))
+        self.queue = Self.writer
     }
 
     deinit {
         subscription?.cancel()
-        pollTimer?.cancel()
+        pollSubscription?.cancel()
+        targetWatch?.subscription?.cancel()
         for observer in state.observers.values.joined() { observer.finish?() }
         for observer in state.anyKeyObservers { observer.finish?() }
+        for observer in state.changeObservers { observer.finish?() }
     }
 
+    /// Whether the caller runs on the writer queue (that of every storage).
     var isOnQueue: Bool {
-        DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self)
+        DispatchQueue.getSpecific(key: Self.queueKey) == true
     }
 
     // MARK: Reading
@@ -149,7 +210,20 @@ final class DefaultsStorage: @unchecked Sendable {
     /// The entry for `key`, or `nil` if the key is absent.
     @usableFromInline
     func entry(for key: String) -> Entry? {
-        lock.withLock { state.values[key] }
+        lock.withLock {
+            if state.updatingThread != nil { checkNotInUpdateBody() }
+            return state.values[key]
+        }
+    }
+
+    /// Traps if this thread is running an `update` body of this storage: the body runs holding the
+    /// file lock and may run again, so using the store from it would deadlock or act twice. Called
+    /// with the lock held, only when some thread is in an update body.
+    func checkNotInUpdateBody() {
+        guard let thread = state.updatingThread, pthread_equal(thread, pthread_self()) != 0 else { return }
+        preconditionFailure(
+            "DefaultsStore.update: the body used the store (\(file.path)). It runs holding the file's lock and may run more than once: compute the new value from the value passed in, and use the store after update returns"
+        )
     }
 
     /// The value of `entry` as a `Value`: the typed value if it is one, else its JSON decoded; the
@@ -200,7 +274,10 @@ final class DefaultsStorage: @unchecked Sendable {
 
     /// Every key and its value as JSON.
     func jsonValues() throws -> [String: JSONValue] {
-        let values = lock.withLock { state.values }
+        let values = lock.withLock {
+            if state.updatingThread != nil { checkNotInUpdateBody() }
+            return state.values
+        }
         var result: [String: JSONValue] = [:]
         for (key, entry) in values {
             result[key] = try entry.json ?? JSONValue(encoding: entry.typed!)
@@ -211,9 +288,19 @@ final class DefaultsStorage: @unchecked Sendable {
     // MARK: Writing
 
     /// Stores `entry` for `key` (`nil` removes it), schedules the write and notifies the observers.
-    @usableFromInline
-    func set(_ entry: Entry?, for key: String) {
+    ///
+    /// - Parameter isEncodable: `false` when the entry's value cannot be encoded (it stays pending).
+    /// - Returns: whether that is new for this key, so the caller reports it (after the observers).
+    @usableFromInline @discardableResult
+    func set(_ entry: Entry?, for key: String, isEncodable: Bool = true) -> Bool {
         lock.lock()
+        if state.updatingThread != nil { checkNotInUpdateBody() }
+        var isNewFailure = false
+        if !isEncodable {
+            isNewFailure = state.unencodableKeys.insert(key).inserted
+        } else if !state.unencodableKeys.isEmpty {
+            state.unencodableKeys.remove(key)
+        }
         if state.priorObserverCount > 0 {
             let targets = (state.observers[key] ?? []).filter(\.wantsPrior) + state.anyKeyObservers.filter(\.wantsPrior)
             if !targets.isEmpty {
@@ -231,6 +318,7 @@ final class DefaultsStorage: @unchecked Sendable {
         state.isWriteScheduled = true
         let targets = state.observers[key]
         let anyKeyTargets = state.anyKeyObservers
+        let change = state.changeObservers.isEmpty ? nil : changeDelivery(keys: [key], origin: .thisProcess)
         lock.unlock()
 
         if needsWrite { scheduleWrite() }
@@ -241,12 +329,14 @@ final class DefaultsStorage: @unchecked Sendable {
             }
             for observer in anyKeyTargets { observer.deliver(record) }
         }
+        if let change { deliver([.change(change)]) }
+        return isNewFailure
     }
 
-    /// Removes every key.
+    /// Removes every key, as one transaction.
     func removeAll() {
-        let keys = lock.withLock { Array(state.values.keys) }
-        for key in keys { set(nil, for: key) }
+        let keys = lock.withLock { state.values.keys.sorted() }
+        commit(keys.map { ($0, nil, nil) })
     }
 
     // MARK: Observers
@@ -282,28 +372,57 @@ final class DefaultsStorage: @unchecked Sendable {
                 }
             } else if let index = state.anyKeyObservers.firstIndex(where: { $0.id == id }) {
                 removed = state.anyKeyObservers.remove(at: index)
+            } else if let index = state.changeObservers.firstIndex(where: { $0.id == id }) {
+                state.changeObservers.remove(at: index)
             }
             if removed?.wantsPrior == true { state.priorObserverCount -= 1 }
         }
     }
 
-    /// Another process's change, with the version it was applied as and the observers to tell,
-    /// taken in the locked section that applied it.
-    struct ForeignDelivery {
+    /// What to tell observers once a locked section that changed values is over: one key's change,
+    /// or a transaction's store-wide notification.
+    enum Delivery {
+        case key(KeyDelivery)
+        case change(ChangeDelivery)
+    }
+
+    /// A change of one key, with the version it was applied as and the observers to tell, taken in
+    /// the locked section that applied it.
+    struct KeyDelivery {
         let record: Record
         let version: UInt64
         let observers: [Observer]
     }
 
-    /// Delivers another process's changes (with the lock *not* held), in order, each to the
-    /// observers that were registered when it was applied. A change whose key has changed again
-    /// since (a set on another thread, or through a handler) is not delivered any further: its
-    /// observers have been or are being told the newer value, and must not end on this stale one.
-    func deliver(_ deliveries: [ForeignDelivery]) {
+    /// A transaction's store-wide notification and its observers, taken in the locked section that
+    /// applied it (so its values are the store's right after the transaction).
+    struct ChangeDelivery {
+        let record: ChangeRecord
+        let observers: [ChangeObserver]
+    }
+
+    /// The store-wide notification of `keys` just changed, or `nil` if nothing observes the store or
+    /// nothing changed. Called with the lock held.
+    func changeDelivery(keys: Set<String>, origin: DefaultsChangeOrigin) -> ChangeDelivery? {
+        guard !state.changeObservers.isEmpty, !keys.isEmpty else { return nil }
+        return ChangeDelivery(record: ChangeRecord(keys: keys, origin: origin, values: state.values), observers: state.changeObservers)
+    }
+
+    /// Delivers changes (with the lock *not* held), in order, each to the observers that were
+    /// registered when it was applied. A key's change whose key has changed again since (a set on
+    /// another thread, or through a handler) is not delivered any further: its observers have been
+    /// or are being told the newer value, and must not end on this stale one. Store-wide
+    /// notifications are always delivered: they name the keys and carry the values of their moment.
+    func deliver(_ deliveries: [Delivery]) {
         for delivery in deliveries {
-            for observer in delivery.observers {
-                guard lock.withLock({ state.keyVersions[delivery.record.key] == delivery.version }) else { break }
-                observer.deliver(delivery.record)
+            switch delivery {
+            case .key(let delivery):
+                for observer in delivery.observers {
+                    guard lock.withLock({ state.keyVersions[delivery.record.key] == delivery.version }) else { break }
+                    observer.deliver(delivery.record)
+                }
+            case .change(let delivery):
+                for observer in delivery.observers { observer.deliver(delivery.record) }
             }
         }
     }
@@ -344,7 +463,27 @@ final class DefaultsStorage: @unchecked Sendable {
         case DecodingError.dataCorrupted(let context): context.debugDescription
         case DecodingError.keyNotFound(let key, _): "missing key '\(key.stringValue)'"
         case DecodingError.valueNotFound(let type, _): "expected \(type), found null"
+        case EncodingError.invalidValue(let value, let context):
+            if value is Double || value is Float {
+                "\(value)\(place(context.codingPath)) cannot be written: JSON has no NaN or infinity"
+            } else {
+                context.debugDescription + place(context.codingPath)
+            }
         default: "\(error)"
         }
+    }
+
+    /// ` at a.b[2]` for a coding path, or nothing for the top level.
+    private static func place(_ path: [any CodingKey]) -> String {
+        guard !path.isEmpty else { return "" }
+        var text = ""
+        for key in path {
+            if let index = key.intValue, key.stringValue == "Index \(index)" {
+                text += "[\(index)]"
+            } else {
+                text += (text.isEmpty ? "" : ".") + key.stringValue
+            }
+        }
+        return " at " + text
     }
 }

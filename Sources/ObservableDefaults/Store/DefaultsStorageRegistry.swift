@@ -9,7 +9,8 @@ import KeyValueObserving
 
 /// The process-wide table of storages by canonical file path: every `DefaultsStore` of this
 /// process on one file gets the same `DefaultsStorage`, so a write through one is seen and observed
-/// through the others at once.
+/// through the others at once. A symbolic link counts as the file it points to when the first store
+/// on either is made, so a link and its target share a storage.
 enum DefaultsStorageRegistry {
     private final class WeakStorage {
         weak var storage: DefaultsStorage?
@@ -41,7 +42,8 @@ enum DefaultsStorageRegistry {
             file = DefaultsFile(path: (directory == "/" ? "" : directory) + "/" + file.name)
         }
 
-        if let existing = lock.withLock({ storages[file.path]?.storage }) {
+        let key = (try? file.writeTarget().path) ?? file.path
+        if let existing = lock.withLock({ storages[key]?.storage }) {
             if let pollingInterval { existing.startPolling(interval: pollingInterval) }
             return (existing, problems)
         }
@@ -58,9 +60,9 @@ enum DefaultsStorageRegistry {
                 // set still makes it durable.
                 atexit { DefaultsStorageRegistry.flushAll() }
             }
-            if let existing = storages[file.path]?.storage { return existing }
+            if let existing = storages[key]?.storage { return existing }
             storages = storages.filter { $0.value.storage != nil }
-            storages[file.path] = WeakStorage(candidate)
+            storages[key] = WeakStorage(candidate)
             return candidate
         }
         if storage === candidate {
@@ -97,7 +99,8 @@ enum DefaultsStorageRegistry {
             do {
                 try storage.flush()
             } catch {
-                storage.report(error)
+                // Reported already, most often (to a handler of a store that may be gone by now).
+                storage.reportOnce(error)
             }
         }
     }

@@ -17,6 +17,38 @@ extension DefaultsStore {
         storage.set(DefaultsStorage.Entry(typed: nil, json: value), for: key)
     }
 
+    /// Sets several keys as one change (one write; `nil` removes the key).
+    package func setJSONValues(_ values: [(key: String, value: JSONValue?)]) {
+        storage.commit(values.map { ($0.key, $0.value.map { DefaultsStorage.Entry(typed: nil, json: $0) }, nil) })
+    }
+
+    /// `update` for the tool: `body` gets the freshest JSON of `key` (`nil`: absent) and returns the
+    /// new one (`nil` removes the key); the result is durable when this returns.
+    ///
+    /// - Throws: what `body` threw (nothing is written), or `DefaultsError`.
+    package func updateJSONValue(forKey key: String, _ body: (JSONValue?) throws -> JSONValue?) throws -> JSONValue? {
+        var outcome: Result<JSONValue?, any Error>?
+        try withoutActuallyEscaping(body) { body in
+            try storage.update(key) { entry in
+                do {
+                    let json = try entry.map { try $0.json ?? JSONValue(encoding: $0.typed!) }
+                    let new = try body(json)
+                    outcome = .success(new)
+                    return .some(new.map { DefaultsStorage.Entry(typed: nil, json: $0) })
+                } catch {
+                    outcome = .failure(error)
+                    return nil
+                }
+            }
+        }
+        return try outcome!.get()
+    }
+
+    /// The number of times this process replaced the file (for tests).
+    package var fileWriteCount: Int {
+        storage.lock.withLock { storage.state.fileWrites }
+    }
+
     /// Removes `key`.
     package func removeValue(forKey key: String) {
         storage.set(nil, for: key)
@@ -35,6 +67,12 @@ extension DefaultsStore {
             handler(record.key, json(record.old), json(record.new), record.origin)
         }
         return KeyValueObservation(invalidating: DefaultsObserverHandle(storage: storage, id: id, key: key))
+    }
+
+    /// `flush()`, giving up after `timeout` (`.writeFailed`, `ETIMEDOUT`) while another process
+    /// holds the lock file, and calling `notice` once if that lasts `notice.after`.
+    package func flush(timeout: Duration?, notice: (after: Duration, call: () -> Void)?) throws(DefaultsError) {
+        try storage.flush(timeout: timeout, notice: notice)
     }
 
     /// When this process's last write started replacing the file (`CLOCK_MONOTONIC` nanoseconds, just

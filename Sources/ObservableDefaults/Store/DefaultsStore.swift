@@ -26,8 +26,13 @@ import KeyValueObserving
 ///   `origin == .anotherProcess`. Writes lock a separate lock file, re-read the file, merge only the
 ///   keys this process changed, and replace the file atomically, so no process loses another's
 ///   updates and no reader sees a torn file.
-/// - Errors (a corrupt file, a value of the wrong type, an unwritable directory, a full disk) go to
-///   the error handler; the store keeps working with the last good values.
+/// - Changes made as one: `update(_:_:)` changes a key atomically across threads and processes
+///   (under the file lock, durable when it returns); `batch(_:)` applies several keys at once and
+///   writes them in one rename; `observeChanges(_:)` hears of each change (a reload of another
+///   process's write included) once, with every key it changed; `snapshot()` reads them all at one
+///   instant.
+/// - Errors (a corrupt file, a value of the wrong type, an unwritable directory, a full disk, a NaN)
+///   go to the error handler; the store keeps working with the last good values.
 ///
 /// `DefaultsStore` is `Sendable`: use it from any thread.
 public final class DefaultsStore: Sendable {
@@ -49,6 +54,10 @@ public final class DefaultsStore: Sendable {
     /// `defaultDirectory()` (`$XDG_CONFIG_HOME`, else `~/.config`, on Linux; `~/Library/Preferences`
     /// on macOS). The directory is created if it is missing.
     ///
+    /// The suite name must be valid (see `isValidSuiteName(_:)`): an invalid one traps, as a
+    /// programmer error. For a name that comes from input (a command line, a configuration file),
+    /// use `init(validatingSuiteName:directory:watching:errorHandler:)`, which throws instead.
+    ///
     /// - Parameters:
     ///   - suiteName: a file name without its extension: not empty, no `/`, not `.` or `..`.
     ///   - directory: where the suite's file lives.
@@ -69,6 +78,36 @@ public final class DefaultsStore: Sendable {
         self.init(fileURL: directory.appendingPathComponent(suiteName + ".json"), watching: watching, errorHandler: errorHandler)
     }
 
+    /// A store for the suite `suiteName`, or an error if `suiteName` cannot name a suite: the
+    /// throwing form of `init(suiteName:directory:watching:errorHandler:)`, for names that come
+    /// from input.
+    ///
+    /// ```swift
+    /// let store = try DefaultsStore(validatingSuiteName: arguments.suite)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - suiteName: a file name without its extension (see `isValidSuiteName(_:)`).
+    ///   - directory: where the suite's file lives; by default `defaultDirectory()`.
+    ///   - watching: how other processes' writes are noticed.
+    ///   - errorHandler: called with each problem met later (see `init(fileURL:watching:errorHandler:)`).
+    /// - Throws: `DefaultsError` of kind `.invalidSuiteName` if `suiteName` is not valid.
+    public convenience init(
+        validatingSuiteName suiteName: String,
+        directory: URL? = nil,
+        watching: Watching = .automatic,
+        errorHandler: (@Sendable (DefaultsError) -> Void)? = nil
+    ) throws(DefaultsError) {
+        let directory = directory ?? Self.defaultDirectory()
+        guard Self.isValidSuiteName(suiteName) else {
+            throw DefaultsError(
+                .invalidSuiteName, path: directory.appendingPathComponent(suiteName + ".json").path,
+                reason: "'\(suiteName)' is not a valid suite name (it must be a file name without its extension: not empty, no '/', no NUL, not '.' or '..')"
+            )
+        }
+        self.init(suiteName: suiteName, directory: directory, watching: watching, errorHandler: errorHandler)
+    }
+
     /// A store for the file at `fileURL` (created on the first write; its directory is created now
     /// if it is missing).
     public init(fileURL: URL, watching: Watching = .automatic, errorHandler: (@Sendable (DefaultsError) -> Void)? = nil) {
@@ -83,6 +122,7 @@ public final class DefaultsStore: Sendable {
         self.storage = storage
         self.errorHandlerID = errorHandler.map { storage.addErrorHandler($0) }
         for problem in problems {
+            storage.noteReported(problem)
             if let errorHandler { errorHandler(problem) } else { DefaultsStorage.printToStandardError(problem) }
         }
     }
@@ -91,7 +131,16 @@ public final class DefaultsStore: Sendable {
         if let errorHandlerID { storage.removeErrorHandler(id: errorHandlerID) }
     }
 
-    /// Whether `name` can name a suite (a file name without its extension).
+    /// Whether `name` can name a suite: a file name without its extension, so not empty, without
+    /// `/` or NUL, and neither `.` nor `..`. Dots elsewhere are fine (`com.example.player`).
+    ///
+    /// `init(suiteName:)` traps on an invalid name; check a name from input with this first, or use
+    /// `init(validatingSuiteName:)`, which throws.
+    ///
+    /// ```swift
+    /// DefaultsStore.isValidSuiteName("com.example.player")   // true
+    /// DefaultsStore.isValidSuiteName("../etc/passwd")        // false
+    /// ```
     public static func isValidSuiteName(_ name: String) -> Bool {
         !name.isEmpty && name != "." && name != ".." && !name.contains("/") && !name.contains("\u{0}")
     }
@@ -120,9 +169,18 @@ public final class DefaultsStore: Sendable {
     /// Sets the value of `key`. The observers of `key` in this process (through any store on the
     /// same file) are called before this returns, on this thread; the file is written shortly after,
     /// off this thread (`flush()` waits for it).
+    ///
+    /// A value that JSON cannot hold (NaN or ±infinity, anywhere inside it) is stored in memory and
+    /// reported to the error handler now (`.encodingFailed`, once while the key keeps such a value);
+    /// it is not written, and `flush()` throws `.encodingFailed` naming the key until the key gets a
+    /// value that can be written.
     @inlinable
     public func set<Value>(_ value: Value, for key: DefaultsKey<Value>) {
-        storage.set(DefaultsStorage.Entry(typed: value, json: nil), for: key.name)
+        if DefaultsStorage.isPlainlyEncodable(value) {
+            storage.set(DefaultsStorage.Entry(typed: value, json: nil), for: key.name)
+        } else {
+            storage.setEncoding(value, for: key.name)
+        }
     }
 
     /// Removes `key` from the store: it reads as its default again (observers see the default as the
@@ -139,8 +197,10 @@ public final class DefaultsStore: Sendable {
     /// Writes this process's pending changes to the file and returns when they are durable (file and
     /// directory fsynced), with another process's concurrent changes kept.
     ///
-    /// - Throws: `DefaultsError` (`.writeFailed`) if the file cannot be written; the changes stay in
-    ///   memory and pending, and the next write or flush retries them.
+    /// - Throws: `DefaultsError`: `.writeFailed` if the file cannot be written (the changes stay in
+    ///   memory and pending, and the next write or flush retries them); `.encodingFailed` naming a
+    ///   key whose value cannot be written as JSON (NaN or infinity inside it), after writing the
+    ///   other changes.
     public func flush() throws(DefaultsError) {
         try storage.flush()
     }

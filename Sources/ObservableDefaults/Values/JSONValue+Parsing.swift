@@ -22,6 +22,16 @@ extension JSONValue {
         return try parser.parseDocument()
     }
 
+    /// Parses a complete JSON text, and returns with it the first key found twice in one object (the
+    /// parse keeps the last value, as most JSON parsers do), as a position and a reason.
+    ///
+    /// - Complexity: O(*n*) in the length of `bytes`.
+    package static func parseFindingDuplicateKeys(_ bytes: some Collection<UInt8>) throws(JSONParseError) -> (JSONValue, duplicate: JSONParseError?) {
+        var parser = JSONParser(bytes: Array(bytes))
+        let value = try parser.parseDocument()
+        return (value, parser.firstDuplicate)
+    }
+
     /// Parses a JSON text given as a string.
     package static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
         try parse(Array(text.utf8))
@@ -32,6 +42,8 @@ private struct JSONParser {
     let bytes: [UInt8]
     var index = 0
     var depth = 0
+    /// The first key found twice in one object.
+    var firstDuplicate: JSONParseError?
 
     static let maximumDepth = 512
 
@@ -116,6 +128,7 @@ private struct JSONParser {
             guard bytes[index] == UInt8(ascii: "\"") else {
                 throw error("unexpected \(describe(bytes[index])) in an object, expected a key in double quotes")
             }
+            let keyStart = index
             let key = try parseString()
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else {
@@ -125,7 +138,10 @@ private struct JSONParser {
             }
             index += 1
             skipWhitespace()
-            members[key] = try parseValue()
+            let value = try parseValue()
+            if members.updateValue(value, forKey: key) != nil, firstDuplicate == nil {
+                firstDuplicate = error("the key \"\(key)\" appears more than once in one object; its last value is used", at: keyStart)
+            }
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of file in an object, expected ',' or '}'") }
             switch bytes[index] {

@@ -9,24 +9,27 @@ import Dispatch
 import Foundation
 import KeyValueObserving
 
-/// Reports changes of named files in watched directories.
+/// Reports changes of named files in watched directories, and of polled files.
 ///
-/// On Linux, one inotify instance and one thread serve the whole process. The *directory* is
-/// watched, not the file: a file replaced by rename is a new inode, and a watch on the old one would
-/// go blind after the first atomic write. `IN_MOVED_TO`, `IN_CLOSE_WRITE`, `IN_DELETE` and
-/// `IN_MOVED_FROM` (the file renamed away) for the file's name report a change. `IN_DELETE_SELF`,
+/// One thread serves the whole process, however many stores it has: it reads the events of one
+/// inotify instance (Linux) and looks at the polled files when they are due. On Linux the
+/// *directory* is watched, not the file: a file replaced by rename is a new inode, and a watch on the
+/// old one would go blind after the first atomic write. `IN_MOVED_TO`, `IN_CLOSE_WRITE`, `IN_DELETE`
+/// and `IN_MOVED_FROM` (the file renamed away) for the file's name report a change. `IN_DELETE_SELF`,
 /// `IN_MOVE_SELF` and `IN_IGNORED` (the directory removed or moved away: the watch is gone, or
 /// watches the wrong place) end the directory's subscriptions with `.lost`; the storage then
 /// reloads and watches again once the directory exists. `IN_Q_OVERFLOW` (the kernel dropped events)
-/// is reported to every subscription, which reloads its file in full. On macOS, kqueue (through Dispatch sources) watches
-/// the directory and the file. Where neither works (an `inotify_add_watch` error, a network file
-/// system), the storage polls instead.
+/// is reported to every subscription, which reloads its file in full. On macOS, kqueue (through
+/// Dispatch sources on one shared queue) watches the directory and the file. Where neither works (an
+/// `inotify_add_watch` error, a network file system), the storage polls instead: the thread compares
+/// the file's identity (inode, size, modification time) at each interval.
 ///
 /// Handlers run on the watcher's thread and must return quickly (the storage only schedules a
 /// reload on its own queue).
 final class FileWatcher: @unchecked Sendable {
-    // Invariant: `subscriptions` and `nextID` are only accessed with `lock` held; `descriptor` and
-    // `wakeDescriptors` are set in init and closed only by `stop()` after the thread has ended.
+    // Invariant: `subscriptions`, `polled`, `nextID`, `isStarted` and `isStopped` are only accessed
+    // with `lock` held; `descriptor` and `wakeDescriptors` are set in init and closed only by `stop()`
+    // after the thread has ended.
     enum Event: Sendable, Hashable {
         /// The watched file was replaced, rewritten or deleted.
         case changed
@@ -39,15 +42,30 @@ final class FileWatcher: @unchecked Sendable {
 
     typealias Handler = @Sendable (Event) -> Void
 
-    /// The process-wide watcher, or `nil` where file watching is unavailable.
-    static let shared: FileWatcher? = {
+    /// The process-wide watcher, started.
+    static let shared: FileWatcher = {
         let watcher = FileWatcher()
-        watcher?.start()
+        watcher.start()
         return watcher
     }()
 
     private let lock = Lock()
     private var nextID: UInt64 = 0
+    private let wakeDescriptors: (read: Int32, write: Int32)
+    private let finished = DispatchSemaphore(value: 0)
+    private var isStarted = false
+    private var isStopped = false
+
+    /// A polled file: its path, how often to look, when to look next, and what it was last time.
+    private struct Polled {
+        let path: String
+        let interval: UInt64
+        var deadline: UInt64
+        var identity: DefaultsFile.Identity?
+        let handler: Handler
+    }
+
+    private var polled: [UInt64: Polled] = [:]
 
     #if canImport(Darwin)
     private var subscriptions: [UInt64: DarwinWatch] = [:]
@@ -58,11 +76,8 @@ final class FileWatcher: @unchecked Sendable {
     }
 
     private var subscriptions: [Int32: [UInt64: Entry]] = [:]
+    /// The inotify instance, or -1 if the system has none to give (every store then polls).
     private let descriptor: Int32
-    private let wakeDescriptors: (read: Int32, write: Int32)
-    private let finished = DispatchSemaphore(value: 0)
-    private var isStarted = false
-    private var isStopped = false
 
     // From <sys/inotify.h>.
     static let closeWrite: UInt32 = 0x0000_0008
@@ -78,18 +93,30 @@ final class FileWatcher: @unchecked Sendable {
 
     /// A subscription: cancel it (or let it go) to stop receiving events.
     final class Subscription: Sendable {
+        enum Kind: Sendable {
+            /// An inotify watch of a directory (its watch descriptor), or a kqueue watch on macOS.
+            case watched(Int32)
+            case polled
+        }
+
         weak let watcher: FileWatcher?
         let id: UInt64
-        let watchDescriptor: Int32
+        let kind: Kind
 
-        init(watcher: FileWatcher, id: UInt64, watchDescriptor: Int32) {
+        init(watcher: FileWatcher, id: UInt64, kind: Kind) {
             self.watcher = watcher
             self.id = id
-            self.watchDescriptor = watchDescriptor
+            self.kind = kind
         }
 
         func cancel() {
-            watcher?.remove(id: id, watchDescriptor: watchDescriptor)
+            watcher?.remove(id: id, kind: kind)
+        }
+
+        /// For a polled file: looks at it now, whatever its deadline; returns whether it changed
+        /// since the last look (its handler is not called).
+        func pollNow() -> Bool {
+            watcher?.look(at: [id], reportingTo: false) ?? false
         }
 
         deinit {
@@ -97,13 +124,167 @@ final class FileWatcher: @unchecked Sendable {
         }
     }
 
+    /// A watcher with its own inotify instance (on Linux) and wake-up pipe, not running until `start()`.
+    init() {
+        var pipeDescriptors: [Int32] = [-1, -1]
+        if pipe(&pipeDescriptors) == 0 {
+            for descriptor in pipeDescriptors {
+                // Not inherited by the processes this one starts; never blocks (a full pipe already
+                // holds a wake-up).
+                _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+                _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
+            }
+        }
+        wakeDescriptors = (pipeDescriptors[0], pipeDescriptors[1])
+        #if !canImport(Darwin)
+        descriptor = inotify_init1(Int32(IN_CLOEXEC) | Int32(IN_NONBLOCK))
+        #endif
+    }
+
+    /// Starts the thread that reads events and polls files.
+    func start() {
+        let shouldStart = lock.withLock {
+            defer { isStarted = true }
+            return !isStarted
+        }
+        guard shouldStart else { return }
+        let thread = Thread { [self] in
+            self.run()
+            self.finished.signal()
+        }
+        thread.name = "ObservableDefaults.FileWatcher"
+        thread.start()
+    }
+
+    /// Stops the thread and closes its descriptors (the shared watcher is never stopped).
+    func stop() {
+        let wasStarted = lock.withLock {
+            // After this, `remove` must not touch the inotify descriptor: its number may be reused.
+            isStopped = true
+            return isStarted
+        }
+        wake()
+        if wasStarted { finished.wait() }
+        #if !canImport(Darwin)
+        if descriptor >= 0 { close(descriptor) }
+        #endif
+        if wakeDescriptors.read >= 0 {
+            close(wakeDescriptors.read)
+            close(wakeDescriptors.write)
+        }
+    }
+
+    private func wake() {
+        var byte: UInt8 = 1
+        if wakeDescriptors.write >= 0 { _ = write(wakeDescriptors.write, &byte, 1) }
+    }
+
+    // MARK: Polling
+
+    /// Looks at the file at `path` every `interval` and reports `.changed` when its identity (inode,
+    /// size, modification time; through a symbolic link) differs from the last look.
+    func pollFile(at path: String, every interval: Duration, handler: @escaping Handler) -> Subscription {
+        let nanoseconds = UInt64(interval.components.seconds) * 1_000_000_000 + UInt64(interval.components.attoseconds / 1_000_000_000)
+        let identity = DefaultsFile(path: path).identity()
+        let id = lock.withLock {
+            nextID += 1
+            let every = max(nanoseconds, 1_000_000)
+            polled[nextID] = Polled(path: path, interval: every, deadline: Self.now() &+ every, identity: identity, handler: handler)
+            return nextID
+        }
+        // The thread may be sleeping until a later deadline.
+        wake()
+        return Subscription(watcher: self, id: id, kind: .polled)
+    }
+
+    /// Looks at the polled files `ids` (every due one if `nil`), schedules their next look, and
+    /// calls the handlers of those that changed if `reportingTo` is true; returns whether any
+    /// changed.
+    @discardableResult
+    private func look(at ids: [UInt64]?, reportingTo report: Bool) -> Bool {
+        let now = Self.now()
+        let due: [(UInt64, String)] = lock.withLock {
+            if let ids { return ids.compactMap { id in polled[id].map { (id, $0.path) } } }
+            return polled.compactMap { $0.value.deadline <= now ? ($0.key, $0.value.path) : nil }
+        }
+        guard !due.isEmpty else { return false }
+        // The system calls outside the lock.
+        let identities = due.map { ($0.0, DefaultsFile(path: $0.1).identity()) }
+        let changed: [Handler] = lock.withLock {
+            var changed: [Handler] = []
+            for (id, identity) in identities {
+                guard var entry = polled[id] else { continue }
+                if entry.identity != identity {
+                    entry.identity = identity
+                    changed.append(entry.handler)
+                }
+                entry.deadline = now &+ entry.interval
+                polled[id] = entry
+            }
+            return changed
+        }
+        if report {
+            for handler in changed { handler(.changed) }
+        }
+        return !changed.isEmpty
+    }
+
+    /// The `poll` timeout until the next polled file is due, in milliseconds (-1: none).
+    private func millisecondsUntilNextLook() -> Int32 {
+        let next = lock.withLock { polled.values.lazy.map(\.deadline).min() }
+        // Without a wake-up pipe, a new polled file is noticed within 100 ms.
+        let cap: UInt64 = wakeDescriptors.read >= 0 ? UInt64(Int32.max) : 100
+        guard let next else { return wakeDescriptors.read >= 0 ? -1 : 100 }
+        let now = Self.now()
+        guard next > now else { return 0 }
+        return Int32(min((next - now + 999_999) / 1_000_000, cap))
+    }
+
+    static func now() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+    }
+
+    // MARK: The thread
+
+    private func run() {
+        #if canImport(Darwin)
+        let readsEvents = false
+        #else
+        let readsEvents = descriptor >= 0
+        let bufferSize = 64 * 1024
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: bufferSize, alignment: 8)
+        defer { buffer.deallocate() }
+        #endif
+        var descriptors = [pollfd(fd: wakeDescriptors.read, events: Int16(POLLIN), revents: 0)]
+        #if !canImport(Darwin)
+        if readsEvents { descriptors.append(pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)) }
+        #endif
+        while true {
+            look(at: nil, reportingTo: true)
+            let timeout = millisecondsUntilNextLook()
+            for index in descriptors.indices { descriptors[index].revents = 0 }
+            let ready = poll(&descriptors, nfds_t(descriptors.count), timeout)
+            if ready < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            if descriptors[0].revents != 0 {
+                var bytes = [UInt8](repeating: 0, count: 64)
+                while read(wakeDescriptors.read, &bytes, bytes.count) > 0 {}
+            }
+            if lock.withLock({ isStopped }) { return }
+            #if !canImport(Darwin)
+            if readsEvents, descriptors[1].revents != 0 {
+                let count = read(descriptor, buffer, bufferSize)
+                if count > 0 { dispatch(events: UnsafeRawBufferPointer(start: buffer, count: count)) }
+            }
+            #endif
+        }
+    }
+
     #if canImport(Darwin)
-    init?() {}
-
-    func start() {}
-
-    func stop() {}
-
     /// Watches `name` in `directory`; `nil` if the directory cannot be watched.
     func watch(directory: String, name: String, handler: @escaping Handler) -> Subscription? {
         guard let watch = DarwinWatch(directory: directory, path: directory + "/" + name, handler: handler) else { return nil }
@@ -112,63 +293,21 @@ final class FileWatcher: @unchecked Sendable {
             subscriptions[nextID] = watch
             return nextID
         }
-        return Subscription(watcher: self, id: id, watchDescriptor: -1)
+        return Subscription(watcher: self, id: id, kind: .watched(-1))
     }
 
-    private func remove(id: UInt64, watchDescriptor _: Int32) {
-        let watch = lock.withLock { subscriptions.removeValue(forKey: id) }
+    private func remove(id: UInt64, kind: Subscription.Kind) {
+        let watch = lock.withLock { () -> DarwinWatch? in
+            _ = polled.removeValue(forKey: id)
+            return subscriptions.removeValue(forKey: id)
+        }
         watch?.cancel()
     }
     #else
-    /// A watcher with its own inotify instance, not reading until `start()`.
-    init?() {
-        let descriptor = inotify_init1(Int32(IN_CLOEXEC) | Int32(IN_NONBLOCK))
-        guard descriptor >= 0 else { return nil }
-        var pipeDescriptors: [Int32] = [0, 0]
-        guard pipe(&pipeDescriptors) == 0 else {
-            close(descriptor)
-            return nil
-        }
-        // Not inherited by the processes this one starts.
-        _ = fcntl(pipeDescriptors[0], F_SETFD, FD_CLOEXEC)
-        _ = fcntl(pipeDescriptors[1], F_SETFD, FD_CLOEXEC)
-        self.descriptor = descriptor
-        self.wakeDescriptors = (pipeDescriptors[0], pipeDescriptors[1])
-    }
-
-    /// Starts the thread that reads events.
-    func start() {
-        let shouldStart = lock.withLock {
-            defer { isStarted = true }
-            return !isStarted
-        }
-        guard shouldStart else { return }
-        let thread = Thread { [self] in
-            self.readEvents()
-            self.finished.signal()
-        }
-        thread.name = "ObservableDefaults.FileWatcher"
-        thread.start()
-    }
-
-    /// Stops the thread and closes the inotify instance (the shared watcher is never stopped).
-    func stop() {
-        let wasStarted = lock.withLock {
-            // After this, `remove` must not touch the descriptor: its number may be reused.
-            isStopped = true
-            return isStarted
-        }
-        var byte: UInt8 = 1
-        _ = write(wakeDescriptors.write, &byte, 1)
-        if wasStarted { finished.wait() }
-        close(descriptor)
-        close(wakeDescriptors.read)
-        close(wakeDescriptors.write)
-    }
-
     /// Watches `name` in `directory`; `nil` if the directory cannot be watched (it does not exist, or
     /// the system's watch limit is reached), in which case the caller polls.
     func watch(directory: String, name: String, handler: @escaping Handler) -> Subscription? {
+        guard descriptor >= 0 else { return nil }
         let mask = Self.closeWrite | Self.movedTo | Self.movedFrom | Self.deleted | Self.deletedSelf | Self.movedSelf | Self.onlyDirectory
         return lock.withLock {
             // Under the lock: a `remove` that drops a directory's last subscription must not remove
@@ -178,43 +317,21 @@ final class FileWatcher: @unchecked Sendable {
             guard watchDescriptor >= 0 else { return nil }
             nextID += 1
             subscriptions[watchDescriptor, default: [:]][nextID] = Entry(name: name, handler: handler)
-            return Subscription(watcher: self, id: nextID, watchDescriptor: watchDescriptor)
+            return Subscription(watcher: self, id: nextID, kind: .watched(watchDescriptor))
         }
     }
 
-    private func remove(id: UInt64, watchDescriptor: Int32) {
+    private func remove(id: UInt64, kind: Subscription.Kind) {
         lock.withLock {
+            guard case .watched(let watchDescriptor) = kind else {
+                polled.removeValue(forKey: id)
+                return
+            }
             guard subscriptions[watchDescriptor]?.removeValue(forKey: id) != nil else { return }
             if subscriptions[watchDescriptor]!.isEmpty {
                 subscriptions.removeValue(forKey: watchDescriptor)
                 if !isStopped { inotify_rm_watch(descriptor, watchDescriptor) }
             }
-        }
-    }
-
-    private func readEvents() {
-        let bufferSize = 64 * 1024
-        let buffer = UnsafeMutableRawPointer.allocate(byteCount: bufferSize, alignment: 8)
-        defer { buffer.deallocate() }
-        var descriptors = [
-            pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0),
-            pollfd(fd: wakeDescriptors.read, events: Int16(POLLIN), revents: 0),
-        ]
-        while true {
-            descriptors[0].revents = 0
-            descriptors[1].revents = 0
-            let ready = poll(&descriptors, 2, -1)
-            if ready < 0 {
-                if errno == EINTR { continue }
-                return
-            }
-            if descriptors[1].revents != 0 { return }
-            let count = read(descriptor, buffer, bufferSize)
-            if count <= 0 {
-                if count < 0, errno == EAGAIN || errno == EINTR { continue }
-                return
-            }
-            dispatch(events: UnsafeRawBufferPointer(start: buffer, count: count))
         }
     }
 
@@ -276,7 +393,9 @@ final class FileWatcher: @unchecked Sendable {
 /// each replacement.
 private final class DarwinWatch: @unchecked Sendable {
     // Invariant: `directorySource` and `fileSource` are only accessed on `queue`.
-    private let queue = DispatchQueue(label: "ObservableDefaults.FileWatcher")
+    /// One queue for every watch: a handler only schedules a reload.
+    private static let sharedQueue = DispatchQueue(label: "ObservableDefaults.FileWatcher")
+    private var queue: DispatchQueue { Self.sharedQueue }
     private var directorySource: DispatchSourceFileSystemObject?
     private var fileSource: DispatchSourceFileSystemObject?
     private let path: String

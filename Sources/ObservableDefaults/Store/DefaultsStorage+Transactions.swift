@@ -1,0 +1,187 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Dispatch
+import KeyValueObserving
+
+/// Changes made as one: `update` (a read-modify-write under the file lock), `commit` (a batch of
+/// sets applied in one locked section), and the store-wide observers that hear of each as one.
+extension DefaultsStorage {
+    // MARK: Update
+
+    /// Runs `transform` on the freshest entry of `key` (this process's pending change, else the
+    /// file's value read under the file lock) and writes its result with the pending changes, in one
+    /// durable write; returns after it. The queue makes updates of this process one at a time, the
+    /// file lock makes them one at a time with other processes' (waited for off the queue).
+    ///
+    /// - Parameter transform: returns the new entry (its JSON set; `nil` removes the key), or `nil` to
+    ///   write nothing (it keeps its own reason). Runs once.
+    /// - Throws: `.writeFailed` if the file cannot be locked or written (nothing is changed in memory).
+    func update(_ key: String, _ transform: @escaping (Entry?) -> Entry??) throws(DefaultsError) {
+        let transaction = Transaction(key: key, body: transform)
+        try waitingForTheLock { () throws(DefaultsError) in try writeOnQueue(transaction) }
+    }
+
+    /// Runs a transaction's body on the freshest entry of its key: this process's pending change if
+    /// there is one, else `base` (the file as just read, under the file lock). Keeps the key's version
+    /// at that moment in `version`. Marks this thread as in an update body meanwhile, so that a body
+    /// that uses the store traps instead of deadlocking on the file lock. Runs on the queue.
+    func runTransaction(_ transaction: Transaction, base: [String: JSONValue], version: inout UInt64?) -> Entry?? {
+        let key = transaction.key
+        let (isPending, memory, current) = lock.withLock {
+            state.updatingThread = pthread_self()
+            return (state.dirty[key] != nil, state.values[key], state.keyVersions[key])
+        }
+        defer { lock.withLock { state.updatingThread = nil } }
+        version = current
+        if isPending { return transaction.body(memory) }
+        // The memory's entry when it holds the file's value: its decoded value is cached there.
+        if let memory, let json = base[key], memory.json == json { return transaction.body(memory) }
+        return transaction.body(base[key].map { Entry(typed: nil, json: $0) })
+    }
+
+    /// Applies a written transaction's entry in memory and returns what to tell observers. Called
+    /// with the lock held.
+    func commitTransaction(key: String, entry: Entry?) -> [Delivery] {
+        let old = state.values[key]
+        state.values[key] = entry
+        state.version &+= 1
+        state.keyVersions[key] = state.version
+        state.dirty.removeValue(forKey: key)
+        state.unencodableKeys.remove(key)
+        var deliveries: [Delivery] = []
+        let observers = (state.observers[key] ?? []) + state.anyKeyObservers
+        if !observers.isEmpty {
+            let record = Record(key: key, old: old, new: entry, isPrior: false, origin: .thisProcess)
+            deliveries.append(.key(KeyDelivery(record: record, version: state.version, observers: observers)))
+        }
+        if let change = changeDelivery(keys: [key], origin: .thisProcess) { deliveries.append(.change(change)) }
+        return deliveries
+    }
+
+    // MARK: Batches
+
+    /// Applies `changes` (each key once; `nil` removes it) in one locked section, so that no reader
+    /// and no write sees some of them without the others, and schedules one write for all of them;
+    /// then notifies: `.prior` observers before, each key's observers after, the store-wide
+    /// observers once, and reports the values that cannot be encoded (see `set`). Runs on the
+    /// caller's thread.
+    func commit(_ changes: [(key: String, entry: Entry?, encodingFailure: DefaultsError?)]) {
+        guard !changes.isEmpty else { return }
+        lock.lock()
+        if state.updatingThread != nil { checkNotInUpdateBody() }
+        if state.priorObserverCount > 0 {
+            var priors: [(Record, [Observer])] = []
+            for (key, _, _) in changes {
+                let targets = ((state.observers[key] ?? []) + state.anyKeyObservers).filter(\.wantsPrior)
+                if !targets.isEmpty {
+                    priors.append((Record(key: key, old: state.values[key], new: nil, isPrior: true, origin: .thisProcess), targets))
+                }
+            }
+            if !priors.isEmpty {
+                lock.unlock()
+                for (record, targets) in priors {
+                    for observer in targets { observer.deliver(record) }
+                }
+                lock.lock()
+            }
+        }
+        var deliveries: [(Record, [Observer])] = []
+        var failures: [DefaultsError] = []
+        for (key, entry, encodingFailure) in changes {
+            if let encodingFailure {
+                if state.unencodableKeys.insert(key).inserted { failures.append(encodingFailure) }
+            } else {
+                state.unencodableKeys.remove(key)
+            }
+            let old = if let entry { state.values.updateValue(entry, forKey: key) } else { state.values.removeValue(forKey: key) }
+            state.version &+= 1
+            state.dirty[key] = state.version
+            state.keyVersions[key] = state.version
+            let targets = (state.observers[key] ?? []) + state.anyKeyObservers
+            if !targets.isEmpty {
+                deliveries.append((Record(key: key, old: old, new: entry, isPrior: false, origin: .thisProcess), targets))
+            }
+        }
+        let needsWrite = !state.isWriteScheduled
+        state.isWriteScheduled = true
+        let change = changeDelivery(keys: Set(changes.map(\.key)), origin: .thisProcess)
+        lock.unlock()
+
+        if needsWrite { scheduleWrite() }
+        for (record, targets) in deliveries {
+            for observer in targets { observer.deliver(record) }
+        }
+        if let change { deliver([.change(change)]) }
+        for failure in failures { report(failure) }
+    }
+
+    // MARK: Encoding
+
+    /// Whether `value` is of a plain type that always encodes (a finite float, an integer, a string,
+    /// a boolean): checked inline, and folded away by a specialised build. Any other value is
+    /// encoded when it is set (`encodedEntry`), so that a NaN deep inside it is reported then.
+    @inlinable
+    static func isPlainlyEncodable<Value>(_ value: Value) -> Bool {
+        switch value {
+        case let number as Double: number.isFinite
+        case let number as Float: number.isFinite
+        case is Int, is String, is Bool, is Int64, is Int32, is UInt64, is UInt32, is UInt: true
+        default: false
+        }
+    }
+
+    /// The entry for a value set here, and the error if it cannot be encoded.
+    func entry<Value: Codable & Sendable>(for value: Value, key: String) -> (Entry, DefaultsError?) {
+        Self.isPlainlyEncodable(value) ? (Entry(typed: value, json: nil), nil) : encodedEntry(for: value, key: key)
+    }
+
+    /// Sets `value`, of a type that is not plainly encodable: encodes it now (the write reuses the
+    /// encoding), and reports it if it cannot be encoded (see `set(_:for:isEncodable:)`).
+    @usableFromInline
+    func setEncoding<Value: Codable & Sendable>(_ value: Value, for key: String) {
+        let (entry, failure) = encodedEntry(for: value, key: key)
+        if set(entry, for: key, isEncodable: failure == nil), let failure { report(failure) }
+    }
+
+    /// `entry(for:key:)` for a value that is not of a plain type, or a float that is not finite.
+    func encodedEntry<Value: Codable & Sendable>(for value: Value, key: String) -> (Entry, DefaultsError?) {
+        do {
+            return (Entry(typed: value, json: try JSONValue(encoding: value)), nil)
+        } catch {
+            return (Entry(typed: value, json: nil), encodingFailure(key: key, error))
+        }
+    }
+
+    /// The error of a value of `key` that cannot be encoded.
+    func encodingFailure(key: String, _ error: any Error) -> DefaultsError {
+        DefaultsError(
+            .encodingFailed, path: file.path, key: key,
+            reason: "\(Self.describe(error)); the value stays in memory only, and flush() throws, until it is replaced"
+        )
+    }
+
+    // MARK: Store-wide observers
+
+    /// Registers a store-wide observer and returns its id (removed with `removeObserver(id:key: nil)`).
+    func addChangeObserver(deliver: @escaping @Sendable (ChangeRecord) -> Void, finish: (@Sendable () -> Void)? = nil) -> UInt64 {
+        lock.withLock {
+            if state.updatingThread != nil { checkNotInUpdateBody() }
+            state.nextObserverID += 1
+            state.changeObservers.append(ChangeObserver(id: state.nextObserverID, deliver: deliver, finish: finish))
+            return state.nextObserverID
+        }
+    }
+
+    /// Every value now, as one snapshot.
+    func values() -> [String: Entry] {
+        lock.withLock {
+            if state.updatingThread != nil { checkNotInUpdateBody() }
+            return state.values
+        }
+    }
+}
