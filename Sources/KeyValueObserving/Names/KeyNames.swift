@@ -43,6 +43,12 @@ enum _KeyNames {
         return fallbackName(of: key)
     }
 
+    /// The name of `key` if it has a real one (not the typed fallback).
+    static func knownName(of key: AnyKeyPath, storageOffset: Int? = nil) -> String? {
+        let name = name(of: key, storageOffset: storageOffset)
+        return name == fallbackName(of: key) && "\(key)".contains("<") ? nil : name
+    }
+
     /// The name a class that notifies its own keys gives `key`.
     private static func explicitName(of key: AnyKeyPath) -> String? {
         (type(of: key).rootType as? any _ExplicitlyNotifiedKeys.Type)?._explicitKeyName(for: key)

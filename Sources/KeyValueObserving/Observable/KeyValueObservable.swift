@@ -58,6 +58,24 @@ open class KeyValueObservable {
         [:]
     }
 
+    /// Properties that a computed key reads on purpose without being notified by them: the
+    /// deliberate omissions from `keyPathsAffecting`, which its check then does not report.
+    ///
+    /// When a dependent key is first observed, the `@Observed` properties its getter reads are compared
+    /// with what its declared inputs read; a property read but not covered makes the key stale when it
+    /// changes, and is reported through `KeyValueObservingDiagnostics` (`.incompleteDependencies`). The
+    /// check sees only the branch the getter takes at that moment: an input read only on another
+    /// branch is not caught.
+    ///
+    /// ```swift
+    /// override class var keyPathsNotAffecting: [AnyKeyPath: [AnyKeyPath]] {
+    ///     [\Car.summary: [\Car.odometer]]   // shown, but not worth a notification per metre
+    /// }
+    /// ```
+    open class var keyPathsNotAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [:]
+    }
+
     /// Names for this class's computed keys, used in logs, diagnostics, `KeyValueAnyKeyChange.keyName`
     /// and `observationInfo`.
     ///
