@@ -148,7 +148,7 @@ struct TransactionTests {
             batch[DefaultsKey("a", default: 0)] = 1
             let thread = Thread { store[DefaultsKey("other", default: 0)] = 1 }
             thread.start()
-            #expect(waitUntil { store[DefaultsKey("other", default: 0)] == 1 })
+            #expect(waitUntil { changes.current == [["other"]] })
             batch[DefaultsKey("b", default: 0)] = 1
         }
         #expect(changes.current == [["other"], ["a", "b"]])
