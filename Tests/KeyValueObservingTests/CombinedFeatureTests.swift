@@ -71,7 +71,7 @@ struct CombinedFeatureTests {
 
     @Test func chainsCanBeConsumedAsSequences() async {
         var player: MediaPlayer? = MediaPlayer()
-        let values = player!.values(for: \.currentItem, \.status)
+        let values = player!.values(for: \.currentItem?.status)
         let item = PlayerItem()
         player!.currentItem = item
         item.status = .ready

@@ -276,7 +276,7 @@ struct KeyNameTests {
         #expect(info.keys.map(\.name) == ["computed Int property of Gauge", "engine.rpm", "speed", "summary"])
         #expect(info.observerCount(for: \Gauge.speed) == 2)
         #expect(info.anyKeyObserverCount == 1)
-        #expect(info.description == "computed Int property of Gauge: 1, engine.rpm: 1, speed: 2, summary: 1; any key: 1")
+        #expect(info.description == "computed Int property of Gauge: 1, engine.rpm: 1, speed: 2, summary: 1; any key: 1; path followers: 1")
         tokens.forEach { $0.invalidate() }
         #expect(gauge.observationInfo.isEmpty)
     }

@@ -176,3 +176,24 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
         return KeyValueObservation(registry: registry, id: id)
     }
 }
+
+/// An observer that only learns that a property is about to change and has changed.
+final class _SignalObserver: _ObserverEntry, @unchecked Sendable {
+    // Invariant: immutable after init (see `_ObserverEntry`).
+    let handler: @Sendable (_ isPrior: Bool, _ valueHasChanged: Bool) -> Void
+
+    init(id: UInt64, handler: @escaping @Sendable (_ isPrior: Bool, _ valueHasChanged: Bool) -> Void) {
+        self.handler = handler
+        // `.prior`: the setter then calls `willChange` on it.
+        super.init(id: id, options: [.prior], isDirect: false)
+    }
+
+    override func willChange(_ object: AnyObject, valueHasChanged: Bool) -> Any? {
+        if isActive { handler(true, valueHasChanged) }
+        return nil
+    }
+
+    override func didChange(_ object: AnyObject, old: Any?) {
+        if isActive { handler(false, false) }
+    }
+}

@@ -484,10 +484,11 @@ final class _ObserverRegistry: @unchecked Sendable {
     /// notified manually) once each, under the key they observed, though they sit in one slot per
     /// input; the internal observers that follow dependent keys' paths through other objects do not
     /// count.
-    func observerCounts() -> (keys: [(key: AnyKeyPath, storageOffset: Int?, count: Int)], anyKey: Int) {
+    func observerCounts() -> (keys: [(key: AnyKeyPath, storageOffset: Int?, count: Int)], anyKey: Int, followers: Int) {
         mutex.lock()
         var counts: [(key: AnyKeyPath, storageOffset: Int?, count: Int)] = []
         var seen: Set<UInt64> = []
+        var followers: Set<UInt64> = []
         func count(_ key: AnyKeyPath, _ offset: Int?) {
             if let index = counts.firstIndex(where: { $0.key === key }) {
                 counts[index].count += 1
@@ -501,12 +502,14 @@ final class _ObserverRegistry: @unchecked Sendable {
                     count(slot.keyPath, slot.kind == .storage ? slot.offset : nil)
                 } else if let reading = entry as? _KeyPathObserver, seen.insert(entry.id).inserted {
                     count(reading.observedKey, nil)
+                } else if entry is _SignalObserver {
+                    followers.insert(entry.id)
                 }
             }
         }
         let anyKey = anyKeyObservers.observers.count
         mutex.unlock()
-        return (counts, anyKey)
+        return (counts, anyKey, followers.count)
     }
 
     // MARK: Registration probe
