@@ -87,6 +87,15 @@ struct CompileTimeTests {
         #expect(output.standardOutput == expected)
     }
 
+    @Test func theReadmeSharingExampleCompilesAndRunsOnTheActor() throws {
+        let readme = try String(contentsOf: SnippetCompiler.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let section = try #require(readme.components(separatedBy: "## Sharing a model across tasks").dropFirst().first)
+        let code = try #require(Self.fencedBlock("swift", in: section))
+        let output = try SnippetCompiler.compileAndRun(code)
+        #expect(output.status == 0, "\(output.standardError)")
+        #expect(output.standardOutput == "completed 1\ncompleted 2\ncompleted 3\n")
+    }
+
     @Test func theReadmeProgressExampleCompiles() throws {
         let readme = try String(contentsOf: SnippetCompiler.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
         let section = try #require(readme.components(separatedBy: "## ObservableProgress").dropFirst().first)

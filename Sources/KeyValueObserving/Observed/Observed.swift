@@ -51,12 +51,13 @@ public struct Observed<Value> {
             if let registry = object._kvoRegistry.load(ordering: .acquiring) {
                 registry._withUnsafeGuaranteedRef { registry in
                     if _slowPath(registry.probeCount.load(ordering: .relaxed) != 0) {
+                        let offset = _storageOffset(object, storageKeyPath)
                         registry.recordRead(
                             key: { wrappedKeyPath },
                             storageType: Observed<Value>.self,
                             valueType: Value.self,
                             isZeroSized: MemoryLayout<Value>.size == 0,
-                            offset: { _storageOffset(object, storageKeyPath) }
+                            offset: { offset }
                         )
                     }
                 }
