@@ -128,7 +128,7 @@ public struct KeyValueObservingDiagnostic: @unchecked Sendable, CustomStringConv
             return "\(site): \(key) on \(objectType) is computed: it reads \(inputs) but declares no dependencies, "
                 + "so changes of \(readNames.count == 1 ? "that input" : "those inputs") do not notify its observers. "
                 + "Fix: list them in `override class var keyPathsAffecting` "
-                + "([\\\(objectType).<key>: [\(readNames.map { "\\\(objectType).\($0)" }.joined(separator: ", "))]])."
+                + "([\\\(objectType).\(_KeyNames.knownName(of: keyPath) ?? "<key>"): [\(readNames.map { "\\\(objectType).\($0)" }.joined(separator: ", "))]])."
         case .dependencyCycle:
             let cycle = reads.map { "`\(Self.describe($0))`" }.joined(separator: " → ")
             return "\(site): keyPathsAffecting of \(objectType) has a dependency cycle: \(cycle). "
