@@ -110,7 +110,7 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
                 continue
             }
             guard reads.count == 1 else { return }
-            names.append(_KeyNames.name(of: reads[0].key, storageOffset: reads[0].offset))
+            names.append(_KeyNames.name(of: reads[0].key))
             isComplete = !reads[0].holdsObservableObject
         }
         if isComplete { _KeyNames.record(path, name: names.joined(separator: ".")) }

@@ -65,7 +65,7 @@ extension KeyValueObservable {
             if _slowPath(registry.probeCount.load(ordering: .relaxed) != 0) {
                 let keyPath = key()
                 registry.declareOffset(offset, for: keyPath)
-                registry.recordRead(key: { keyPath }, storageType: Value.self, valueType: Value.self, isZeroSized: false, offset: { offset })
+                registry.recordRead(key: { keyPath }, storageType: Value.self, valueType: Value.self, isZeroSized: false, storageKey: nil, storageOffset: nil)
             }
         }
     }

@@ -51,13 +51,27 @@ public struct Observed<Value> {
             if let registry = object._kvoRegistry.load(ordering: .acquiring) {
                 registry._withUnsafeGuaranteedRef { registry in
                     if _slowPath(registry.probeCount.load(ordering: .relaxed) != 0) {
-                        let offset = _storageOffset(object, storageKeyPath)
+                        // The storage names the property. In an optimised build its offset is a
+                        // constant, found with no access at all; using the storage key path as a
+                        // value there would make every set create it and check exclusivity
+                        // dynamically (15 → 113 instructions per set). In a debug build the
+                        // offset is a real modifying access, which would race with other threads'
+                        // reads of the property: there the key path's description names it
+                        // (`\Car._speed`).
+                        #if DEBUG
+                        let storageKey: AnyKeyPath? = storageKeyPath
+                        let offset: Int? = nil
+                        #else
+                        let storageKey: AnyKeyPath? = nil
+                        let offset: Int? = _storageOffset(object, storageKeyPath)
+                        #endif
                         registry.recordRead(
                             key: { wrappedKeyPath },
                             storageType: Observed<Value>.self,
                             valueType: Value.self,
                             isZeroSized: MemoryLayout<Value>.size == 0,
-                            offset: { offset }
+                            storageKey: storageKey,
+                            storageOffset: offset
                         )
                     }
                 }

@@ -84,7 +84,7 @@ enum _ObservationRoute {
             KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
                 objectType: type(of: object),
                 keyPath: keyPath,
-                reads: reads.map { ($0.key, _KeyNames.name(of: $0.key, storageOffset: $0.offset)) },
+                reads: reads.map { ($0.key, _KeyNames.name(of: $0.key)) },
                 fileID: fileID,
                 line: line
             ))
@@ -240,7 +240,7 @@ enum _ObservationRoute {
         KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
             incompleteDependenciesOf: keyPath,
             declared: inputs,
-            missing: missing.map { ($0.key, _KeyNames.name(of: $0.key, storageOffset: $0.offset)) },
+            missing: missing.map { ($0.key, _KeyNames.name(of: $0.key)) },
             objectType: objectType,
             fileID: fileID,
             line: line

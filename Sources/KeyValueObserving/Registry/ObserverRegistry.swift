@@ -104,14 +104,12 @@ final class _ObserverRegistry: @unchecked Sendable {
     }
 
     /// An `@Observed` property read during a probe: the key path its accessor received, the type of
-    /// its storage (`Observed<Value>`) and of its value, whether that is zero-sized, and the byte
-    /// offset of its storage in the object (for an explicitly notified key, the offset it declares).
+    /// its storage (`Observed<Value>`) and of its value, and whether that is zero-sized.
     struct ProbedRead {
         let key: AnyKeyPath
         let storageType: Any.Type
         let valueType: Any.Type
         let isZeroSized: Bool
-        let offset: Int
 
         /// Whether the value is an observable object (or an optional one): a path may continue
         /// through it.
@@ -538,14 +536,17 @@ final class _ObserverRegistry: @unchecked Sendable {
         storageType: Any.Type,
         valueType: Any.Type,
         isZeroSized: Bool,
-        offset: () -> Int
+        storageKey: AnyKeyPath?,
+        storageOffset: Int?
     ) {
         let key = key()
-        let read = ProbedRead(key: key, storageType: storageType, valueType: valueType, isZeroSized: isZeroSized, offset: offset())
-        if !isZeroSized, storageType != valueType {
-            // An `@Observed` property: its name is found by its storage offset (explicitly notified keys
-            // are named by their class).
-            _KeyNames.learn(key, storageOffset: read.offset)
+        let read = ProbedRead(key: key, storageType: storageType, valueType: valueType, isZeroSized: isZeroSized)
+        // An `@Observed` property is named after its storage (explicitly notified keys are named by
+        // their class).
+        if let storageKey {
+            _KeyNames.learn(key, storageKey: storageKey)
+        } else if let storageOffset, !isZeroSized {
+            _KeyNames.learn(key, storageOffset: storageOffset)
         }
         let thread = pthread_self()
         mutex.lock()
