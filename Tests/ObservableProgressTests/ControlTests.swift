@@ -1,3 +1,4 @@
+import KeyValueObserving
 import Testing
 import TestSupport
 @testable import ObservableProgress

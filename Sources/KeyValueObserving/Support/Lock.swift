@@ -115,9 +115,10 @@ package struct LockPrimitive: @unchecked Sendable {
     }
 }
 
-/// A value behind a `Lock`.
+/// A value behind a `Lock`: the package's one lock wrapper, for values shared with `@Sendable`
+/// closures or between threads (the modules, the command-line tool and the tests use it).
 @usableFromInline
-package final class _Locked<Value>: @unchecked Sendable {
+package final class Locked<Value>: @unchecked Sendable {
     // Invariant: `value` is only accessed inside `withLock`, with `lock` held.
     private let lock = Lock()
     private var value: Value
@@ -127,8 +128,19 @@ package final class _Locked<Value>: @unchecked Sendable {
         self.value = value
     }
 
+    /// Runs `body` on the value with the lock held. `body` must not take the lock again.
     @usableFromInline
     package func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
         try lock.withLock { try body(&value) }
     }
+
+    /// The value now (a copy, read under the lock).
+    package var current: Value {
+        withLock { $0 }
+    }
 }
+
+/// The old name of `Locked`, kept only for `KeyValueObservable+Chains.swift`, which is being
+/// rewritten on another branch: remove it when that file says `Locked`.
+@usableFromInline
+package typealias _Locked<Value> = Locked<Value>
