@@ -28,15 +28,15 @@ extension ObservableProgress {
         set { setHint(.isPausable, \.pausable, to: newValue) }
     }
 
-    private func hint(_ key: _ProgressKey, _ storage: ReferenceWritableKeyPath<ObservableProgress, Bool>) -> Bool {
+    private func hint(_ key: _ProgressKey, _ storage: WritableKeyPath<_ProgressState, Bool>) -> Bool {
         reportRead(key, Bool.self)
         return withLock { $0[keyPath: storage] }
     }
 
-    private func setHint(_ key: _ProgressKey, _ storage: ReferenceWritableKeyPath<ObservableProgress, Bool>, to newValue: Bool) {
-        let old = withLock { progress in
-            defer { progress[keyPath: storage] = newValue }
-            return progress[keyPath: storage]
+    private func setHint(_ key: _ProgressKey, _ storage: WritableKeyPath<_ProgressState, Bool>, to newValue: Bool) {
+        let old = withLock { state in
+            defer { state[keyPath: storage] = newValue }
+            return state[keyPath: storage]
         }
         notify(key, from: old, to: newValue)
     }
@@ -47,18 +47,9 @@ extension ObservableProgress {
     ///
     /// - Complexity: O(size of the subtree).
     public func cancel() {
-        lock.lock()
-        guard !cancelled else {
-            lock.unlock()
-            return
-        }
-        cancelled = true
-        let run = handlers.cancellation
-        handlers.cancellation = []
-        let subtree = liveChildren()
-        lock.unlock()
+        guard let (handlers, subtree) = withLock({ $0.cancel() }) else { return }
         notify(.isCancelled, from: false, to: true)
-        for handler in run { handler() }
+        for handler in handlers { handler() }
         for child in subtree { child.cancel() }
     }
 
@@ -82,24 +73,12 @@ extension ObservableProgress {
     /// generation, so when two threads pause and resume the parent at once, a child ends in the
     /// state of the latest of the two, whatever order the pushes arrive in.
     func setPaused(_ value: Bool, parentGeneration: UInt64?) {
-        lock.lock()
-        if let parentGeneration {
-            guard parentGeneration > appliedParentPauseGeneration else {
-                lock.unlock()
-                return
-            }
-            appliedParentPauseGeneration = parentGeneration
+        guard let (changed, handlers, generation, subtree) = withLock({ $0.setPaused(value, parentGeneration: parentGeneration) }) else {
+            return
         }
-        let changed = paused != value
-        paused = value
-        pauseGeneration &+= 1
-        let generation = pauseGeneration
-        let run = changed ? (value ? handlers.pausing : handlers.resuming) : []
-        let subtree = liveChildren()
-        lock.unlock()
         if changed {
             notify(.isPaused, from: !value, to: value)
-            for handler in run { handler() }
+            for handler in handlers { handler() }
         }
         for child in subtree { child.setPaused(value, parentGeneration: generation) }
     }
@@ -108,10 +87,10 @@ extension ObservableProgress {
     /// this thread, if it already is. Each handler runs once. Unlike Foundation's single
     /// `cancellationHandler`, handlers accumulate: a second caller does not replace the first.
     public func onCancel(_ handler: @escaping @Sendable () -> Void) {
-        lock.lock()
-        let runNow = cancelled
-        if !runNow { handlers.cancellation.append(handler) }
-        lock.unlock()
+        let runNow = withLock { state in
+            if !state.cancelled { state.handlers.cancellation.append(handler) }
+            return state.cancelled
+        }
         if runNow { handler() }
     }
 
@@ -119,22 +98,13 @@ extension ObservableProgress {
     /// thread. Unlike `onCancel`, it does not run at once if the progress is paused already:
     /// pausing is not final, and the handler waits for the next pause.
     public func onPause(_ handler: @escaping @Sendable () -> Void) {
-        lock.lock()
-        handlers.pausing.append(handler)
-        lock.unlock()
+        withLock { $0.handlers.pausing.append(handler) }
     }
 
     /// Adds a handler to run each time the progress goes from paused to running, on the resuming
     /// thread.
     public func onResume(_ handler: @escaping @Sendable () -> Void) {
-        lock.lock()
-        handlers.resuming.append(handler)
-        lock.unlock()
-    }
-
-    /// The children still alive, retained; with the lock held.
-    private func liveChildren() -> [ObservableProgress] {
-        children.values.compactMap(\.node)
+        withLock { $0.handlers.resuming.append(handler) }
     }
 }
 
@@ -143,4 +113,10 @@ struct _ControlHandlers {
     var cancellation: [@Sendable () -> Void] = []
     var pausing: [@Sendable () -> Void] = []
     var resuming: [@Sendable () -> Void] = []
+
+    /// The cancellation handlers, which run once: taken out.
+    mutating func takeCancellation() -> [@Sendable () -> Void] {
+        defer { cancellation = [] }
+        return cancellation
+    }
 }
