@@ -138,7 +138,7 @@ struct _ProgressState {
         let changed = paused != value
         paused = value
         pauseGeneration &+= 1
-        let run = changed ? (value ? handlers.pausing : handlers.resuming) : []
+        let run = changed ? handlers.handlers(pausing: value) : []
         return (changed, run, pauseGeneration, children.live)
     }
 }
