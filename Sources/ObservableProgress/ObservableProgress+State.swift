@@ -46,10 +46,10 @@ struct _ProgressState {
     var pausable = false
     var handlers = _ControlHandlers()
 
-    init(totalUnitCount: Int64) {
+    init(totalUnitCount: Int64, now: UInt64) {
         counts = _ProgressCounts(total: totalUnitCount, completed: 0)
         values = counts.values
-        rate = _ProgressRate(fraction: 0, now: _coarseNanoseconds())
+        rate = _ProgressRate(fraction: 0, now: now)
     }
 
     // MARK: Units
@@ -59,9 +59,10 @@ struct _ProgressState {
     @inline(__always)
     mutating func update(
         _ mutate: (inout _ProgressCounts) -> Void,
+        clock: _ProgressClock,
         message: inout _ChildMessage
     ) -> (before: _ProgressValues, after: _ProgressValues, mustTell: Bool) {
-        let now = rate.time()
+        let now = rate.time(clock)
         let before = values
         mutate(&counts)
         let after = counts.values

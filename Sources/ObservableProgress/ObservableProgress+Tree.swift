@@ -34,12 +34,13 @@ extension ObservableProgress {
         }
         // 3. The child starts reporting, with its current state.
         var message = _ChildMessage(to: self)
+        let now = child.clock.now()
         let mustTell = child.withLock { state in
             state.parentReference = Unmanaged.passUnretained(self)
             state.recordInParent = record
             state.recordReference = Unmanaged.passUnretained(record)
             state.pendingUnitCountInParent = pendingUnitCount
-            return state.fillMessage(&message, after: state.values, changedFrom: nil, force: true, now: _coarseNanoseconds())
+            return state.fillMessage(&message, after: state.values, changedFrom: nil, force: true, now: now)
         }
         if mustTell { deliver(&message) }
         if inheritsCancel { child.cancel() }
@@ -51,7 +52,7 @@ extension ObservableProgress {
     func update(_ mutate: (inout _ProgressCounts) -> Void) {
         var message = _ChildMessage(to: self)
         lock.lock()
-        let (before, after, mustTell) = state.update(mutate, message: &message)
+        let (before, after, mustTell) = state.update(mutate, clock: clock, message: &message)
         lock.unlock()
         notifyObservers(from: before, to: after)
         if mustTell { deliver(&message) }

@@ -42,11 +42,21 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
     // checks are redundant (`@exclusivity(unchecked)`).
     let lock = LockPrimitive()
     @exclusivity(unchecked) var state: _ProgressState
+    /// Where the node reads the time (for its throughput and time remaining). Immutable.
+    let clock: _ProgressClock
 
     /// A progress that tracks `totalUnitCount` units of work. A total below zero, or a total and a
     /// completed count of zero, make it indeterminate.
     public init(totalUnitCount: Int64) {
-        state = _ProgressState(totalUnitCount: totalUnitCount)
+        clock = _ProgressClock()
+        state = _ProgressState(totalUnitCount: totalUnitCount, now: clock.now())
+        super.init()
+    }
+
+    /// A progress that reads the time from `clock` (a manual clock in tests).
+    package init(totalUnitCount: Int64, clock: _ProgressClock) {
+        self.clock = clock
+        state = _ProgressState(totalUnitCount: totalUnitCount, now: clock.now())
         super.init()
     }
 
