@@ -38,7 +38,7 @@ let package = Package(
         .testTarget(
             name: "ObservableDefaultsTests",
             // kvo-defaults is a dependency so that SwiftPM builds it: the tests run it as the other process.
-            dependencies: ["KeyValueObserving", "ObservableDefaults", "kvo-defaults"]
+            dependencies: ["KeyValueObserving", "ObservableDefaults", "kvo-defaults", "TestSupport"]
         ),
     ],
     swiftLanguageModes: [.v6]

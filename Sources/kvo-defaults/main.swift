@@ -58,24 +58,12 @@ let usage = """
     """
 
 func printError(_ message: String) {
-    var line = "kvo-defaults: \(message)\n"
-    line.withUTF8 { bytes in _ = write(2, bytes.baseAddress, bytes.count) }
+    writeLineToStandardError("kvo-defaults: \(message)")
 }
 
 /// Writes `text` and a newline to standard output at once (unbuffered: one line per change).
 func printLine(_ text: String) {
-    var line = text + "\n"
-    line.withUTF8 { bytes in
-        var offset = 0
-        while offset < bytes.count {
-            let count = write(1, bytes.baseAddress! + offset, bytes.count - offset)
-            if count <= 0 {
-                if count < 0, errno == EINTR { continue }
-                exit(1)
-            }
-            offset += count
-        }
-    }
+    if !writeLine(text, toDescriptor: 1) { exit(1) }
 }
 
 func fail(_ message: String) -> Never {
@@ -171,40 +159,29 @@ func expectArguments(_ range: ClosedRange<Int>, _ names: String) {
     }
 }
 
-/// The store, with problems (corrupt file, unreadable directory) made fatal for commands that
+/// The problems the store reported (corrupt file, unreadable directory), made fatal for commands that
 /// would otherwise act on an incomplete view of the file.
-final class Problems: @unchecked Sendable {
-    // Invariant: `errors` is only accessed with `lock` held.
-    private let lock = Lock()
-    private var errors: [DefaultsError] = []
+let problems = Locked<[DefaultsError]>([])
 
-    func append(_ error: DefaultsError) {
-        lock.withLock { errors.append(error) }
-    }
-
-    var first: DefaultsError? {
-        lock.withLock { errors.first }
-    }
-
+extension Locked<[DefaultsError]> {
     /// The problems reported so far, which are forgotten.
     func take() -> [DefaultsError] {
-        lock.withLock {
+        withLock { errors in
             defer { errors = [] }
             return errors
         }
     }
 }
 
-let problems = Problems()
 let isWatching = command == "watch"
 let store = DefaultsStore(fileURL: fileURL) { error in
     if isWatching {
         // Keep watching: the next good version of the file will be reported.
         printError(error.description)
         // Except that there is no good version of a FIFO or a device (checked before watching).
-        if error.kind == .unsupportedFile { problems.append(error) }
+        if error.kind == .unsupportedFile { problems.withLock { $0.append(error) } }
     } else {
-        problems.append(error)
+        problems.withLock { $0.append(error) }
     }
 }
 let path = store.fileURL.path
@@ -298,7 +275,7 @@ case "delete":
 case "watch":
     expectArguments(0...1, "at most a KEY")
     // Printed already.
-    if problems.first != nil { exit(1) }
+    if !problems.current.isEmpty { exit(1) }
     let withTimestamps = timestamps
     let token = store.observeJSON(key: positional.first) { key, old, new, _ in
         var line = "\(key): \(old?.compactText ?? "(absent)") -> \(new?.compactText ?? "(absent)")"

@@ -1,4 +1,5 @@
 import Foundation
+import KeyValueObserving
 import Testing
 
 /// `kvo-bench compare` and `kvo-bench gate`, run as the built executable next to this test binary

@@ -2,38 +2,13 @@ import Foundation
 import KeyValueObserving
 @testable import ObservableDefaults
 import Testing
+import TestSupport
 
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-
-/// A value shared with `@Sendable` handlers, guarded by the package's pthread lock (which the thread
-/// sanitizer understands, unlike `Synchronization.Mutex` on Linux).
-final class Locked<Value>: @unchecked Sendable {
-    // Invariant: `value` is only accessed with `lock` held.
-    private let lock = Lock()
-    private var value: Value
-
-    init(_ value: Value) {
-        self.value = value
-    }
-
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        try lock.withLock { try body(&value) }
-    }
-
-    var current: Value {
-        withLock { $0 }
-    }
-}
-
-extension Locked where Value: RangeReplaceableCollection {
-    func append(_ element: Value.Element) {
-        withLock { $0.append(element) }
-    }
-}
 
 /// A fresh directory under the system's temporary directory, removed when the value is deallocated.
 final class TemporaryDirectory: Sendable {

@@ -1,11 +1,3 @@
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
-
 /// Where diagnostics go. By default each distinct diagnostic (per type and key, however many call
 /// sites register it) is printed once to standard error, naming the first call site; install a handler to collect them instead, globally or for the duration
 /// of a closure (tests use the latter).
@@ -51,8 +43,7 @@ public enum KeyValueObservingDiagnostics {
         if let handler {
             handler(diagnostic)
         } else if isFirst {
-            var line = "KeyValueObserving: \(diagnostic.message)\n"
-            line.withUTF8 { bytes in _ = write(2, bytes.baseAddress, bytes.count) }
+            writeLineToStandardError("KeyValueObserving: \(diagnostic.message)")
         }
     }
 }

@@ -180,7 +180,7 @@ struct _Registration {
             slots.forEach(add)
         }
         // Announcements nest per thread, like `willChangeValue`/`didChangeValue`.
-        let pending = _Locked<[(thread: pthread_t, old: Any?)]>([])
+        let pending = Locked<[(thread: pthread_t, old: Any?)]>([])
         let paths = _DependencyPaths(
             root: object,
             paths: route.paths,

@@ -140,7 +140,7 @@ func _readingObserver<Root: AnyObject, Value>(
     let wantsNew = options.contains(.new)
     // The value computed last, for changes notified after the fact (see `willChange`); kept only
     // when an old value can be asked for.
-    let last: _Locked<Value?>? = wantsOld || wantsPrior ? _Locked(initialValue()) : nil
+    let last: Locked<Value?>? = wantsOld || wantsPrior ? Locked(initialValue()) : nil
     let entry = _KeyPathObserver(
         id: id,
         options: options,

@@ -453,8 +453,7 @@ final class DefaultsStorage: @unchecked Sendable {
     }
 
     static func printToStandardError(_ error: DefaultsError) {
-        var line = "ObservableDefaults: \(error)\n"
-        line.withUTF8 { bytes in _ = systemWrite(2, bytes.baseAddress, bytes.count) }
+        writeLineToStandardError("ObservableDefaults: \(error)")
     }
 
     static func describe(_ error: any Error) -> String {
