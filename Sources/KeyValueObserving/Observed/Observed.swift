@@ -99,10 +99,9 @@ public struct Observed<Value> {
         let storage = UnsafeMutableRawPointer(Unmanaged.passUnretained(object).toOpaque())
             .advanced(by: storageOffset)
             .assumingMemoryBound(to: Observed<Value>.self)
-        if _slowPath(registry._withUnsafeGuaranteedRef {
-            $0.hasAnyKeyObservers.load(ordering: .acquiring) || $0.hasBatches.load(ordering: .acquiring)
-                || $0.hasSilencedThreads.load(ordering: .acquiring)
-        }) {
+        // One load for every reason to take the slow path: observers of every key, an open batch, a
+        // silenced setter (`_SlowPath`).
+        if _slowPath(registry._withUnsafeGuaranteedRef { $0.slowPathFlags.load(ordering: .acquiring) != 0 }) {
             _setNotifyingAnyKey(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key(), registry: registry)
             return
         }
