@@ -3,18 +3,6 @@ import Synchronization
 // Finding the observers of a set: by storage offset, learning offsets lazily.
 
 extension _ObserverRegistry.State {
-    /// The observers of the property stored at `offset`, and whether `offset` is still to be learned.
-    func storageSnapshot(at offset: Int) -> (snapshot: _ObserverSnapshot?, needsLearning: Bool) {
-        var needsLearning = false
-        // By index, reading only the fields needed: copying a slot would retain its key and snapshot.
-        for index in slots.indices where slots[index].kind == .storage {
-            let slotOffset = slots[index].offset
-            if slotOffset == offset { return (slots[index].snapshot, false) }
-            needsLearning = needsLearning || slotOffset == nil
-        }
-        return (nil, needsLearning && !learnedOffsets.contains { $0.offset == offset })
-    }
-
     /// Records that `key` is stored at `offset`.
     mutating func recordOffset(_ offset: Int, for key: AnyKeyPath) {
         if !learnedOffsets.contains(where: { $0.offset == offset }) {
@@ -56,9 +44,22 @@ extension _ObserverRegistry {
     @usableFromInline
     func snapshot(forStorageAt offset: Int, key: () -> AnyKeyPath) -> _ObserverSnapshot? {
         mutex.lock()
-        let (snapshot, needsLearning) = state.storageSnapshot(at: offset)
+        var needsLearning = false
+        // Here rather than in a method of `State`, which would copy the state (retaining every field)
+        // on this path. By index, reading only the fields needed: copying a slot would retain its
+        // key and snapshot.
+        for index in state.slots.indices where state.slots[index].kind == .storage {
+            let slotOffset = state.slots[index].offset
+            if slotOffset == offset {
+                let snapshot = state.slots[index].snapshot
+                mutex.unlock()
+                return snapshot
+            }
+            needsLearning = needsLearning || slotOffset == nil
+        }
+        needsLearning = needsLearning && !state.learnedOffsets.contains { $0.offset == offset }
         mutex.unlock()
-        guard needsLearning else { return snapshot }
+        guard needsLearning else { return nil }
         let key = key()
         return withState { $0.learn(offset: offset, key: key) }
     }
