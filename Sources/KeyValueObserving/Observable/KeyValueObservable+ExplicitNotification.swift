@@ -35,7 +35,7 @@ extension KeyValueObservable {
     ) {
         guard let registry = _kvoRegistry.load(ordering: .acquiring) else { return }
         registry._withUnsafeGuaranteedRef { registry in
-            let anyKey = registry.hasAnyKeyObservers.load(ordering: .acquiring) ? registry.anyKeySnapshot() : nil
+            let anyKey = registry.hasAnyKeyObservers ? registry.anyKeySnapshot() : nil
             let snapshot: _ObserverSnapshot? = registry.mayHaveObservers(atOffset: offset)
                 ? registry.snapshot(forStorageAt: offset, key: key)
                 : nil

@@ -1,11 +1,3 @@
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
-
 extension KeyValueObservableProtocol where Self: KeyValueObservable {
     /// Announces that the value of `keyPath` is about to change, for state the `@Observed` wrapper
     /// cannot see (a dictionary, a C buffer, another object), or for keys whose automatic
@@ -33,7 +25,6 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         registry.anyKeySnapshot()?.willChange(self, keyPath)
         let pending = snapshots.map { $0.willChange(on: self, oldValue: oldValue) }
         registry.pushPendingChange(_ObserverRegistry.PendingChange(
-            thread: pthread_self(),
             keyPath: keyPath,
             fileID: fileID,
             line: line,

@@ -16,7 +16,9 @@ import Synchronization
 /// that reads the object sees the new state.
 ///
 /// Until an object's first registration, a set costs one load and one test more than a plain stored
-/// property; after it, a set of a property that has no observers also reads an atomic mask.
+/// property. After it, a set also reads one atomic word of slow-path flags (observers of every key,
+/// an open batch, a to-many mutation in progress) and, when none is set, an atomic mask of the
+/// observed storage offsets: a set of a property that has no observers stops there, without a lock.
 ///
 /// The wrapper only works inside a `KeyValueObservable` subclass: it reaches its enclosing instance
 /// through `static subscript(_enclosingInstance:wrapped:storage:)`, and the wrapped key path is the
@@ -113,10 +115,9 @@ public struct Observed<Value> {
         let storage = UnsafeMutableRawPointer(Unmanaged.passUnretained(object).toOpaque())
             .advanced(by: storageOffset)
             .assumingMemoryBound(to: Observed<Value>.self)
-        if _slowPath(registry._withUnsafeGuaranteedRef {
-            $0.hasAnyKeyObservers.load(ordering: .acquiring) || $0.hasBatches.load(ordering: .acquiring)
-                || $0.hasSilencedThreads.load(ordering: .acquiring)
-        }) {
+        // One load for every reason to take the slow path: observers of every key, an open batch, a
+        // silenced setter (`_SlowPath`).
+        if _slowPath(registry._withUnsafeGuaranteedRef { $0.slowPathFlags.load(ordering: .acquiring) != 0 }) {
             _setNotifyingAnyKey(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key(), registry: registry)
             return
         }
