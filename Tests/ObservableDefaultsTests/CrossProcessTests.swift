@@ -9,7 +9,7 @@ import Glibc
 import Darwin
 #endif
 
-@Suite("Across processes")
+@Suite("Across processes", .tags(.processes))
 struct CrossProcessTests {
     let directory = TemporaryDirectory()
 

@@ -8,7 +8,7 @@ import Glibc
 import Darwin
 #endif
 
-@Suite("Bounded resources")
+@Suite("Bounded resources", .tags(.processes))
 struct ResourceTests {
     let directory = TemporaryDirectory()
 

@@ -24,7 +24,7 @@ private func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) 
     group.wait()
 }
 
-@Suite("Atomic updates")
+@Suite("Atomic updates", .tags(.processes))
 struct UpdateTests {
     let directory = TemporaryDirectory()
 
