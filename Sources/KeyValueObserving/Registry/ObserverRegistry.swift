@@ -353,7 +353,7 @@ final class _ObserverRegistry: @unchecked Sendable {
         withExtendedLifetime((gone, goneAnyKey)) {}
         for (_, handler) in finishing { handler() }
         for change in unfinished {
-            KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
+            KeyValueObservingDiagnosticCenter.report(KeyValueObservingDiagnostic(
                 kind: .unbalancedChangeNotification,
                 objectType: KeyValueObservable.self,
                 keyPath: change.keyPath,
