@@ -35,10 +35,18 @@ let package = Package(
             name: "ObservableProgressTests",
             dependencies: ["ObservableProgress", "KeyValueObserving", "TestSupport"]
         ),
+        // The other process of the defaults tests, for the loads kvo-defaults does not offer its users
+        // (many writes, many concurrent updates, many stores).
+        .executableTarget(
+            name: "DefaultsTestTool",
+            dependencies: ["KeyValueObserving", "ObservableDefaults"],
+            path: "Tests/DefaultsTestTool"
+        ),
         .testTarget(
             name: "ObservableDefaultsTests",
-            // kvo-defaults is a dependency so that SwiftPM builds it: the tests run it as the other process.
-            dependencies: ["KeyValueObserving", "ObservableDefaults", "kvo-defaults", "TestSupport"]
+            // The executables are dependencies so that SwiftPM builds them: the tests run them as the
+            // other process.
+            dependencies: ["KeyValueObserving", "ObservableDefaults", "kvo-defaults", "DefaultsTestTool", "TestSupport"]
         ),
     ],
     swiftLanguageModes: [.v6]

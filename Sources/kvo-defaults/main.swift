@@ -132,7 +132,7 @@ if command == "help" {
     printLine(usage)
     exit(0)
 }
-let commands = ["read", "write", "delete", "watch", "update", "write-many", "update-many", "resources"]
+let commands = ["read", "write", "delete", "watch", "update"]
 guard commands.contains(command) else { usageError("unknown command '\(command)'") }
 if timestamps, command != "watch" { usageError("'--timestamps' only applies to 'watch'") }
 if timeout != nil, command != "write", command != "delete" { usageError("'--timeout' only applies to 'write' and 'delete'") }
@@ -293,43 +293,6 @@ case "watch":
     signal(SIGINT) { _ in _exit(128 + SIGINT) }
     signal(SIGTERM) { _ in _exit(128 + SIGTERM) }
     withExtendedLifetime(token) { dispatchMain() }
-
-case "write-many":
-    // Hidden, for tests and benchmarks: write-many (SUITE | --file PATH) PREFIX COUNT [FLUSH-EVERY]
-    // sets PREFIX-0 … PREFIX-(COUNT-1) to 0 … COUNT-1, flushing every FLUSH-EVERY sets (default 1).
-    expectArguments(2...3, "a PREFIX and a COUNT")
-    guard let count = Int(positional[1]), count >= 0 else { usageError("COUNT must be a non-negative integer") }
-    let flushEvery = positional.count > 2 ? Int(positional[2]) ?? 0 : 1
-    guard flushEvery > 0 else { usageError("FLUSH-EVERY must be a positive integer") }
-    failOnProblems()
-    for index in 0..<count {
-        store.setJSONValue(.number(String(index)), forKey: "\(positional[0])-\(index)")
-        if (index + 1) % flushEvery == 0 { flushOrFail() }
-    }
-    flushOrFail()
-
-case "update-many":
-    // Hidden, for tests and the stress run: update-many (SUITE | --file PATH) KEY COUNT THREADS
-    // adds 1 to KEY COUNT times in each of THREADS threads, each time with an atomic update.
-    expectArguments(3...3, "a KEY, a COUNT and a number of THREADS")
-    guard let count = Int(positional[1]), count >= 0, let threads = Int(positional[2]), threads > 0 else {
-        usageError("COUNT and THREADS must be a non-negative and a positive integer")
-    }
-    failOnProblems()
-    do {
-        try incrementConcurrently(store, key: positional[0], count: count, threads: threads)
-    } catch let error as CommandError {
-        fail(error.message)
-    } catch {
-        fail("\(error)")
-    }
-
-case "resources":
-    // Hidden, for tests and the report: resources (SUITE | --file PATH) COUNT [polling] opens
-    // COUNT stores on PATH-0.json …, writes each, and prints the threads and descriptors used.
-    expectArguments(1...2, "a COUNT")
-    guard let count = Int(positional[0]), count >= 0 else { usageError("COUNT must be a non-negative integer") }
-    printLine(measureResources(prefix: path, count: count, polling: positional.count > 1 && positional[1] == "polling"))
 
 default:
     usageError("unknown command '\(command)'")

@@ -6,7 +6,7 @@ import Testing
 /// (`swift build --build-tests` builds it), on results files and thresholds written by the tests. The
 /// gate runs a stand-in for valgrind that reports a chosen instruction count, so its verdicts are
 /// tested without valgrind and without timing anything.
-@Suite("kvo-bench compare and gate", .enabled(if: SnippetCompiler.isSupported))
+@Suite("kvo-bench compare and gate", .enabled(if: SnippetCompiler.isSupported), .tags(.processes))
 struct BenchmarkToolTests {
     struct Run {
         let status: Int32

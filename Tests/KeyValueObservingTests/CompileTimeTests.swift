@@ -3,7 +3,7 @@ import Testing
 
 /// What the compiler accepts and rejects in client code, and the README's quick start, compiled as a
 /// real client of the module and run.
-@Suite("Client code: compile errors, README quick start, standard error", .enabled(if: SnippetCompiler.isSupported))
+@Suite("Client code: compile errors, README quick start, standard error", .enabled(if: SnippetCompiler.isSupported), .tags(.processes))
 struct CompileTimeTests {
     private static let model = """
         import KeyValueObserving

@@ -46,7 +46,7 @@ final class Roadster: KeyValueObservable, @unchecked Sendable {
 struct FidelityTests {
     private func diagnostics(_ body: () -> Void) -> [KeyValueObservingDiagnostic] {
         let collected = Locked<[KeyValueObservingDiagnostic]>([])
-        KeyValueObservingDiagnostics.withHandler({ collected.append($0) }, operation: body)
+        KeyValueObservingDiagnosticCenter.withHandler({ collected.append($0) }, operation: body)
         return collected.current
     }
 
@@ -320,7 +320,7 @@ final class PathDashboard: KeyValueObservable, @unchecked Sendable {
 struct DependencyCheckTests {
     private func diagnostics(_ body: () -> Void) -> [KeyValueObservingDiagnostic] {
         let collected = Locked<[KeyValueObservingDiagnostic]>([])
-        KeyValueObservingDiagnostics.withHandler({ collected.append($0) }, operation: body)
+        KeyValueObservingDiagnosticCenter.withHandler({ collected.append($0) }, operation: body)
         return collected.current
     }
 

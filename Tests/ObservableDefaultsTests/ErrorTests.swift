@@ -249,7 +249,7 @@ struct ErrorTests {
     /// (EFBIG, as ENOSPC would; no lower limit, which the thread sanitizer's runtime does not survive).
     /// The copy aside of a 4 MiB broken file is created, written in part, and must not be left behind,
     /// neither by the write nor by the exit's flush that tries again.
-    @Test func aCopyAsideThatCannotBeWrittenLeavesNothingBehind() throws {
+    @Test(.tags(.processes)) func aCopyAsideThatCannotBeWrittenLeavesNothingBehind() throws {
         let url = directory.file("s.json")
         try #"{"a": 1}"#.write(to: url, atomically: true, encoding: .utf8)
         // The tool finds the file good, waits for the lock the test holds, and finds it broken then.

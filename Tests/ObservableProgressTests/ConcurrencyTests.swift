@@ -3,7 +3,7 @@ import Testing
 import TestSupport
 @testable import ObservableProgress
 
-@Suite("Progress under concurrent updates")
+@Suite("Progress under concurrent updates", .tags(.stress))
 struct ConcurrencyTests {
     @Test func concurrentIncrementsAreNeverLost() {
         let progress = ObservableProgress(totalUnitCount: 800_000)

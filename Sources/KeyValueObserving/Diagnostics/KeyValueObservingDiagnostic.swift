@@ -1,7 +1,7 @@
 /// A mistake that Foundation's KVO makes silently, found at registration or at a manual
 /// notification.
 ///
-/// Delivered to `KeyValueObservingDiagnostics`; by default printed once to standard error.
+/// Delivered to `KeyValueObservingDiagnosticCenter`; by default printed once to standard error.
 public struct KeyValueObservingDiagnostic: @unchecked Sendable, CustomStringConvertible {
     // Invariant: every stored property is immutable; key-path objects are immutable and safe to share.
 

@@ -33,8 +33,8 @@ extension KeyValueObservable {
 
     /// Whether this object has allocated its observer registry (it does so on the first registration
     /// and keeps it until it is deallocated). Until then an instance costs one pointer more than an
-    /// empty class.
-    public var hasObserverRegistry: Bool {
+    /// empty class. A hook for the tests of that claim, not API.
+    package var hasObserverRegistry: Bool {
         _existingRegistry != nil
     }
 }

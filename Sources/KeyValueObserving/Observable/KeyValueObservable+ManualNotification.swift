@@ -39,10 +39,10 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     ///
     /// A call without a matching `willChangeValue(for:)` on this thread, or one that does not close
     /// the innermost pending key, notifies nobody and is reported through
-    /// `KeyValueObservingDiagnostics`.
+    /// `KeyValueObservingDiagnosticCenter`.
     public func didChangeValue<Value>(for keyPath: KeyPath<Self, Value>, fileID: String = #fileID, line: UInt = #line) {
         guard let registry = _existingRegistry, let change = registry.innermostPendingChange() else {
-            KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
+            KeyValueObservingDiagnosticCenter.report(KeyValueObservingDiagnostic(
                 kind: .unbalancedChangeNotification,
                 objectType: type(of: self),
                 keyPath: keyPath,
@@ -54,7 +54,7 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
             return
         }
         guard _sameKey(change.keyPath, keyPath) else {
-            KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
+            KeyValueObservingDiagnosticCenter.report(KeyValueObservingDiagnostic(
                 kind: .unbalancedChangeNotification,
                 objectType: type(of: self),
                 keyPath: keyPath,

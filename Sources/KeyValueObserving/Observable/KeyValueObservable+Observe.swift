@@ -31,7 +31,7 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     /// ever set on the main actor, use `MainActor.assumeIsolated`.
     ///
     /// A key that can never notify (not `@Observed` and reading no `@Observed` property) or a
-    /// computed key is reported through `KeyValueObservingDiagnostics`: Foundation's KVO accepts such
+    /// computed key is reported through `KeyValueObservingDiagnosticCenter`: Foundation's KVO accepts such
     /// registrations silently.
     ///
     /// - Parameters:

@@ -23,7 +23,7 @@ enum _ObservationRoute {
 
     /// Finds which `@Observed` property (if any) notifies observers of `keyPath`, by reading the value
     /// once while the `@Observed` getters of the object report what they are asked for, and reports a
-    /// key that can never notify through `KeyValueObservingDiagnostics`.
+    /// key that can never notify through `KeyValueObservingDiagnosticCenter`.
     ///
     /// The probe reads the property, like `.initial` does: register where reading it is safe.
     static func find<Root: KeyValueObservable, Value>(
@@ -81,7 +81,7 @@ enum _ObservationRoute {
         // A key the class declares it notifies itself (`automaticallyNotifiesObservers(for:)` returns
         // false) is no mistake.
         if type(of: object).automaticallyNotifiesObservers(for: keyPath) {
-            KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
+            KeyValueObservingDiagnosticCenter.report(KeyValueObservingDiagnostic(
                 objectType: type(of: object),
                 keyPath: keyPath,
                 reads: reads.map { ($0.key, _KeyNames.name(of: $0.key)) },
@@ -126,7 +126,7 @@ enum _ObservationRoute {
         }
         func expand(_ key: AnyKeyPath, path: [AnyKeyPath]) {
             if let cycleStart = path.firstIndex(of: key) {
-                KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
+                KeyValueObservingDiagnosticCenter.report(KeyValueObservingDiagnostic(
                     dependencyCycle: Array(path[cycleStart...]) + [key],
                     objectType: type(of: object),
                     fileID: fileID,
@@ -164,7 +164,7 @@ enum _ObservationRoute {
                 return
             }
             if reads.isEmpty, type(of: object).automaticallyNotifiesObservers(for: key) {
-                KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
+                KeyValueObservingDiagnosticCenter.report(KeyValueObservingDiagnostic(
                     objectType: type(of: object),
                     keyPath: key,
                     reads: [],
@@ -209,7 +209,7 @@ enum _ObservationRoute {
         let inputs = dependencyInputs(of: keyPath, in: table, object: object)
         let keyRoot = type(of: keyPath).rootType
         for input in inputs where !isRelated(type(of: input).rootType, keyRoot) {
-            KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
+            KeyValueObservingDiagnosticCenter.report(KeyValueObservingDiagnostic(
                 kind: .invalidDependency,
                 objectType: objectType,
                 keyPath: keyPath,
@@ -237,7 +237,7 @@ enum _ObservationRoute {
                 && !excluded.contains { _sameKey($0, read.key) || isInherited(read.key, by: $0) }
         }
         guard !missing.isEmpty else { return }
-        KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
+        KeyValueObservingDiagnosticCenter.report(KeyValueObservingDiagnostic(
             incompleteDependenciesOf: keyPath,
             declared: inputs,
             missing: missing.map { ($0.key, _KeyNames.name(of: $0.key)) },

@@ -37,7 +37,7 @@ extension _ObserverRegistry {
         withExtendedLifetime((torn.slots, torn.anyKey)) {}
         for (_, handler) in torn.deinitHandlers { handler() }
         for change in torn.unfinishedChanges {
-            KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
+            KeyValueObservingDiagnosticCenter.report(KeyValueObservingDiagnostic(
                 kind: .unbalancedChangeNotification,
                 objectType: KeyValueObservable.self,
                 keyPath: change.keyPath,
