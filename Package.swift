@@ -36,6 +36,11 @@ let package = Package(
             dependencies: ["ObservableProgress", "KeyValueObserving", "TestSupport"]
         ),
         .testTarget(
+            name: "BenchmarkToolTests",
+            // kvo-bench is a dependency so that SwiftPM builds it: the tests run it.
+            dependencies: ["kvo-bench", "TestSupport"]
+        ),
+        .testTarget(
             name: "ObservableDefaultsTests",
             // kvo-defaults is a dependency so that SwiftPM builds it: the tests run it as the other process.
             dependencies: ["KeyValueObserving", "ObservableDefaults", "kvo-defaults"]
