@@ -217,7 +217,12 @@ enum DefaultsLatency {
             return (nil, "skipped: cannot start \(currentExecutable()) \(watchCommand): \(error)")
         }
         defer {
-            if watcher.isRunning { kill(watcher.processIdentifier, SIGTERM) }
+            // Ending the lifeline ends the watcher; a signal could not (a test runner's children
+            // inherit it blocked). SIGKILL only if it did not exit.
+            try? lifeline.fileHandleForWriting.close()
+            let deadline = monotonicNanoseconds() + 5_000_000_000
+            while watcher.isRunning, monotonicNanoseconds() < deadline { usleep(1_000) }
+            if watcher.isRunning { kill(watcher.processIdentifier, SIGKILL) }
             watcher.waitUntilExit()
             try? output.close()
         }
