@@ -36,6 +36,7 @@ func benchmark(_ options: BenchmarkOptions) -> Never {
     }
 
     let plan: SamplingPlan = options.quick ? .quick : .full
+    let loadAverage = Machine.loadAverage()
     let showProgress = isatty(2) != 0
     func progress(_ message: String) { if showProgress { printError(message) } }
     // Memory first, on the main thread, before any scenario starts a thread or a task.
@@ -76,7 +77,7 @@ func benchmark(_ options: BenchmarkOptions) -> Never {
 
     let report = RunReport(
         rows: rows, memory: memory, latency: latency, plan: plan, quick: options.quick, filters: filters,
-        callgrind: options.callgrind, machine: .current(), toolchain: toolchainVersion() ?? compiledWith, date: Date()
+        callgrind: options.callgrind, machine: .current(), loadAverage: loadAverage, toolchain: toolchainVersion() ?? compiledWith, date: Date()
     )
     print(report.text, terminator: "")
 
@@ -111,6 +112,8 @@ struct RunReport {
     let filters: [String]
     let callgrind: Bool
     let machine: Machine
+    /// The machine's load average when the run started (before it added its own).
+    let loadAverage: Double?
     let toolchain: String
     let date: Date
 
@@ -119,6 +122,7 @@ struct RunReport {
     /// When, with what and on what it was measured.
     var provenance: String {
         "\(ISO8601DateFormatter().string(from: date)), \(toolchain), \(buildConfiguration); \(machine.description)"
+            + (loadAverage.map { String(format: "; load average %.1f at the start", $0) } ?? "")
     }
 
     var method: String {

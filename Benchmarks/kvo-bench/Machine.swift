@@ -33,6 +33,13 @@ struct Machine: Encodable {
         )
     }
 
+    /// The 1-minute load average (`/proc/loadavg`), where the system tells it: a busy machine makes
+    /// times drift, so the reports say how busy it was.
+    static func loadAverage() -> Double? {
+        guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return nil }
+        return text.split(separator: " ").first.flatMap { Double($0) }
+    }
+
     var description: String {
         "\(system) \(release) \(architecture), \(processors) CPUs\(cpuModel.map { ", \($0)" } ?? "")"
     }

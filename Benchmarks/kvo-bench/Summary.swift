@@ -29,7 +29,7 @@ func summaryLines(_ rows: [ReportRow], memory: [MemoryFigure]?, latency: Latency
         ("notificationcenter-observers-1000", "NotificationCenter"), ("observation-observers-1000", "Observation"),
     ]))
     add("KeyValueObserving, set of an unobserved @Observed", p50["unobserved-set"].flatMap { mine in
-        p50["plain-set"].map { "\(formatRatio(mine / $0)) the time of a plain stored property" }
+        p50["plain-set"].map { speedPhrase(mine / $0, than: "a plain stored property") }
     })
     add("KeyValueObserving, async values(for:)", against("values-handoff", [
         ("asyncstream-handoff", "a plain AsyncStream"), ("observations-handoff", "Observation's Observations"),
