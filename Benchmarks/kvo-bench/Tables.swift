@@ -17,7 +17,10 @@ struct Table {
         output += "| " + header.joined(separator: " | ") + " |\n"
         output += "|" + header.indices.map { rightAligned.contains($0) ? "---:" : "---" }.joined(separator: "|") + "|\n"
         for line in lines {
-            let escaped = line.map { $0.isEmpty ? " " : $0.replacingOccurrences(of: "|", with: "\\|") }
+            // A backslash and a bar are Markdown: escaped, so `\.volume` and `a | b` read as written.
+            let escaped = line.map {
+                $0.isEmpty ? " " : $0.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "|", with: "\\|")
+            }
             output += "| " + escaped.joined(separator: " | ") + " |\n"
         }
         return output
