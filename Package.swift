@@ -43,6 +43,11 @@ let package = Package(
             path: "Tests/DefaultsTestTool"
         ),
         .testTarget(
+            name: "BenchmarkToolTests",
+            // kvo-bench is a dependency so that SwiftPM builds it: the tests run it.
+            dependencies: ["kvo-bench", "TestSupport"]
+        ),
+        .testTarget(
             name: "ObservableDefaultsTests",
             // The executables are dependencies so that SwiftPM builds them: the tests run them as the
             // other process.

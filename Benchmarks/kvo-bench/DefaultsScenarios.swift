@@ -181,8 +181,9 @@ extension Scenarios {
 
 /// The cross-process notification latency of ObservableDefaults, measured outside the ns/op harness
 /// (one change at a time, end to end through another process): this process writes a key (set +
-/// flush) while `kvo-defaults watch --timestamps` in another process observes the file and stamps
-/// each change with `CLOCK_MONOTONIC` (one clock for every process) when its observer is called.
+/// flush) while this executable, started again as `kvo-bench _watch-defaults FILE KEY`, observes the
+/// file in another process and stamps each change with `CLOCK_MONOTONIC` (one clock for every
+/// process) when its observer is called.
 enum DefaultsLatency {
     static let name = "defaults-cross-process-latency"
 
@@ -196,22 +197,8 @@ enum DefaultsLatency {
         let fromFlush: [Double]
     }
 
-    /// The `kvo-defaults` built next to this executable.
-    static var toolPath: String {
-        #if os(Linux)
-        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        #else
-        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-        #endif
-        return executable.deletingLastPathComponent().appendingPathComponent("kvo-defaults").path
-    }
-
     /// Measures `changes` changes; returns `nil` and a reason if the measurement cannot run.
     static func measure(changes: Int, timeoutSeconds: Double = 10) -> (Result?, String?) {
-        let tool = toolPath
-        guard FileManager.default.isExecutableFile(atPath: tool) else {
-            return (nil, "skipped: \(tool) not found (build it too: swift build -c release --product kvo-defaults)")
-        }
         let directory = BenchDirectory("latency")
         let url = directory.url.appendingPathComponent("latency.json")
         let outputPath = directory.path + "/watch.out"
@@ -221,17 +208,21 @@ enum DefaultsLatency {
         let store = DefaultsStore(fileURL: url)
         directory.stores.append(store)
         let key = DefaultsKey("latency", default: -1)
-        let watcher = Process()
-        watcher.executableURL = URL(fileURLWithPath: tool)
-        watcher.arguments = ["watch", "--file", url.path, "latency", "--timestamps"]
-        watcher.standardOutput = output
+        // The watcher exits when its standard input ends: with this process, however it ends.
+        let lifeline = Pipe()
+        let watcher: Process
         do {
-            try watcher.run()
+            watcher = try startProcess(currentExecutable(), [watchCommand, url.path, key.name], standardInput: lifeline, standardOutput: output)
         } catch {
-            return (nil, "skipped: cannot start \(tool): \(error)")
+            return (nil, "skipped: cannot start \(currentExecutable()) \(watchCommand): \(error)")
         }
         defer {
-            if watcher.isRunning { kill(watcher.processIdentifier, SIGTERM) }
+            // Ending the lifeline ends the watcher; a signal could not (a test runner's children
+            // inherit it blocked). SIGKILL only if it did not exit.
+            try? lifeline.fileHandleForWriting.close()
+            let deadline = monotonicNanoseconds() + 5_000_000_000
+            while watcher.isRunning, monotonicNanoseconds() < deadline { usleep(1_000) }
+            if watcher.isRunning { kill(watcher.processIdentifier, SIGKILL) }
             watcher.waitUntilExit()
             try? output.close()
         }
@@ -263,7 +254,7 @@ enum DefaultsLatency {
             try? store.flush()
             ready = stamp(of: value, within: 0.05) != nil || reader.sawAny
         }
-        guard ready else { return (nil, "failed: kvo-defaults watch reported nothing within \(timeoutSeconds) s") }
+        guard ready else { return (nil, "failed: the watcher reported nothing within \(timeoutSeconds) s") }
         // Drain what the readiness loop left.
         while reader.nextLine() != nil {}
 
@@ -288,43 +279,6 @@ enum DefaultsLatency {
             if let replaced = store.lastReplacementTime() { fromReplace.append(observed - Double(replaced)) }
         }
         return (Result(fromSet: fromSet.sorted(), fromReplace: fromReplace.sorted(), fromFlush: fromFlush.sorted()), nil)
-    }
-
-    /// The report section: p50 / p90 / p99 / max of both spans, against the targets.
-    static func report(quick: Bool, markdown: Bool) -> String {
-        let changes = quick ? 20 : 300
-        let (result, problem) = measure(changes: changes)
-        guard let result else {
-            return "\(name): \(problem ?? "failed")\n"
-        }
-        func percentile(_ sorted: [Double], _ fraction: Double) -> Double {
-            sorted[min(max(Int((fraction * Double(sorted.count)).rounded(.up)), 1), sorted.count) - 1]
-        }
-        func microseconds(_ nanoseconds: Double) -> String {
-            nanoseconds.magnitude >= 1_000_000
-                ? "\(formatNumber((nanoseconds / 1_000_000 * 100).rounded() / 100)) ms"
-                : "\(formatNumber((nanoseconds / 1_000).rounded())) µs"
-        }
-        let p50 = percentile(result.fromReplace, 0.5)
-        let p99 = percentile(result.fromReplace, 0.99)
-        let met = p50 <= 2_000_000 && p99 <= 20_000_000
-        var lines: [String] = []
-        let heading = "Cross-process notification latency (\(changes) changes, one at a time; writer: this process, "
-            + "set + flush(); observer: kvo-defaults watch in another process, stamped with CLOCK_MONOTONIC)"
-        lines.append(markdown ? "\n**\(heading)**\n" : "\n\(heading)")
-        let spans = [
-            ("rename (of the fsynced file) → observer call", result.fromReplace),
-            ("flush() return (directory fsynced) → observer call", result.fromFlush),
-            ("set() start (whole durable write included) → observer call", result.fromSet),
-        ]
-        for (label, sorted) in spans where !sorted.isEmpty {
-            let row = "\(label): p50 \(microseconds(percentile(sorted, 0.5))), p90 \(microseconds(percentile(sorted, 0.9))), "
-                + "p99 \(microseconds(percentile(sorted, 0.99))), max \(microseconds(sorted.last!))"
-            lines.append(markdown ? "- \(row)" : "  \(row)")
-        }
-        let target = "target (rename → observer call): p50 ≤ 2 ms, p99 ≤ 20 ms: \(met ? "met" : "MISSED")"
-        lines.append(markdown ? "- \(target)" : "  \(target)")
-        return lines.joined(separator: "\n") + "\n"
     }
 }
 

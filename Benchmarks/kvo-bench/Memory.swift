@@ -236,38 +236,3 @@ func measureMemory(_ scenarios: [MemoryScenario]) -> [MemoryFigure]? {
         return figure
     }
 }
-
-// MARK: Reporting
-
-private let memoryHeaders = ["scenario", "bytes", "per", "baseline", "baseline bytes", "ratio"]
-
-private func memoryCells(_ figures: [MemoryFigure]) -> [[String]] {
-    figures.map { figure in
-        var line = [figure.scenario.name, formatBytes(figure.bytes), figure.scenario.unit]
-        if let baseline = figure.scenario.baseline, let baselineBytes = figure.baselineBytes {
-            line += [baseline, formatBytes(baselineBytes), baselineBytes > 0 ? formatRatio(figure.bytes / baselineBytes) : ""]
-        } else {
-            line += ["—", "", ""]
-        }
-        return line
-    }
-}
-
-func formatBytes(_ value: Double) -> String {
-    value.magnitude >= 100 ? String(format: "%.0f", value) : String(format: "%.1f", value)
-}
-
-func memoryTextReport(_ figures: [MemoryFigure]) -> String {
-    "Memory (bytes allocated per unit, allocator overhead included)\n"
-        + alignedTable([memoryHeaders] + memoryCells(figures), rightAligned: [1, 4, 5]) + "\n"
-}
-
-func memoryMarkdownReport(_ figures: [MemoryFigure]) -> String {
-    var output = "### Memory (bytes allocated per unit, allocator overhead included)\n\n"
-    output += "| " + memoryHeaders.joined(separator: " | ") + " |\n"
-    output += "|---|---:|---|---|---:|---:|\n"
-    for line in memoryCells(figures) {
-        output += "| " + line.map { $0.isEmpty ? " " : $0 }.joined(separator: " | ") + " |\n"
-    }
-    return output + "\n"
-}

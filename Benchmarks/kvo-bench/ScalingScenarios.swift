@@ -161,7 +161,7 @@ extension Scenarios {
 
 /// A counter shared by threads. `@unchecked Sendable`: `value` is only accessed with `lock` held.
 final class Locked: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var value: Int
 
     init(_ value: Int) {
@@ -169,21 +169,15 @@ final class Locked: @unchecked Sendable {
     }
 
     func add(_ amount: Int) {
-        lock.lock()
-        value += amount
-        lock.unlock()
+        lock.withLock { value += amount }
     }
 
     func set(_ newValue: Int) {
-        lock.lock()
-        value = newValue
-        lock.unlock()
+        lock.withLock { value = newValue }
     }
 
     func get() -> Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return value
+        lock.withLock { value }
     }
 }
 

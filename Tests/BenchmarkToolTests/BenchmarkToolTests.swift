@@ -1,12 +1,23 @@
 import Foundation
-import KeyValueObserving
+import TestSupport
 import Testing
 
-/// `kvo-bench compare` and `kvo-bench gate`, run as the built executable next to this test binary
-/// (`swift build --build-tests` builds it), on results files and thresholds written by the tests. The
-/// gate runs a stand-in for valgrind that reports a chosen instruction count, so its verdicts are
-/// tested without valgrind and without timing anything.
-@Suite("kvo-bench compare and gate", .enabled(if: SnippetCompiler.isSupported), .tags(.processes))
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Where SwiftPM puts the executables: the folder of this test binary. Found through
+/// `/proc/self/exe`, so on Linux only.
+private let buildFolder = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+
+/// `kvo-bench`, run as the built executable next to this test binary (this target depends on
+/// kvo-bench, so SwiftPM builds it): `compare` and `gate` on results files and thresholds written by
+/// the tests, the gate with a stand-in for valgrind that reports a chosen instruction count (verdicts
+/// tested without valgrind and without timing anything), and the shape of a benchmark run's report
+/// (never its figures).
+@Suite("kvo-bench", .enabled(if: isLinux))
 struct BenchmarkToolTests {
     struct Run {
         let status: Int32
@@ -28,9 +39,9 @@ struct BenchmarkToolTests {
     }
 
     func kvoBench(_ arguments: [String], environment: [String: String] = [:]) throws -> Run {
-        let executable = SnippetCompiler.buildFolder.appendingPathComponent("kvo-bench")
+        let executable = buildFolder.appendingPathComponent("kvo-bench")
         try #require(FileManager.default.isExecutableFile(atPath: executable.path),
-                     "kvo-bench is not built next to the tests (\(executable.path)): run swift build --build-tests")
+                     "kvo-bench is not built next to the tests (\(executable.path))")
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
@@ -231,4 +242,99 @@ struct BenchmarkToolTests {
         #expect(run.status == 1)
         #expect(run.error.contains("cannot read 'nowhere.json': no such file"))
     }
+
+    @Test func gateWithTargetsAlsoReportsThisPackagesTimingTargets() throws {
+        let file = try thresholds(instructionsPerOp: 100)
+        let run = try kvoBench(["gate", "--thresholds", file, "--filter", "unobserved-set", "--targets"],
+                               environment: ["VALGRIND": try fakeValgrind(), "FAKE_IR_PER_OP": "100"])
+        #expect(run.status == 0, "\(run.output)\(run.error)")
+        #expect(run.output.contains("gate passed"))
+        #expect(run.output.contains("Timing targets of this package"))
+        #expect(run.output.contains("unobserved-set") && run.output.contains("≤ 2×"))
+    }
+
+    // MARK: the benchmark run
+
+    @Test func listNamesTheImplementationOfEveryScenario() throws {
+        let run = try kvoBench(["--list"])
+        #expect(run.status == 0, "\(run.error)")
+        let lines = run.output.split(separator: "\n").map { $0.split(separator: " ", omittingEmptySubsequences: true) }
+        func implementation(of scenario: String) -> String? {
+            lines.first { $0.contains(Substring(scenario)) }.map { $0.prefix { $0 != Substring(scenario) }.joined(separator: " ") }
+        }
+        #expect(implementation(of: "memory-observable-object") == "Observation")
+        #expect(implementation(of: "memory-unobserved-object") == "KeyValueObserving")
+        #expect(implementation(of: "notificationcenter-post") == "NotificationCenter")
+        #expect(implementation(of: "foundation-progress-child") == "Foundation Progress")
+        #expect(implementation(of: "progress-leaf-unobserved") == "ObservableProgress")
+        #expect(implementation(of: "userdefaults-set") == "UserDefaults")
+        #expect(implementation(of: "defaults-set-observed") == "ObservableDefaults")
+        #expect(!run.output.contains("(target ≤"))
+    }
+
+    @Test func aRunOpensWithASummaryLabelsEveryRowAndShowsNoTargets() throws {
+        let markdown = folder.appendingPathComponent("bench.md").path
+        let run = try kvoBench(["--quick", "--filter", "observed-set-new", "--filter", "memory-observer", "--markdown", markdown])
+        #expect(run.status == 0, "\(run.output)\(run.error)")
+        let summary = try #require(run.output.range(of: "Summary"))
+        let firstTable = try #require(run.output.range(of: "Set path"))
+        #expect(summary.lowerBound < firstTable.lowerBound)
+        #expect(run.output.contains("KeyValueObserving, set with one observer:"))
+        #expect(run.output.contains("a NotificationCenter post") && run.output.contains("Observation (re-armed tracking)"))
+        #expect(run.output.contains("Memory, observer:"))
+        #expect(run.output.contains("NotificationCenter  memory-notificationcenter-observer"))
+        #expect(run.output.contains("KeyValueObserving   memory-observer"))
+        #expect(!run.output.contains("target") && !run.output.contains("✗"), "\(run.output)")
+
+        let document = try String(contentsOfFile: markdown, encoding: .utf8)
+        #expect(document.hasPrefix("# Benchmarks\n"))
+        #expect(document.contains("a `--quick` run"))
+        #expect(document.contains("## Summary"))
+        #expect(document.contains("| KeyValueObserving | observed-set-new |"))
+        #expect(document.contains("| Observation | observation-rearmed |"))
+        #expect(document.contains("| NotificationCenter | memory-notificationcenter-observer |"))
+        var machine = utsname()
+        uname(&machine)
+        let architecture = withUnsafeBytes(of: &machine.machine) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        #expect(document.contains(architecture))
+    }
+
+    @Test func theCrossProcessSectionStartsKvoBenchItselfAsTheWatcher() throws {
+        let run = try kvoBench(["--quick", "--filter", "defaults-cross-process-latency"])
+        #expect(run.status == 0, "\(run.output)\(run.error)")
+        #expect(run.output.contains("observer: kvo-bench _watch-defaults in another process"))
+        #expect(run.output.contains("rename (of the fsynced file) → observer call: p50"))
+        #expect(run.output.contains("ObservableDefaults, across processes:"))
+    }
+
+    @Test func theWatcherReportsChangesOfTheFileAndExitsWhenItsInputEnds() throws {
+        let file = folder.appendingPathComponent("watched.json")
+        try Data(#"{"latency": 1}"#.utf8).write(to: file)
+        let process = Process()
+        process.executableURL = buildFolder.appendingPathComponent("kvo-bench")
+        process.arguments = ["_watch-defaults", file.path, "latency"]
+        let input = Pipe(), output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        // Write until the watcher reports a value (a write made before it started watching is not a change it sees).
+        var report = ""
+        for value in 2..<2_000 where !report.contains(" latency: -> ") {
+            try Data(#"{"latency": \#(value)}"#.utf8).write(to: file, options: .atomic)
+            var pending = pollfd(fd: output.fileHandleForReading.fileDescriptor, events: Int16(POLLIN), revents: 0)
+            if poll(&pending, 1, 50) > 0 { report += String(decoding: output.fileHandleForReading.availableData, as: UTF8.self) }
+        }
+        try input.fileHandleForWriting.close()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        let line = try #require(report.split(separator: "\n").first)
+        let fields = line.split(separator: " ")
+        #expect(fields.count == 4 && UInt64(fields[0]) != nil && fields[1] == "latency:" && Int(fields[3]) != nil, "\(line)")
+    }
 }
+
+#if os(Linux)
+let isLinux = true
+#else
+let isLinux = false
+#endif

@@ -1,0 +1,180 @@
+import Foundation
+
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+// The benchmark run (`kvo-bench` with no command): measures, then prints the summary and the tables.
+
+func benchmark(_ options: BenchmarkOptions) -> Never {
+    let all = Scenarios.list
+    var selected = all
+    var memoryScenarios = Scenarios.memoryScenarios(quick: options.quick)
+    let filters = options.filters
+    let measuresLatency = filters.isEmpty || filters.contains { DefaultsLatency.name.contains($0) }
+    if !filters.isEmpty {
+        let matching = Set(all.filter { scenario in filters.contains { scenario.name.contains($0) } }.map(\.name))
+        let matchingMemory = Set(memoryScenarios.filter { scenario in filters.contains { scenario.name.contains($0) } }.map(\.name))
+        if matching.isEmpty && matchingMemory.isEmpty && !measuresLatency {
+            badArgument("no scenario name contains \(filters.map { "'\($0)'" }.joined(separator: " or ")) (see 'kvo-bench --list')")
+        }
+        let needed = matching.union(all.filter { matching.contains($0.name) }.flatMap(\.dependencies))
+        selected = all.filter { needed.contains($0.name) }
+        let neededMemory = matchingMemory.union(memoryScenarios.filter { matchingMemory.contains($0.name) }.compactMap(\.baseline))
+        memoryScenarios = memoryScenarios.filter { neededMemory.contains($0.name) }
+    }
+    var counter: InstructionCounter?
+    if options.callgrind {
+        guard let valgrind = InstructionCounter.findValgrind() else {
+            fail("--callgrind needs valgrind, which is not on the PATH (Debian/Ubuntu: apt-get install -y valgrind; or set VALGRIND)", status: 1)
+        }
+        counter = InstructionCounter(valgrind: valgrind)
+    }
+
+    let plan: SamplingPlan = options.quick ? .quick : .full
+    let loadAverage = Machine.loadAverage()
+    let showProgress = isatty(2) != 0
+    func progress(_ message: String) { if showProgress { printError(message) } }
+    // Memory first, on the main thread, before any scenario starts a thread or a task.
+    let memory = memoryScenarios.isEmpty ? nil : measureMemory(memoryScenarios)
+    if memory == nil && !memoryScenarios.isEmpty {
+        printError("memory: not measured (no allocator statistics on this platform)")
+    }
+    let measurements: [String: Measurement]
+    do throws(CheckFailure) {
+        measurements = try measure(selected, plan: plan, progress: progress)
+    } catch {
+        fail(error.description, status: 1)
+    }
+
+    var rows = makeRows(selected, measurements)
+    if var counter {
+        for index in rows.indices where rows[index].scenario.countsInstructions {
+            // As many iterations as take ~0.2 s natively (at most 60,000): heavy scenarios would
+            // otherwise take minutes under valgrind.
+            let long = min(60_000, max(60, Int(200_000_000 / max(rows[index].measurement.p50, 1))))
+            counter.longIterations = long
+            counter.shortIterations = long / 6
+            printError("counting instructions of \(rows[index].scenario.name) (\(counter.shortIterations) and \(long) iterations)")
+            do throws(InstructionCounter.Failure) {
+                rows[index].instructionsPerOp = try counter.instructionsPerOp(rows[index].scenario.name)
+            } catch {
+                printError("warning: no instruction count for \(rows[index].scenario.name): \(error)")
+            }
+        }
+    }
+
+    var latency: LatencyOutcome?
+    if measuresLatency {
+        progress("measuring the cross-process latency")
+        let (result, problem) = DefaultsLatency.measure(changes: options.quick ? 20 : 300)
+        latency = result.map { .measured($0) } ?? .unavailable(problem ?? "failed")
+    }
+
+    let report = RunReport(
+        rows: rows, memory: memory, latency: latency, plan: plan, quick: options.quick, filters: filters,
+        callgrind: options.callgrind, machine: .current(), loadAverage: loadAverage, toolchain: toolchainVersion() ?? compiledWith, date: Date()
+    )
+    print(report.text, terminator: "")
+
+    if let markdownPath = options.markdownPath {
+        writeFile(report.markdown, to: markdownPath)
+        print("Markdown written to \(markdownPath)")
+    }
+    if let jsonPath = options.jsonPath {
+        writeJSONReport(rows, memory: memory, plan: plan, mode: options.quick ? "quick" : "full", toolchain: report.toolchain, to: jsonPath)
+        print("results written to \(jsonPath)")
+    }
+    if let svgPath = options.svgPath {
+        let subtitle = "\(isoDay(report.date)), \(report.toolchain), \(buildConfiguration); \(report.machine.description)"
+            + (options.quick ? "; --quick" : "")
+        guard let svg = scalingChartSVG(rows, subtitle: subtitle) else {
+            fail("--svg: the selected scenarios draw no curve (no family with two parameter values); "
+                + "drop --filter or select a family, e.g. --filter observers-", status: 1)
+        }
+        writeFile(svg, to: svgPath)
+        print("chart written to \(svgPath)")
+    }
+    exit(0)
+}
+
+/// Everything a run measured, and its two renderings: the terminal's and `--markdown`'s.
+struct RunReport {
+    let rows: [ReportRow]
+    let memory: [MemoryFigure]?
+    let latency: LatencyOutcome?
+    let plan: SamplingPlan
+    let quick: Bool
+    let filters: [String]
+    let callgrind: Bool
+    let machine: Machine
+    /// The machine's load average when the run started (before it added its own).
+    let loadAverage: Double?
+    let toolchain: String
+    let date: Date
+
+    var summary: [SummaryLine] { summaryLines(rows, memory: memory, latency: latency) }
+
+    /// When, with what and on what it was measured.
+    var provenance: String {
+        "\(ISO8601DateFormatter().string(from: date)), \(toolchain), \(buildConfiguration); \(machine.description)"
+            + (loadAverage.map { String(format: "; load average %.1f at the start", $0) } ?? "")
+    }
+
+    var method: String {
+        "ns/op: p50 / p90 / p99 of \(plan.samples) interleaved samples of ~\(plan.sampleNanoseconds / 1_000_000) ms "
+            + "after \(plan.warmUpNanoseconds / 1_000_000) ms of warm-up\(quick ? " (--quick)" : "")"
+            + "\(plan.samples < 100 ? " (p99 = slowest sample)" : ""); "
+            + "ratio = p50 / baseline p50, same run"
+            + (callgrind ? "; Ir/op: callgrind, (Ir(long) − Ir(short)) / (long − short) iterations" : "")
+    }
+
+    var text: String {
+        var output = "kvo-bench: this package against the alternatives, measured in one run\n\(provenance)\n"
+        let summary = self.summary
+        if !summary.isEmpty {
+            output += "\nSummary (p50 of this run; the tables below have every figure)\n" + summaryText(summary)
+        }
+        output += "\n\(method)\n\n"
+        for table in timingTables(rows, describe: false) { output += table.text + "\n" }
+        if let memory { output += memoryTable(memory, describe: false).text + "\n" }
+        if let latency { output += latencyLines(latency, markdown: false).joined(separator: "\n") + "\n" }
+        return output
+    }
+
+    var markdown: String {
+        let mode = quick
+            ? "a `--quick` run (7 short samples per scenario: noisier than a full run)"
+            : "a full run (\(plan.samples) samples per scenario)"
+        var output = """
+            # Benchmarks
+
+            Written by `kvo-bench --markdown` from \(mode)\(filters.isEmpty ? "" : ", filtered by \(filters.map { "`\($0)`" }.joined(separator: ", "))"), \
+            on \(provenance). Regenerate with:
+
+            ```sh
+            swift run -c release kvo-bench --markdown Benchmarks/README.md
+            ```
+
+            Every scenario runs in the same process as its baseline, in interleaved rounds; ratios compare \
+            p50s of this one run. Absolute times drift with the machine's load (a shared machine drifts by \
+            a third from run to run), ratios much less; instruction counts (`kvo-bench --callgrind`, \
+            `kvo-bench gate`) do not drift. The implementation column names whose code each row measures.
+
+
+            """
+        let summary = self.summary
+        if !summary.isEmpty {
+            output += "## Summary\n\n" + summary.map { "- **\($0.label)**: \($0.text)\n" }.joined() + "\n"
+        }
+        output += "## Tables\n\n_\(method)._\n\n"
+        for table in timingTables(rows, describe: true) { output += table.markdown + "\n" }
+        if let memory { output += memoryTable(memory, describe: true).markdown + "\n" }
+        if let latency { output += latencyLines(latency, markdown: true).joined(separator: "\n") + "\n" }
+        return output
+    }
+}

@@ -1,0 +1,45 @@
+import Foundation
+
+/// Nanoseconds with precision that suits their size.
+func formatNanoseconds(_ value: Double) -> String {
+    if value < 10 { return String(format: "%.2f", value) }
+    if value < 1000 { return String(format: "%.1f", value) }
+    return String(format: "%.0f", value)
+}
+
+/// A duration in µs below a millisecond, in ms above (the latency section's unit).
+func formatDuration(nanoseconds: Double) -> String {
+    nanoseconds.magnitude >= 1_000_000
+        ? "\(formatNumber((nanoseconds / 1_000_000 * 100).rounded() / 100)) ms"
+        : "\(formatNumber((nanoseconds / 1_000).rounded())) µs"
+}
+
+func formatRatio(_ ratio: Double) -> String {
+    ratio < 0.1 ? String(format: "%.3f×", ratio) : String(format: "%.2f×", ratio)
+}
+
+func formatNumber(_ value: Double) -> String {
+    value == value.rounded() ? String(Int(value)) : String(format: "%g", value)
+}
+
+func formatBytes(_ value: Double) -> String {
+    value.magnitude >= 100 ? String(format: "%.0f", value) : String(format: "%.1f", value)
+}
+
+/// A factor for people: "41×" from 10 up, "2.3×" below.
+private func formatFactor(_ factor: Double) -> String {
+    factor >= 10 ? "\(Int(factor.rounded()))×" : String(format: "%.1f×", factor)
+}
+
+/// What a ratio (this p50 / the other's p50) means: "25× faster", "1.4× slower", or "about as fast"
+/// within 5%; with `than`, the comparison is completed ("25× faster than X", "about as fast as X").
+func speedPhrase(_ ratio: Double, than other: String? = nil) -> String {
+    if ratio > 0.95 && ratio < 1.05 { return "about as fast" + (other.map { " as \($0)" } ?? "") }
+    let phrase = ratio < 1 ? "\(formatFactor(1 / ratio)) faster" : "\(formatFactor(ratio)) slower"
+    return phrase + (other.map { " than \($0)" } ?? "")
+}
+
+/// The nearest-rank percentile of ascending `sorted` values.
+func percentile(_ sorted: [Double], _ fraction: Double) -> Double {
+    sorted[min(max(Int((fraction * Double(sorted.count)).rounded(.up)), 1), sorted.count) - 1]
+}

@@ -1,0 +1,113 @@
+// The tables of a benchmark run, as aligned text (the terminal) and as Markdown (`--markdown`).
+// Every row names its implementation; this package's own targets are not here (`gate --targets`).
+
+/// A table: a header and lines of cells, with the columns to align right.
+struct Table {
+    let title: String
+    let header: [String]
+    let lines: [[String]]
+    let rightAligned: Set<Int>
+
+    var text: String {
+        "\(title)\n" + alignedTable([header] + lines, rightAligned: rightAligned)
+    }
+
+    var markdown: String {
+        var output = "### \(title)\n\n"
+        output += "| " + header.joined(separator: " | ") + " |\n"
+        output += "|" + header.indices.map { rightAligned.contains($0) ? "---:" : "---" }.joined(separator: "|") + "|\n"
+        for line in lines {
+            // A backslash and a bar are Markdown: escaped, so `\.volume` and `a | b` read as written.
+            let escaped = line.map {
+                $0.isEmpty ? " " : $0.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "|", with: "\\|")
+            }
+            output += "| " + escaped.joined(separator: " | ") + " |\n"
+        }
+        return output
+    }
+}
+
+/// One table per scenario group. `describe` adds a column with each scenario's summary (Markdown,
+/// where lines may be long).
+func timingTables(_ rows: [ReportRow], describe: Bool) -> [Table] {
+    let withInstructions = rows.contains { $0.instructionsPerOp != nil }
+    var header = ["implementation", "scenario", "p50 ns", "p90 ns", "p99 ns"]
+    if withInstructions { header.append("Ir/op") }
+    header += ["baseline", "baseline p50", "ratio", "compared"]
+    if describe { header.append("what is measured") }
+    let right = Set([2, 3, 4] + (withInstructions ? [5, 7, 8] : [6, 7]))
+    return Scenario.Group.allCases.compactMap { group in
+        let members = rows.filter { $0.scenario.group == group }
+        guard !members.isEmpty else { return nil }
+        var lines: [[String]] = []
+        for row in members {
+            let m = row.measurement
+            var line = [row.implementation.rawValue, row.scenario.name, formatNanoseconds(m.p50), formatNanoseconds(m.p90), formatNanoseconds(m.p99)]
+            if withInstructions { line.append(row.instructionsPerOp.map { formatFigure($0, .instructions) } ?? "") }
+            if let primary = row.primary {
+                line += [primary.baseline, formatNanoseconds(primary.baselineP50), formatRatio(primary.ratio), speedPhrase(primary.ratio)]
+            } else {
+                line += ["—", "", "", ""]
+            }
+            if describe { line.append(row.scenario.summary) }
+            lines.append(line)
+            for comparison in row.extra {
+                var extra = ["", "  ↳ same, vs \(Implementation(scenario: comparison.baseline).rawValue)", "", "", ""]
+                if withInstructions { extra.append("") }
+                extra += [comparison.baseline, formatNanoseconds(comparison.baselineP50), formatRatio(comparison.ratio), speedPhrase(comparison.ratio)]
+                if describe { extra.append("") }
+                lines.append(extra)
+            }
+        }
+        return Table(title: group.rawValue, header: header, lines: lines, rightAligned: right)
+    }
+}
+
+func memoryTable(_ figures: [MemoryFigure], describe: Bool) -> Table {
+    var header = ["implementation", "scenario", "bytes", "per", "baseline", "baseline bytes", "ratio"]
+    if describe { header.append("what is measured") }
+    let lines = figures.map { figure in
+        var line = [Implementation(scenario: figure.scenario.name).rawValue, figure.scenario.name, formatBytes(figure.bytes), figure.scenario.unit]
+        if let baseline = figure.scenario.baseline, let baselineBytes = figure.baselineBytes {
+            line += [baseline, formatBytes(baselineBytes), baselineBytes > 0 ? formatRatio(figure.bytes / baselineBytes) : ""]
+        } else {
+            line += ["—", "", ""]
+        }
+        if describe { line.append(figure.scenario.summary) }
+        return line
+    }
+    return Table(title: "Memory (bytes allocated per unit, allocator overhead included)", header: header, lines: lines, rightAligned: [2, 5, 6])
+}
+
+/// The cross-process section: a heading and one line per span, or one line saying why it did not run.
+func latencyLines(_ outcome: LatencyOutcome, markdown: Bool) -> [String] {
+    let result: DefaultsLatency.Result
+    switch outcome {
+    case .unavailable(let reason):
+        return ["\(DefaultsLatency.name): \(reason)"]
+    case .measured(let measured):
+        result = measured
+    }
+    let heading = "Cross-process notification latency, ObservableDefaults (\(result.fromSet.count) changes, one at a time; "
+        + "writer: this process, set + flush(); observer: kvo-bench \(DefaultsLatency.watchCommand) in another process, "
+        + "stamped with CLOCK_MONOTONIC)"
+    var lines = [markdown ? "### \(heading)\n" : heading]
+    let spans = [
+        ("rename (of the fsynced file) → observer call", result.fromReplace),
+        ("flush() return (directory fsynced) → observer call", result.fromFlush),
+        ("set() start (whole durable write included) → observer call", result.fromSet),
+    ]
+    for (label, sorted) in spans where !sorted.isEmpty {
+        let row = "\(label): p50 \(formatDuration(nanoseconds: percentile(sorted, 0.5))), "
+            + "p90 \(formatDuration(nanoseconds: percentile(sorted, 0.9))), "
+            + "p99 \(formatDuration(nanoseconds: percentile(sorted, 0.99))), max \(formatDuration(nanoseconds: sorted.last!))"
+        lines.append(markdown ? "- \(row)" : "  \(row)")
+    }
+    return lines
+}
+
+/// What the latency section found.
+enum LatencyOutcome {
+    case measured(DefaultsLatency.Result)
+    case unavailable(String)
+}

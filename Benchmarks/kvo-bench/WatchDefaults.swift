@@ -1,0 +1,31 @@
+import Foundation
+import ObservableDefaults
+
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+extension DefaultsLatency {
+    /// The hidden command that makes this executable the other process of the latency section.
+    static let watchCommand = "_watch-defaults"
+
+    /// `kvo-bench _watch-defaults FILE KEY`: observes the Int `KEY` of the defaults file `FILE` and
+    /// prints `NANOSECONDS KEY: -> VALUE` for each change, stamped with `CLOCK_MONOTONIC` when the
+    /// observer is called, unbuffered. Exits when its standard input ends (the benchmark that
+    /// started it keeps a pipe open for as long as it measures) or on a signal.
+    static func watch(file: String, key name: String) -> Never {
+        let store = DefaultsStore(fileURL: URL(fileURLWithPath: file))
+        let token = store.observe(DefaultsKey(name, default: -1), options: [.new]) { _, change in
+            var line = "\(monotonicNanoseconds()) \(name): -> \(change.newValue.map(String.init) ?? "(absent)")\n"
+            line.withUTF8 { bytes in _ = write(1, bytes.baseAddress, bytes.count) }
+        }
+        var byte: UInt8 = 0
+        while read(0, &byte, 1) > 0 {}
+        withExtendedLifetime(token) {}
+        exit(0)
+    }
+}
