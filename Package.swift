@@ -45,7 +45,7 @@ let package = Package(
         .testTarget(
             name: "BenchmarkToolTests",
             // kvo-bench is a dependency so that SwiftPM builds it: the tests run it.
-            dependencies: ["kvo-bench", "TestSupport"]
+            dependencies: ["kvo-bench", "KeyValueObserving", "TestSupport"]
         ),
         .testTarget(
             name: "ObservableDefaultsTests",
