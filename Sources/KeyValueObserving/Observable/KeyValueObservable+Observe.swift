@@ -39,6 +39,8 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     ///   - options: What to deliver; `[]` (the default, as in Foundation) calls the handler with
     ///     `newValue` and `oldValue` both `nil`.
     ///   - changeHandler: Called with the object and the change.
+    ///   - fileID: The caller's file, named in diagnostics; leave the default.
+    ///   - line: The caller's line, named in diagnostics; leave the default.
     /// - Returns: The token. Keep it: the observation ends when it is invalidated or deallocated.
     /// - Complexity: O(*k*) in the number of keys of this object already observed.
     @inlinable

@@ -142,8 +142,10 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     /// subclasses included, and so does every `didChangeValue(for:)`. Observers of every key are
     /// called after the observers of the key that changed (and, with `.prior`, before them).
     ///
-    /// - Parameter options: `.prior` adds a notification before each change; other options do not
-    ///   apply (there is no single value to carry).
+    /// - Parameters:
+    ///   - options: `.prior` adds a notification before each change; other options do not
+    ///     apply (there is no single value to carry).
+    ///   - changeHandler: Called with the object and the key that changed.
     /// - Returns: The token; keep it.
     public func observeAnyKey(
         options: KeyValueObservingOptions = [],

@@ -116,8 +116,13 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     /// Registration happens when this method is called. The values cross into the consuming task, so
     /// they must be `Sendable`.
     ///
-    /// - Parameter buffering: `.unbounded` (every value, in order; memory grows while the consumer
-    ///   lags) or `.newest(n)` (memory bounded, older values dropped).
+    /// - Parameters:
+    ///   - keyPath: The key to observe.
+    ///   - options: What to yield: `.initial`, `.prior`, `.new`.
+    ///   - buffering: `.unbounded` (every value, in order; memory grows while the consumer
+    ///     lags) or `.newest(n)` (memory bounded, older values dropped).
+    ///   - fileID: The caller's file, named in diagnostics; leave the default.
+    ///   - line: The caller's line, named in diagnostics; leave the default.
     public func values<Value: Sendable>(
         for keyPath: KeyPath<Self, Value>,
         options: KeyValueObservingOptions = [.initial, .new],

@@ -25,6 +25,8 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     ///   - interval: The least time between two deliveries; not negative.
     ///   - queue: Where the handler runs.
     ///   - handler: Called with the latest value.
+    ///   - fileID: The caller's file, named in diagnostics; leave the default.
+    ///   - line: The caller's line, named in diagnostics; leave the default.
     /// - Returns: The token. Keep it: when it is invalidated or deallocated, observation stops and
     ///   a pending delivery is dropped.
     /// - Complexity: Each change costs the observer's notification plus O(1) under a lock.
@@ -53,6 +55,8 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     ///   - interval: The least time between two deliveries; not negative.
     ///   - queue: Where the handler runs.
     ///   - handler: Called with the latest value, when it differs from the one delivered last.
+    ///   - fileID: The caller's file, named in diagnostics; leave the default.
+    ///   - line: The caller's line, named in diagnostics; leave the default.
     /// - Returns: The token; keep it.
     /// - Complexity: Each change costs the observer's notification plus O(1) under a lock.
     public func observe<Value: Equatable & Sendable>(
@@ -84,6 +88,8 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     /// - Parameters:
     ///   - keyPath: The key to observe.
     ///   - interval: The least time between two values; not negative.
+    ///   - fileID: The caller's file, named in diagnostics; leave the default.
+    ///   - line: The caller's line, named in diagnostics; leave the default.
     /// - Returns: The sequence; registration happens when this method is called.
     public func values<Value: Sendable>(
         for keyPath: KeyPath<Self, Value> & Sendable,
@@ -106,6 +112,8 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     /// - Parameters:
     ///   - keyPath: The key to observe.
     ///   - interval: The least time between two values; not negative.
+    ///   - fileID: The caller's file, named in diagnostics; leave the default.
+    ///   - line: The caller's line, named in diagnostics; leave the default.
     /// - Returns: The sequence; registration happens when this method is called.
     public func values<Value: Equatable & Sendable>(
         for keyPath: KeyPath<Self, Value> & Sendable,
