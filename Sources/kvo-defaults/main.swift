@@ -126,7 +126,7 @@ while let argument = arguments.popFirst() {
     }
 }
 
-guard let command = positional.first else { usageError("missing command (read, write, delete or watch)") }
+guard let command = positional.first else { usageError("missing command (read, write, update, delete or watch)") }
 positional.removeFirst()
 if command == "help" {
     printLine(usage)
