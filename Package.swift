@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.2
 import PackageDescription
 
 let package = Package(
@@ -35,15 +35,23 @@ let package = Package(
             name: "ObservableProgressTests",
             dependencies: ["ObservableProgress", "KeyValueObserving", "TestSupport"]
         ),
+        // The other process of the defaults tests, for the loads kvo-defaults does not offer its users
+        // (many writes, many concurrent updates, many stores).
+        .executableTarget(
+            name: "DefaultsTestTool",
+            dependencies: ["KeyValueObserving", "ObservableDefaults"],
+            path: "Tests/DefaultsTestTool"
+        ),
         .testTarget(
             name: "BenchmarkToolTests",
             // kvo-bench is a dependency so that SwiftPM builds it: the tests run it.
-            dependencies: ["kvo-bench", "TestSupport"]
+            dependencies: ["kvo-bench", "KeyValueObserving", "TestSupport"]
         ),
         .testTarget(
             name: "ObservableDefaultsTests",
-            // kvo-defaults is a dependency so that SwiftPM builds it: the tests run it as the other process.
-            dependencies: ["KeyValueObserving", "ObservableDefaults", "kvo-defaults"]
+            // The executables are dependencies so that SwiftPM builds them: the tests run them as the
+            // other process.
+            dependencies: ["KeyValueObserving", "ObservableDefaults", "kvo-defaults", "DefaultsTestTool", "TestSupport"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -345,7 +345,7 @@ enum Scenarios {
                 let deck = opaque(Deck())
                 let track = Player()
                 deck.track = track
-                let token = deck.observe(\.track, \.volume, options: [.new]) { _, change in
+                let token = deck.observe(\.track?.volume, options: [.new]) { _, change in
                     counter.count &+= 1
                     counter.last = change.newValue ?? nil
                 }
@@ -368,7 +368,7 @@ enum Scenarios {
                 let tracks = [Player(), Player()]
                 tracks[0].volume = 0.1
                 tracks[1].volume = 0.2
-                let token = deck.observe(\.track, \.volume, options: [.new]) { _, change in
+                let token = deck.observe(\.track?.volume, options: [.new]) { _, change in
                     counter.count &+= 1
                     counter.last = change.newValue ?? nil
                 }

@@ -28,15 +28,15 @@ extension ObservableProgress {
         set { setHint(.isPausable, \.pausable, to: newValue) }
     }
 
-    private func hint(_ key: _ProgressKey, _ storage: ReferenceWritableKeyPath<ObservableProgress, Bool>) -> Bool {
+    private func hint(_ key: _ProgressKey, _ storage: WritableKeyPath<_ProgressState, Bool>) -> Bool {
         reportRead(key, Bool.self)
         return withLock { $0[keyPath: storage] }
     }
 
-    private func setHint(_ key: _ProgressKey, _ storage: ReferenceWritableKeyPath<ObservableProgress, Bool>, to newValue: Bool) {
-        let old = withLock { progress in
-            defer { progress[keyPath: storage] = newValue }
-            return progress[keyPath: storage]
+    private func setHint(_ key: _ProgressKey, _ storage: WritableKeyPath<_ProgressState, Bool>, to newValue: Bool) {
+        let old = withLock { state in
+            defer { state[keyPath: storage] = newValue }
+            return state[keyPath: storage]
         }
         notify(key, from: old, to: newValue)
     }
@@ -47,18 +47,9 @@ extension ObservableProgress {
     ///
     /// - Complexity: O(size of the subtree).
     public func cancel() {
-        lock.lock()
-        guard !cancelled else {
-            lock.unlock()
-            return
-        }
-        cancelled = true
-        let run = handlers.cancellation
-        handlers.cancellation = []
-        let subtree = liveChildren()
-        lock.unlock()
+        guard let (handlers, subtree) = withLock({ $0.cancel() }) else { return }
         notify(.isCancelled, from: false, to: true)
-        for handler in run { handler() }
+        for handler in handlers { handler() }
         for child in subtree { child.cancel() }
     }
 
@@ -82,24 +73,12 @@ extension ObservableProgress {
     /// generation, so when two threads pause and resume the parent at once, a child ends in the
     /// state of the latest of the two, whatever order the pushes arrive in.
     func setPaused(_ value: Bool, parentGeneration: UInt64?) {
-        lock.lock()
-        if let parentGeneration {
-            guard parentGeneration > appliedParentPauseGeneration else {
-                lock.unlock()
-                return
-            }
-            appliedParentPauseGeneration = parentGeneration
+        guard let (changed, handlers, generation, subtree) = withLock({ $0.setPaused(value, parentGeneration: parentGeneration) }) else {
+            return
         }
-        let changed = paused != value
-        paused = value
-        pauseGeneration &+= 1
-        let generation = pauseGeneration
-        let run = changed ? (value ? handlers.pausing : handlers.resuming) : []
-        let subtree = liveChildren()
-        lock.unlock()
         if changed {
             notify(.isPaused, from: !value, to: value)
-            for handler in run { handler() }
+            for handler in handlers { handler() }
         }
         for child in subtree { child.setPaused(value, parentGeneration: generation) }
     }
@@ -107,40 +86,113 @@ extension ObservableProgress {
     /// Adds a handler to run when the progress is cancelled, on the cancelling thread; at once, on
     /// this thread, if it already is. Each handler runs once. Unlike Foundation's single
     /// `cancellationHandler`, handlers accumulate: a second caller does not replace the first.
-    public func onCancel(_ handler: @escaping @Sendable () -> Void) {
-        lock.lock()
-        let runNow = cancelled
-        if !runNow { handlers.cancellation.append(handler) }
-        lock.unlock()
-        if runNow { handler() }
+    ///
+    /// ```swift
+    /// let token = download.onCancel { task.cancel() }
+    /// ```
+    ///
+    /// - Parameter handler: Called once, never under a lock.
+    /// - Returns: The token. Keep it: when it is invalidated or deallocated, the handler is removed
+    ///   and does not run. It does not keep the progress alive.
+    public func onCancel(_ handler: @escaping @Sendable () -> Void) -> KeyValueObservation {
+        let id = withLock { state in
+            state.cancelled ? nil : state.handlers.add(handler, for: .cancellation)
+        }
+        guard let id else {
+            handler()
+            return KeyValueObservation(invalidating: _ControlHandlerRegistration(progress: nil, kind: .cancellation, id: 0))
+        }
+        return KeyValueObservation(invalidating: _ControlHandlerRegistration(progress: self, kind: .cancellation, id: id))
     }
 
     /// Adds a handler to run each time the progress goes from running to paused, on the pausing
     /// thread. Unlike `onCancel`, it does not run at once if the progress is paused already:
     /// pausing is not final, and the handler waits for the next pause.
-    public func onPause(_ handler: @escaping @Sendable () -> Void) {
-        lock.lock()
-        handlers.pausing.append(handler)
-        lock.unlock()
+    ///
+    /// - Parameter handler: Called on every pause, never under a lock.
+    /// - Returns: The token. Keep it: when it is invalidated or deallocated, the handler is removed.
+    ///   It does not keep the progress alive.
+    public func onPause(_ handler: @escaping @Sendable () -> Void) -> KeyValueObservation {
+        addHandler(handler, for: .pausing)
     }
 
     /// Adds a handler to run each time the progress goes from paused to running, on the resuming
     /// thread.
-    public func onResume(_ handler: @escaping @Sendable () -> Void) {
-        lock.lock()
-        handlers.resuming.append(handler)
-        lock.unlock()
+    ///
+    /// - Parameter handler: Called on every resumption, never under a lock.
+    /// - Returns: The token. Keep it: when it is invalidated or deallocated, the handler is removed.
+    ///   It does not keep the progress alive.
+    public func onResume(_ handler: @escaping @Sendable () -> Void) -> KeyValueObservation {
+        addHandler(handler, for: .resuming)
     }
 
-    /// The children still alive, retained; with the lock held.
-    private func liveChildren() -> [ObservableProgress] {
-        children.values.compactMap(\.node)
+    private func addHandler(_ handler: @escaping @Sendable () -> Void, for kind: _ControlHandlers.Kind) -> KeyValueObservation {
+        let id = withLock { $0.handlers.add(handler, for: kind) }
+        return KeyValueObservation(invalidating: _ControlHandlerRegistration(progress: self, kind: kind, id: id))
     }
 }
 
-/// The control handlers of one node.
+/// The control handlers of one node, in the order they were added, each with the id its token
+/// removes it by.
 struct _ControlHandlers {
-    var cancellation: [@Sendable () -> Void] = []
-    var pausing: [@Sendable () -> Void] = []
-    var resuming: [@Sendable () -> Void] = []
+    enum Kind {
+        case cancellation, pausing, resuming
+    }
+
+    typealias Handler = @Sendable () -> Void
+
+    private var cancellation: [(id: UInt64, run: Handler)] = []
+    private var pausing: [(id: UInt64, run: Handler)] = []
+    private var resuming: [(id: UInt64, run: Handler)] = []
+    private var lastID: UInt64 = 0
+
+    /// Adds `handler`; returns its id.
+    mutating func add(_ handler: @escaping Handler, for kind: Kind) -> UInt64 {
+        lastID &+= 1
+        let entry = (id: lastID, run: handler)
+        switch kind {
+        case .cancellation: cancellation.append(entry)
+        case .pausing: pausing.append(entry)
+        case .resuming: resuming.append(entry)
+        }
+        return lastID
+    }
+
+    /// Removes the handler `id`, if it is still there.
+    mutating func remove(_ id: UInt64, for kind: Kind) {
+        switch kind {
+        case .cancellation: cancellation.removeAll { $0.id == id }
+        case .pausing: pausing.removeAll { $0.id == id }
+        case .resuming: resuming.removeAll { $0.id == id }
+        }
+    }
+
+    /// The cancellation handlers, which run once: taken out.
+    mutating func takeCancellation() -> [Handler] {
+        defer { cancellation = [] }
+        return cancellation.map(\.run)
+    }
+
+    /// The handlers to run when the node pauses (`true`) or resumes.
+    func handlers(pausing: Bool) -> [Handler] {
+        (pausing ? self.pausing : resuming).map(\.run)
+    }
+}
+
+/// Removes one control handler when its token ends. Holds the progress weakly: a token does not
+/// keep it alive.
+final class _ControlHandlerRegistration: _Invalidatable {
+    private weak let progress: ObservableProgress?
+    private let kind: _ControlHandlers.Kind
+    private let id: UInt64
+
+    init(progress: ObservableProgress?, kind: _ControlHandlers.Kind, id: UInt64) {
+        self.progress = progress
+        self.kind = kind
+        self.id = id
+    }
+
+    func invalidate() {
+        progress?.withLock { $0.handlers.remove(id, for: kind) }
+    }
 }

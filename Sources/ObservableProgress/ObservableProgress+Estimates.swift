@@ -9,7 +9,7 @@ extension ObservableProgress {
     /// updates arrive), so at a parent it aggregates the whole subtree. Not observable (it changes
     /// with time, not with updates): read it when you report.
     public var throughput: Double? {
-        let now = _coarseNanoseconds()
+        let now = clock.now()
         return withLock { progress -> Double? in
             let values = progress.values
             guard !values.isIndeterminate, values.total > 0,
@@ -21,7 +21,7 @@ extension ObservableProgress {
     /// The time left at the recent rate: zero once finished, `nil` while indeterminate, before
     /// time has passed, or while no progress is being made.
     public var estimatedTimeRemaining: Duration? {
-        let now = _coarseNanoseconds()
+        let now = clock.now()
         return withLock { progress -> Duration? in
             let values = progress.values
             if values.isFinished { return .zero }
@@ -36,7 +36,7 @@ extension ObservableProgress: CustomStringConvertible {
     /// A one-line, English-only summary for logs: `"42% completed (42 of 100), 12.5 units/s, about
     /// 5 s remaining"`, `"indeterminate (3 completed)"`, with `", paused"` or `", cancelled"`.
     public var description: String {
-        let now = _coarseNanoseconds()
+        let now = clock.now()
         let (values, fractionRate, cancelled, paused) = withLock { progress in
             (
                 progress.values,

@@ -21,30 +21,27 @@ extension ObservableProgress {
         }
         // 1. Claim the child: it reports to one parent, and from here on to this one. It sends
         // nothing yet (`parentReference` is still nil).
-        child.lock.lock()
-        let hadParent = child.parent != nil
-        if !hadParent { child.parent = self }
-        child.lock.unlock()
+        let hadParent = child.withLock { state in
+            defer { if state.parent == nil { state.parent = self } }
+            return state.parent != nil
+        }
         precondition(!hadParent, "ObservableProgress.addChild: the child already has a parent; a progress reports to one parent")
-        // 2. The parent counts the child, so no message the child sends from now on is lost; it
+        // 2. The parent records the child, so no message the child sends from now on is lost; it
         // reads what the child inherits in the same step, so a concurrent cancel, pause or resume
         // either sees the child or is seen here.
-        lock.lock()
-        child.isAttached = true
-        child.appliedVersion = 0
-        child.appliedContribution = .zero
-        children[ObjectIdentifier(child)] = _WeakChild(node: child)
-        let inheritsCancel = cancelled
-        let inheritsPause = paused
-        let pauseStamp = pauseGeneration
-        lock.unlock()
+        let (record, inheritsCancel, inheritsPause, pauseStamp) = withLock { state in
+            (state.children.attach(child, pendingUnitCount: pendingUnitCount), state.cancelled, state.paused, state.pauseGeneration)
+        }
         // 3. The child starts reporting, with its current state.
-        child.lock.lock()
-        child.parentReference = Unmanaged.passUnretained(self)
-        child.pendingUnitCountInParent = pendingUnitCount
-        var message = _ChildMessage(placeholderFor: child)
-        let mustTell = child.fillMessage(&message, after: child.values, changedFrom: nil, force: true, now: _coarseNanoseconds())
-        child.lock.unlock()
+        var message = _ChildMessage(to: self)
+        let now = child.clock.now()
+        let mustTell = child.withLock { state in
+            state.parentReference = Unmanaged.passUnretained(self)
+            state.recordInParent = record
+            state.recordReference = Unmanaged.passUnretained(record)
+            state.pendingUnitCountInParent = pendingUnitCount
+            return state.fillMessage(&message, after: state.values, changedFrom: nil, force: true, now: now)
+        }
         if mustTell { deliver(&message) }
         if inheritsCancel { child.cancel() }
         if inheritsPause { child.setPaused(true, parentGeneration: pauseStamp) }
@@ -53,98 +50,38 @@ extension ObservableProgress {
     /// Applies `mutate` to this node's counts under its lock, then notifies and propagates.
     @inline(__always)
     func update(_ mutate: (inout _ProgressCounts) -> Void) {
-        var message = _ChildMessage(placeholderFor: self)
+        var message = _ChildMessage(to: self)
         lock.lock()
-        let now = rate.time()
-        let before = values
-        mutate(&counts)
-        let after = counts.values
-        values = after
-        if after.fraction != before.fraction { rate.record(fraction: after.fraction, now: now) }
-        let mustTell = fillMessage(&message, after: after, changedFrom: before, force: false, now: now)
+        let (before, after, mustTell) = state.update(mutate, clock: clock, message: &message)
         lock.unlock()
         notifyObservers(from: before, to: after)
         if mustTell { deliver(&message) }
-    }
-
-    /// Fills `message` with what the parent must hear after a change to `values`, with the lock
-    /// held: the new contribution, or that this node finished. Returns `false` (and leaves
-    /// `message` alone) if there is no parent or nothing changed for it. The message is filled in
-    /// place, not returned: it is copied at every level of the walk otherwise.
-    @inline(__always)
-    func fillMessage(
-        _ message: inout _ChildMessage,
-        after values: _ProgressValues,
-        changedFrom before: _ProgressValues?,
-        force: Bool,
-        now: UInt64
-    ) -> Bool {
-        guard let parentReference else { return false }
-        // The contribution is a function of the fraction (the pending units never change), so the
-        // fraction tells whether it changed, and it is computed only when it is sent.
-        let contributing = values.isFinished || values.isIndeterminate ? 0 : values.fraction
-        let finishedChanged = before.map { $0.isFinished != values.isFinished } ?? false
-        guard force || finishedChanged || contributing != sentFraction else { return false }
-        sentFraction = contributing
-        version &+= 1
-        message.parent = parentReference
-        message.child = Unmanaged.passUnretained(self)
-        message.version = version
-        message.contribution = _ProgressUnits(fraction: contributing, times: pendingUnitCountInParent)
-        message.isFinished = values.isFinished
-        message.time = now
-        return true
     }
 
     /// Delivers a child's message to its parent, then the parent's to its own parent, and so on:
     /// one lock at a time, each node's observers notified before the next node is updated.
     ///
     /// No node on the way is retained: the caller holds the first child, each child holds its
-    /// parent, and a child's `parent` never changes once set (see `parent`), so every node on the
-    /// path outlives the walk. Retaining them would cost more than the update itself: a node that
-    /// is weakly referenced (every child is, by its parent) keeps its reference counts in a side
-    /// table, where each retain and release is several times slower.
+    /// parent (and its record in the parent), and a child's `parent` never changes once set (see
+    /// `_ProgressState.parent`), so every node and record on the path outlives the walk. Retaining them would cost more than the update
+    /// itself: a node that is weakly referenced (every child is, by its parent) keeps its reference
+    /// counts in a side table, where each retain and release is several times slower.
     func deliver(_ message: inout _ChildMessage) {
-        while message.parent._withUnsafeGuaranteedRef({ parent in
-            message.child._withUnsafeGuaranteedRef { child in parent.apply(&message, from: child) }
-        }) {}
+        while message.parent._withUnsafeGuaranteedRef({ parent in parent.apply(&message) }) {}
     }
 
     /// Applies a child's message under this node's lock and notifies this node's observers. Returns
     /// whether this node's parent must hear of it, with `message` rewritten for it.
     @inline(__always)
-    private func apply(_ message: inout _ChildMessage, from child: ObservableProgress) -> Bool {
+    private func apply(_ message: inout _ChildMessage) -> Bool {
         lock.lock()
-        // A stale message (a newer one from the same child was applied already) or one from a
-        // child that left changes nothing.
-        guard child.isAttached, message.version > child.appliedVersion else {
+        guard let (before, after, mustTell) = state.apply(&message) else {
             lock.unlock()
             return false
         }
-        child.appliedVersion = message.version
-        let before = values
-        if message.isFinished {
-            // The finished child credits its pending units and leaves the tree.
-            counts.childUnits &-= child.appliedContribution
-            child.appliedContribution = .zero
-            child.isAttached = false
-            children[ObjectIdentifier(child)] = nil
-            let (sum, overflow) = counts.completed.addingReportingOverflow(child.pendingUnitCountInParent)
-            counts.completed = overflow ? .max : sum
-        } else {
-            // Wrapping arithmetic: contributions are clamped to 2^64 units (`_ProgressUnits`), so
-            // no realistic number of children overflows the sum, and the checks cost an update.
-            counts.childUnits &+= message.contribution &- child.appliedContribution
-            child.appliedContribution = message.contribution
-        }
-        let after = counts.values
-        values = after
-        let time = message.time
-        if after.fraction != before.fraction { rate.record(fraction: after.fraction, now: time) }
-        let forward = fillMessage(&message, after: after, changedFrom: before, force: false, now: time)
         lock.unlock()
         notifyObservers(from: before, to: after)
-        return forward
+        return mustTell
     }
 }
 
@@ -152,17 +89,18 @@ extension ObservableProgress {
 /// that it finished. Unretained references: see `deliver(_:)` for why both outlive the message.
 struct _ChildMessage {
     var parent: Unmanaged<ObservableProgress>
-    var child: Unmanaged<ObservableProgress>
+    /// The parent's record of the child; `nil` only until the message is filled in.
+    var record: Unmanaged<_ChildRecord>?
     var version: UInt64 = 0
     var contribution = _ProgressUnits.zero
     var isFinished = false
     /// When the update was made (coarse clock), for the throughput estimate of every level.
     var time: UInt64 = 0
 
-    /// A message not filled in yet (see `fillMessage`).
+    /// A message not filled in yet (see `_ProgressState.fillMessage`); `node` stands in for the
+    /// parent until then.
     @inline(__always)
-    init(placeholderFor node: ObservableProgress) {
+    init(to node: ObservableProgress) {
         parent = Unmanaged.passUnretained(node)
-        child = parent
     }
 }

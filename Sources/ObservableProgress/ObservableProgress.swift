@@ -34,70 +34,29 @@ import KeyValueObserving
 /// including children added later; handlers registered with `onCancel`, `onPause` and `onResume`
 /// run once per event, never under a lock.
 public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
-    // Invariant: every `var` of this class is accessed only with `lock` held, except the ones marked
-    // "parent's lock", which are accessed only with the *parent's* lock held (they are the parent's
-    // record of this child), and two reads without it: the parent reads `pendingUnitCountInParent`
-    // when this node finishes (written once under `lock` before the first message, so the message's
-    // hand-over orders the two), and `deinit` reads `parent` (no other thread can reach the object
-    // then). No code but this module's bookkeeping runs under a lock: no handler, no
-    // user closure, no other node's lock. `lock` is destroyed in `deinit`, when no other thread can
-    // reach the object. The locks make every access exclusive, so the dynamic exclusivity checks are
-    // redundant (`@exclusivity(unchecked)`).
+    // Invariant: `state` is accessed only with `lock` held, except in `deinit`, when no other
+    // thread can reach the object. Each node's state is guarded by its own lock only: what a parent
+    // knows of a child is in the parent's state (`_ProgressChildren`). No code but this module's
+    // bookkeeping runs under a lock: no handler, no user closure, no other node's lock. `lock` is
+    // destroyed in `deinit`. The lock makes every access exclusive, so the dynamic exclusivity
+    // checks are redundant (`@exclusivity(unchecked)`).
     let lock = LockPrimitive()
-
-    @exclusivity(unchecked) var counts: _ProgressCounts
-    /// What `counts` computes to, kept so an update computes it once (after the change) and the
-    /// "before" comes for free.
-    @exclusivity(unchecked) var values: _ProgressValues
-    @exclusivity(unchecked) var rate: _ProgressRate
-
-    // The tree, seen from this node.
-    /// The node this one reports to; `nil` for a root. Set once (`addChild`) and never changed
-    /// afterwards, even when this node finishes and leaves the parent's tree: updates walk up the
-    /// tree without retaining the nodes on the way, which is safe only because each node keeps its
-    /// parent, unchanged, for as long as it lives. Strong: a parent lives as long as its children.
-    @exclusivity(unchecked) var parent: ObservableProgress?
-    /// `parent`, unretained, for the walk up the tree (reading a strong reference would retain it).
-    @exclusivity(unchecked) var parentReference: Unmanaged<ObservableProgress>?
-    /// The units of `parent` this node stands for. Set with `parent`, before the first message to
-    /// it, and never changed: the parent reads it, without this node's lock, when this node finishes.
-    @exclusivity(unchecked) var pendingUnitCountInParent: Int64 = 0
-    /// Increases with every message sent to `parent`, so the parent applies each child's latest
-    /// state only, whatever order the updating threads reach it in.
-    @exclusivity(unchecked) var version: UInt64 = 0
-    /// The fraction whose contribution was last sent to `parent` (0 once finished or while
-    /// indeterminate: no contribution).
-    @exclusivity(unchecked) var sentFraction: Double = 0
-    /// The unfinished children, weakly: a child keeps its parent alive, not the reverse, so a tree
-    /// nobody holds is freed even if it never finishes.
-    @exclusivity(unchecked) var children: [ObjectIdentifier: _WeakChild] = [:]
-
-    // Control.
-    @exclusivity(unchecked) var cancelled = false
-    @exclusivity(unchecked) var paused = false
-    /// Increases with every pause or resume this node passes down, so a child applies the latest.
-    @exclusivity(unchecked) var pauseGeneration: UInt64 = 0
-    /// The latest `pauseGeneration` of the parent this node applied: pushes from the parent that
-    /// arrive out of order (two threads pausing and resuming it) are ignored.
-    @exclusivity(unchecked) var appliedParentPauseGeneration: UInt64 = 0
-    @exclusivity(unchecked) var cancellable = true
-    @exclusivity(unchecked) var pausable = false
-    @exclusivity(unchecked) var handlers = _ControlHandlers()
-
-    // Parent's lock: the parent's record of this child.
-    /// Whether this node counts among the parent's children.
-    @exclusivity(unchecked) var isAttached = false
-    /// The latest `version` the parent applied.
-    @exclusivity(unchecked) var appliedVersion: UInt64 = 0
-    /// This child's contribution included in the parent's `childUnits`.
-    @exclusivity(unchecked) var appliedContribution = _ProgressUnits.zero
+    @exclusivity(unchecked) var state: _ProgressState
+    /// Where the node reads the time (for its throughput and time remaining). Immutable.
+    let clock: _ProgressClock
 
     /// A progress that tracks `totalUnitCount` units of work. A total below zero, or a total and a
     /// completed count of zero, make it indeterminate.
     public init(totalUnitCount: Int64) {
-        counts = _ProgressCounts(total: totalUnitCount, completed: 0)
-        values = counts.values
-        rate = _ProgressRate(fraction: 0, now: _coarseNanoseconds())
+        clock = _ProgressClock()
+        state = _ProgressState(totalUnitCount: totalUnitCount, now: clock.now())
+        super.init()
+    }
+
+    /// A progress that reads the time from `clock` (a manual clock in tests).
+    package init(totalUnitCount: Int64, clock: _ProgressClock) {
+        self.clock = clock
+        state = _ProgressState(totalUnitCount: totalUnitCount, now: clock.now())
         super.init()
     }
 
@@ -110,14 +69,11 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
     }
 
     deinit {
-        // A child dropped before finishing leaves the parent's list of children (its contribution
-        // stays, as in Foundation, where the parent would have kept the child alive).
-        if let parent {
+        // A child dropped before finishing leaves the parent's record of its children (its
+        // contribution stays, as in Foundation, where the parent would have kept the child alive).
+        if let parent = state.parent, let record = state.recordInParent {
             parent.lock.lock()
-            if isAttached {
-                isAttached = false
-                parent.children[ObjectIdentifier(self)] = nil
-            }
+            parent.state.children.detach(record)
             parent.lock.unlock()
         }
         lock.destroy()
@@ -180,16 +136,11 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
         return withLock { $0.values.isFinished }
     }
 
-    /// Reads state under the lock.
+    /// Reads or changes the state under the lock. `body` must not call out.
     @inline(__always)
-    func withLock<Result>(_ body: (ObservableProgress) -> Result) -> Result {
+    func withLock<Result>(_ body: (inout _ProgressState) -> Result) -> Result {
         lock.lock()
         defer { lock.unlock() }
-        return body(self)
+        return body(&state)
     }
-}
-
-/// A weak reference to a child, for cancellation and pausing.
-struct _WeakChild {
-    weak var node: ObservableProgress?
 }

@@ -42,16 +42,16 @@ struct _ProgressRate {
     /// pause for the first few updates after it (at most 63), which shifts one sample of the
     /// window and leaves the estimate's trend intact.
     @inline(__always)
-    mutating func time() -> UInt64 {
+    mutating func time(_ clock: _ProgressClock) -> UInt64 {
         if clockSkipped < clockStride {
             clockSkipped &+= 1
             return lastClock
         }
-        return readClock()
+        return readClock(clock)
     }
 
-    private mutating func readClock() -> UInt64 {
-        let now = _coarseNanoseconds()
+    private mutating func readClock(_ clock: _ProgressClock) -> UInt64 {
+        let now = clock.now()
         clockStride = now &- lastClock < 1_000_000 ? min(clockStride &* 2 &+ 1, 63) : 0
         clockSkipped = 0
         lastClock = now
@@ -85,6 +85,29 @@ struct _ProgressRate {
         let start = times[oldest]
         guard now > start else { return nil }
         return (fraction - fractions[oldest]) / (Double(now - start) * 1e-9)
+    }
+}
+
+/// Where a progress reads the time: the coarse clock (`_coarseNanoseconds()`), or, for tests, a
+/// function that must return a non-decreasing time and must not call out (it may run under the
+/// node's lock).
+package struct _ProgressClock: Sendable {
+    private let read: (@Sendable () -> UInt64)?
+
+    /// The coarse monotonic clock.
+    init() {
+        read = nil
+    }
+
+    /// A clock that reads `read`, in nanoseconds (a manual clock in tests).
+    package init(_ read: @escaping @Sendable () -> UInt64) {
+        self.read = read
+    }
+
+    @inline(__always)
+    func now() -> UInt64 {
+        if let read { return read() }
+        return _coarseNanoseconds()
     }
 }
 

@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 import ObservableDefaults
 
@@ -28,33 +27,4 @@ func adding(_ amount: String, to current: JSONValue?, key: String) throws(Comman
         throw CommandError(message: "\(currentText) + \(amount) is not a finite number; '\(key)' is left as it is")
     }
     return .number(String(describing: left + right))
-}
-
-/// `update-many`: `threads` threads, each adding 1 to `key` `count` times with `update` (for the
-/// tests and the stress run of atomic updates).
-func incrementConcurrently(_ store: DefaultsStore, key: String, count: Int, threads: Int) throws {
-    let outcomes = (0..<threads).map { _ in ThreadOutcome() }
-    let group = DispatchGroup()
-    for outcome in outcomes {
-        group.enter()
-        Thread {
-            defer { group.leave() }
-            do {
-                for _ in 0..<count {
-                    _ = try store.updateJSONValue(forKey: key) { current throws(CommandError) in try adding("1", to: current, key: key) }
-                }
-            } catch {
-                outcome.error = error
-            }
-        }.start()
-    }
-    group.wait()
-    if let error = outcomes.lazy.compactMap(\.error).first { throw error }
-}
-
-/// What one thread of `incrementConcurrently` met.
-final class ThreadOutcome: @unchecked Sendable {
-    // Invariant: written only by its thread, before it leaves the group; read only after the
-    // group's wait() returned, which orders the two.
-    var error: (any Error)?
 }

@@ -58,24 +58,12 @@ let usage = """
     """
 
 func printError(_ message: String) {
-    var line = "kvo-defaults: \(message)\n"
-    line.withUTF8 { bytes in _ = write(2, bytes.baseAddress, bytes.count) }
+    writeLineToStandardError("kvo-defaults: \(message)")
 }
 
 /// Writes `text` and a newline to standard output at once (unbuffered: one line per change).
 func printLine(_ text: String) {
-    var line = text + "\n"
-    line.withUTF8 { bytes in
-        var offset = 0
-        while offset < bytes.count {
-            let count = write(1, bytes.baseAddress! + offset, bytes.count - offset)
-            if count <= 0 {
-                if count < 0, errno == EINTR { continue }
-                exit(1)
-            }
-            offset += count
-        }
-    }
+    if !writeLine(text, toDescriptor: 1) { exit(1) }
 }
 
 func fail(_ message: String) -> Never {
@@ -144,7 +132,7 @@ if command == "help" {
     printLine(usage)
     exit(0)
 }
-let commands = ["read", "write", "delete", "watch", "update", "write-many", "update-many", "resources"]
+let commands = ["read", "write", "delete", "watch", "update"]
 guard commands.contains(command) else { usageError("unknown command '\(command)'") }
 if timestamps, command != "watch" { usageError("'--timestamps' only applies to 'watch'") }
 if timeout != nil, command != "write", command != "delete" { usageError("'--timeout' only applies to 'write' and 'delete'") }
@@ -171,40 +159,29 @@ func expectArguments(_ range: ClosedRange<Int>, _ names: String) {
     }
 }
 
-/// The store, with problems (corrupt file, unreadable directory) made fatal for commands that
+/// The problems the store reported (corrupt file, unreadable directory), made fatal for commands that
 /// would otherwise act on an incomplete view of the file.
-final class Problems: @unchecked Sendable {
-    // Invariant: `errors` is only accessed with `lock` held.
-    private let lock = Lock()
-    private var errors: [DefaultsError] = []
+let problems = Locked<[DefaultsError]>([])
 
-    func append(_ error: DefaultsError) {
-        lock.withLock { errors.append(error) }
-    }
-
-    var first: DefaultsError? {
-        lock.withLock { errors.first }
-    }
-
+extension Locked<[DefaultsError]> {
     /// The problems reported so far, which are forgotten.
     func take() -> [DefaultsError] {
-        lock.withLock {
+        withLock { errors in
             defer { errors = [] }
             return errors
         }
     }
 }
 
-let problems = Problems()
 let isWatching = command == "watch"
 let store = DefaultsStore(fileURL: fileURL) { error in
     if isWatching {
         // Keep watching: the next good version of the file will be reported.
         printError(error.description)
         // Except that there is no good version of a FIFO or a device (checked before watching).
-        if error.kind == .unsupportedFile { problems.append(error) }
+        if error.kind == .unsupportedFile { problems.withLock { $0.append(error) } }
     } else {
-        problems.append(error)
+        problems.withLock { $0.append(error) }
     }
 }
 let path = store.fileURL.path
@@ -298,7 +275,7 @@ case "delete":
 case "watch":
     expectArguments(0...1, "at most a KEY")
     // Printed already.
-    if problems.first != nil { exit(1) }
+    if !problems.current.isEmpty { exit(1) }
     let withTimestamps = timestamps
     let token = store.observeJSON(key: positional.first) { key, old, new, _ in
         var line = "\(key): \(old?.compactText ?? "(absent)") -> \(new?.compactText ?? "(absent)")"
@@ -316,43 +293,6 @@ case "watch":
     signal(SIGINT) { _ in _exit(128 + SIGINT) }
     signal(SIGTERM) { _ in _exit(128 + SIGTERM) }
     withExtendedLifetime(token) { dispatchMain() }
-
-case "write-many":
-    // Hidden, for tests and benchmarks: write-many (SUITE | --file PATH) PREFIX COUNT [FLUSH-EVERY]
-    // sets PREFIX-0 … PREFIX-(COUNT-1) to 0 … COUNT-1, flushing every FLUSH-EVERY sets (default 1).
-    expectArguments(2...3, "a PREFIX and a COUNT")
-    guard let count = Int(positional[1]), count >= 0 else { usageError("COUNT must be a non-negative integer") }
-    let flushEvery = positional.count > 2 ? Int(positional[2]) ?? 0 : 1
-    guard flushEvery > 0 else { usageError("FLUSH-EVERY must be a positive integer") }
-    failOnProblems()
-    for index in 0..<count {
-        store.setJSONValue(.number(String(index)), forKey: "\(positional[0])-\(index)")
-        if (index + 1) % flushEvery == 0 { flushOrFail() }
-    }
-    flushOrFail()
-
-case "update-many":
-    // Hidden, for tests and the stress run: update-many (SUITE | --file PATH) KEY COUNT THREADS
-    // adds 1 to KEY COUNT times in each of THREADS threads, each time with an atomic update.
-    expectArguments(3...3, "a KEY, a COUNT and a number of THREADS")
-    guard let count = Int(positional[1]), count >= 0, let threads = Int(positional[2]), threads > 0 else {
-        usageError("COUNT and THREADS must be a non-negative and a positive integer")
-    }
-    failOnProblems()
-    do {
-        try incrementConcurrently(store, key: positional[0], count: count, threads: threads)
-    } catch let error as CommandError {
-        fail(error.message)
-    } catch {
-        fail("\(error)")
-    }
-
-case "resources":
-    // Hidden, for tests and the report: resources (SUITE | --file PATH) COUNT [polling] opens
-    // COUNT stores on PATH-0.json …, writes each, and prints the threads and descriptors used.
-    expectArguments(1...2, "a COUNT")
-    guard let count = Int(positional[0]), count >= 0 else { usageError("COUNT must be a non-negative integer") }
-    printLine(measureResources(prefix: path, count: count, polling: positional.count > 1 && positional[1] == "polling"))
 
 default:
     usageError("unknown command '\(command)'")

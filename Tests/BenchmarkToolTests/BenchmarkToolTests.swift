@@ -1,4 +1,5 @@
 import Foundation
+import KeyValueObserving
 import TestSupport
 import Testing
 
@@ -17,7 +18,7 @@ private let buildFolder = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlin
 /// the tests, the gate with a stand-in for valgrind that reports a chosen instruction count (verdicts
 /// tested without valgrind and without timing anything), and the shape of a benchmark run's report
 /// (never its figures).
-@Suite("kvo-bench", .enabled(if: isLinux))
+@Suite("kvo-bench", .enabled(if: isLinux), .tags(.processes))
 struct BenchmarkToolTests {
     struct Run {
         let status: Int32

@@ -3,7 +3,7 @@ import Testing
 
 /// What the compiler accepts and rejects in client code, and the README's quick start, compiled as a
 /// real client of the module and run.
-@Suite("Client code: compile errors, README quick start, standard error", .enabled(if: SnippetCompiler.isSupported))
+@Suite("Client code: compile errors, README quick start, standard error", .enabled(if: SnippetCompiler.isSupported), .tags(.processes))
 struct CompileTimeTests {
     private static let model = """
         import KeyValueObserving
@@ -85,6 +85,15 @@ struct CompileTimeTests {
         let output = try SnippetCompiler.compileAndRun(code)
         #expect(output.status == 0, "\(output.standardError)")
         #expect(output.standardOutput == expected)
+    }
+
+    @Test func theReadmeSharingExampleCompilesAndRunsOnTheActor() throws {
+        let readme = try String(contentsOf: SnippetCompiler.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let section = try #require(readme.components(separatedBy: "## Sharing a model across tasks").dropFirst().first)
+        let code = try #require(Self.fencedBlock("swift", in: section))
+        let output = try SnippetCompiler.compileAndRun(code)
+        #expect(output.status == 0, "\(output.standardError)")
+        #expect(output.standardOutput == "completed 1\ncompleted 2\ncompleted 3\n")
     }
 
     @Test func theReadmeProgressExampleCompiles() throws {

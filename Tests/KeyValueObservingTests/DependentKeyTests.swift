@@ -52,7 +52,7 @@ final class Loop: KeyValueObservable {
 struct DependentKeyTests {
     private func diagnostics(_ body: () -> Void) -> [KeyValueObservingDiagnostic] {
         let collected = Locked<[KeyValueObservingDiagnostic]>([])
-        KeyValueObservingDiagnostics.withHandler({ collected.append($0) }, operation: body)
+        KeyValueObservingDiagnosticCenter.withHandler({ collected.append($0) }, operation: body)
         return collected.current
     }
 

@@ -5,7 +5,7 @@ import Testing
 struct DiagnosticsTests {
     private func diagnostics(_ body: () -> Void) -> [KeyValueObservingDiagnostic] {
         let collected = Locked<[KeyValueObservingDiagnostic]>([])
-        KeyValueObservingDiagnostics.withHandler({ collected.append($0) }, operation: body)
+        KeyValueObservingDiagnosticCenter.withHandler({ collected.append($0) }, operation: body)
         return collected.current
     }
 
@@ -92,10 +92,10 @@ struct GlobalDiagnosticsHandlerTests {
             var plain = 0
         }
         let collected = Locked<[KeyValueObservingDiagnostic]>([])
-        KeyValueObservingDiagnostics.setHandler { diagnostic in
+        KeyValueObservingDiagnosticCenter.setHandler { diagnostic in
             if diagnostic.objectType == Unobservable.self { collected.append(diagnostic) }
         }
-        defer { KeyValueObservingDiagnostics.setHandler(nil) }
+        defer { KeyValueObservingDiagnosticCenter.setHandler(nil) }
         let object = Unobservable()
         let token = object.observe(\.plain) { _, _ in }
         let again = object.observe(\.plain) { _, _ in }

@@ -46,7 +46,7 @@ final class Roadster: KeyValueObservable, @unchecked Sendable {
 struct FidelityTests {
     private func diagnostics(_ body: () -> Void) -> [KeyValueObservingDiagnostic] {
         let collected = Locked<[KeyValueObservingDiagnostic]>([])
-        KeyValueObservingDiagnostics.withHandler({ collected.append($0) }, operation: body)
+        KeyValueObservingDiagnosticCenter.withHandler({ collected.append($0) }, operation: body)
         return collected.current
     }
 
@@ -276,8 +276,96 @@ struct KeyNameTests {
         #expect(info.keys.map(\.name) == ["computed Int property of Gauge", "engine.rpm", "speed", "summary"])
         #expect(info.observerCount(for: \Gauge.speed) == 2)
         #expect(info.anyKeyObserverCount == 1)
-        #expect(info.description == "computed Int property of Gauge: 1, engine.rpm: 1, speed: 2, summary: 1; any key: 1")
+        #expect(info.description == "computed Int property of Gauge: 1, engine.rpm: 1, speed: 2, summary: 1; any key: 1; path followers: 1")
         tokens.forEach { $0.invalidate() }
         #expect(gauge.observationInfo.isEmpty)
+    }
+}
+
+final class Dashboard: KeyValueObservable, @unchecked Sendable {
+    @Observed var gear = 1
+    @Observed var speed = 0
+    @Observed var odometer = 0
+    var summary: String { "gear \(gear) at \(speed)" }
+    var withOdometer: String { "\(speed) (\(odometer))" }
+    var foreign: Int { gear }
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [
+            \Dashboard.summary: [\Dashboard.gear],
+            \Dashboard.withOdometer: [\Dashboard.speed],
+            \Dashboard.foreign: [\Dashboard.gear, \Motor.rpm],
+        ]
+    }
+
+    override class var keyPathsNotAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\Dashboard.withOdometer: [\Dashboard.odometer]]
+    }
+
+    override class var keyPathNames: [AnyKeyPath: String] {
+        [\Dashboard.summary: "summary"]
+    }
+}
+
+final class PathDashboard: KeyValueObservable, @unchecked Sendable {
+    @Observed var engine: Motor? = Motor()
+    var rpmText: String { "\(engine?.rpm ?? 0)" }
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\PathDashboard.rpmText: [\PathDashboard.engine?.rpm]]
+    }
+}
+
+@Suite("Checked dependency tables")
+struct DependencyCheckTests {
+    private func diagnostics(_ body: () -> Void) -> [KeyValueObservingDiagnostic] {
+        let collected = Locked<[KeyValueObservingDiagnostic]>([])
+        KeyValueObservingDiagnosticCenter.withHandler({ collected.append($0) }, operation: body)
+        return collected.current
+    }
+
+    @Test func aReadTheDeclaredInputsDoNotCoverIsReportedWithTheLineToWrite() {
+        let dashboard = Dashboard()
+        var token: KeyValueObservation?
+        let line: UInt = #line + 1
+        let reported = diagnostics { token = dashboard.observe(\.summary) { _, _ in } }
+        let incomplete = reported.filter { $0.kind == .incompleteDependencies }
+        #expect(incomplete.count == 1)
+        #expect(incomplete.first?.readNames == ["speed"])
+        #expect(incomplete.first?.line == line)
+        #expect(
+            incomplete.first?.message.contains("[\\Dashboard.summary: [\\Dashboard.gear, \\Dashboard.speed]]") == true,
+            "\(incomplete.first?.message ?? "")"
+        )
+        token?.invalidate()
+    }
+
+    @Test func aDeliberateOmissionIsNotReported() {
+        let dashboard = Dashboard()
+        var token: KeyValueObservation?
+        let reported = diagnostics { token = dashboard.observe(\.withOdometer) { _, _ in } }
+        #expect(reported.isEmpty)
+        token?.invalidate()
+    }
+
+    @Test func anInputOfAnUnrelatedTypeIsReported() {
+        let dashboard = Dashboard()
+        var token: KeyValueObservation?
+        let reported = diagnostics { token = dashboard.observe(\.foreign) { _, _ in } }
+        #expect(reported.map(\.kind) == [.invalidDependency])
+        #expect(reported.first?.message.contains("`computed Int property of Dashboard` on Dashboard") == true)
+        #expect(reported.first?.message.contains("Motor") == true)
+        token?.invalidate()
+    }
+
+    @Test func aPathInputCoversItsFirstStepAndObservingAnOptionalPathIsNotReported() {
+        let dashboard = PathDashboard()
+        var tokens: [KeyValueObservation] = []
+        let reported = diagnostics {
+            tokens.append(dashboard.observe(\.rpmText) { _, _ in })
+            tokens.append(dashboard.observe(\.engine?.rpm) { _, _ in })
+        }
+        #expect(reported.isEmpty)
+        tokens.forEach { $0.invalidate() }
     }
 }

@@ -67,14 +67,14 @@ struct KeyIdentityTests {
         let twins = Twins()
         let collected = Locked<[KeyValueObservingDiagnostic]>([])
         var token: KeyValueObservation?
-        KeyValueObservingDiagnostics.withHandler({ collected.append($0) }) {
+        KeyValueObservingDiagnosticCenter.withHandler({ collected.append($0) }) {
             token = twins.observe(\.both) { _, _ in }
         }
         #expect(collected.current.first?.reads.count == 2)
         #expect(collected.current.first?.readNames == ["left", "right"])
         twins.left = "l"
         collected.withLock { $0 = [] }
-        KeyValueObservingDiagnostics.withHandler({ collected.append($0) }) {
+        KeyValueObservingDiagnosticCenter.withHandler({ collected.append($0) }) {
             token = twins.observe(\.both) { _, _ in }
         }
         #expect(collected.current.first?.readNames == ["left", "right"])
@@ -155,7 +155,7 @@ struct SpecialPropertiesTests {
         let player = AudioPlayer()
         let collected = Locked<[KeyValueObservingDiagnostic]>([])
         var tokens: [KeyValueObservation] = []
-        KeyValueObservingDiagnostics.withHandler({ collected.append($0) }) {
+        KeyValueObservingDiagnosticCenter.withHandler({ collected.append($0) }) {
             let root: KeyPath<AudioPlayer, AudioPlayer> = \AudioPlayer.self
             for _ in 0..<2 {
                 // Built at run time: equal, but distinct objects.

@@ -50,7 +50,7 @@ final class Settings: KeyValueObservable, @unchecked Sendable {
 struct ManualNotificationTests {
     private func diagnostics(_ body: () -> Void) -> [KeyValueObservingDiagnostic] {
         let collected = Locked<[KeyValueObservingDiagnostic]>([])
-        KeyValueObservingDiagnostics.withHandler({ collected.append($0) }, operation: body)
+        KeyValueObservingDiagnosticCenter.withHandler({ collected.append($0) }, operation: body)
         return collected.current
     }
 

@@ -155,7 +155,7 @@ struct SequenceTests {
         #expect(try await first(3, of: values) == [0.5, 0.6, 0.7])
     }
 
-    @Test func removingDuplicatesDoesNotCompileForNonEquatableValues() throws {
+    @Test(.tags(.processes)) func removingDuplicatesDoesNotCompileForNonEquatableValues() throws {
         guard SnippetCompiler.isSupported else { return }
         let output = try SnippetCompiler.typecheck("""
             import KeyValueObserving

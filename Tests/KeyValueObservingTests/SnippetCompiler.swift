@@ -1,4 +1,5 @@
 import Foundation
+import KeyValueObserving
 
 #if canImport(Glibc)
 import Glibc

@@ -70,4 +70,21 @@ struct ToManyTests {
         count.invalidate()
         all.invalidate()
     }
+
+    @Test func anObserverRemovingDuplicatesHearsNothingWhenAToManyChangeLeavesTheArrayEqual() {
+        let queue = Queue()
+        let changes = Locked<[KeyValueObservedChange<[String]>]>([])
+        let token = queue.observe(\.items, options: [.prior, .old, .new], removingDuplicates: true) { _, change in
+            changes.append(change)
+        }
+        queue.replace(at: RangeSet(1..<2), with: ["b"], in: \.items)
+        queue.insert([], at: 0, into: \.items)
+        #expect(changes.current.isEmpty)
+        queue.replace(at: RangeSet(1..<2), with: ["B"], in: \.items)
+        #expect(changes.current == [
+            KeyValueObservedChange(kind: .replacement, oldValue: ["b"], indexes: RangeSet(1..<2), isPrior: true),
+            KeyValueObservedChange(kind: .replacement, newValue: ["B"], oldValue: ["b"], indexes: RangeSet(1..<2)),
+        ])
+        token.invalidate()
+    }
 }

@@ -9,7 +9,7 @@ import Glibc
 import Darwin
 #endif
 
-@Suite("Across processes")
+@Suite("Across processes", .tags(.processes))
 struct CrossProcessTests {
     let directory = TemporaryDirectory()
 
@@ -170,7 +170,7 @@ struct CrossProcessTests {
         let store = DefaultsStore(fileURL: url)
         let writers = try ["p0", "p1", "p2", "p3"].map { prefix in
             // 500 sets each, made durable every 10: 50 lock-merge-rename cycles per process.
-            try startTool(["write-many", "--file", url.path, prefix, "500", "10"])
+            try startTool(["write-many", url.path, prefix, "500", "10"], executable: testToolPath)
         }
         // This process writes its own keys at the same time.
         for index in 0..<100 {
@@ -200,7 +200,7 @@ struct CrossProcessTests {
 
     @Test func aWriterKilledMidWritesLeavesAFileWithOnlyCompleteWrites() throws {
         let url = directory.file("killed.json")
-        let writer = try startTool(["write-many", "--file", url.path, "k", "1000000", "1"])
+        let writer = try startTool(["write-many", url.path, "k", "1000000", "1"], executable: testToolPath)
         // Read the file while it is being replaced: every version must parse.
         var versions = 0
         let reachedEnough = waitUntil(seconds: 60) {

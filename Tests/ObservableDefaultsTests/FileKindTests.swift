@@ -10,7 +10,7 @@ import Darwin
 #endif
 
 /// Files that are not what they seem: FIFOs, devices, symbolic links.
-@Suite("Files that are not what they seem")
+@Suite("Files that are not what they seem", .tags(.processes))
 struct FileKindTests {
     let directory = TemporaryDirectory()
 

@@ -8,7 +8,7 @@ import Glibc
 import Darwin
 #endif
 
-@Suite("Bounded resources")
+@Suite("Bounded resources", .tags(.processes))
 struct ResourceTests {
     let directory = TemporaryDirectory()
 
@@ -17,10 +17,10 @@ struct ResourceTests {
     /// thread (inotify and polling), the writer and Dispatch's timer thread, with one thread of
     /// margin for Dispatch's pool; and a few descriptors (inotify, the wake-up pipe, Dispatch's,
     /// one write's lock file, temporary file and directory). Measured in a child process, whose
-    /// threads are its own (`kvo-defaults resources`).
+    /// threads are its own (`DefaultsTestTool resources`).
     @Test(arguments: [false, true])
     func manyStoresShareAFewThreadsAndDescriptors(polling: Bool) throws {
-        let result = try runTool(["resources", "--file", directory.path + "/s", "300"] + (polling ? ["polling"] : []))
+        let result = try runTool(["resources", directory.path + "/s", "300"] + (polling ? ["polling"] : []), executable: testToolPath)
         #expect(result.status == 0, "\(result.error)")
         let figures = Dictionary(uniqueKeysWithValues: result.output.split(whereSeparator: \.isWhitespace).compactMap { field -> (String, Int)? in
             let parts = field.split(separator: "=")

@@ -2,38 +2,13 @@ import Foundation
 import KeyValueObserving
 @testable import ObservableDefaults
 import Testing
+import TestSupport
 
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-
-/// A value shared with `@Sendable` handlers, guarded by the package's pthread lock (which the thread
-/// sanitizer understands, unlike `Synchronization.Mutex` on Linux).
-final class Locked<Value>: @unchecked Sendable {
-    // Invariant: `value` is only accessed with `lock` held.
-    private let lock = Lock()
-    private var value: Value
-
-    init(_ value: Value) {
-        self.value = value
-    }
-
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        try lock.withLock { try body(&value) }
-    }
-
-    var current: Value {
-        withLock { $0 }
-    }
-}
-
-extension Locked where Value: RangeReplaceableCollection {
-    func append(_ element: Value.Element) {
-        withLock { $0.append(element) }
-    }
-}
 
 /// A fresh directory under the system's temporary directory, removed when the value is deallocated.
 final class TemporaryDirectory: Sendable {
@@ -97,17 +72,24 @@ func jsonObject(at url: URL) -> [String: JSONValue]? {
 
 // MARK: Processes
 
-/// The `kvo-defaults` executable SwiftPM built next to this test bundle (the test target depends on it).
-let toolPath: String = {
+/// The directory of the executables SwiftPM built next to this test bundle (the test target depends
+/// on them).
+let buildDirectory: URL = {
     #if os(Linux)
     let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-    let directory = executable.deletingLastPathComponent()
+    return executable.deletingLastPathComponent()
     #else
     let bundle = Bundle.allBundles.first { $0.bundlePath.hasSuffix(".xctest") } ?? Bundle.main
-    let directory = bundle.bundleURL.deletingLastPathComponent()
+    return bundle.bundleURL.deletingLastPathComponent()
     #endif
-    return directory.appendingPathComponent("kvo-defaults").path
 }()
+
+/// The `kvo-defaults` executable.
+let toolPath = buildDirectory.appendingPathComponent("kvo-defaults").path
+
+/// The `DefaultsTestTool` executable: the loads `kvo-defaults` does not offer (`write-many`,
+/// `update-many`, `resources`).
+let testToolPath = buildDirectory.appendingPathComponent("DefaultsTestTool").path
 
 struct ToolResult {
     let status: Int32
@@ -115,14 +97,17 @@ struct ToolResult {
     let error: String
 }
 
-/// Runs `kvo-defaults` with `arguments` to completion (at most `seconds`).
+/// Runs `kvo-defaults` (or the executable at `executable`) with `arguments` to completion (at most
+/// `seconds`).
 @discardableResult
-func runTool(_ arguments: [String], environment: [String: String]? = nil, seconds: Double = 60) throws -> ToolResult {
-    let process = try startTool(arguments, environment: environment)
+func runTool(
+    _ arguments: [String], environment: [String: String]? = nil, seconds: Double = 60, executable: String = toolPath
+) throws -> ToolResult {
+    let process = try startTool(arguments, environment: environment, executable: executable)
     let finished = waitUntil(seconds: seconds) { !process.process.isRunning }
     if !finished {
         process.process.terminate()
-        Issue.record("kvo-defaults \(arguments) did not finish in \(seconds) s")
+        Issue.record("\(executable) \(arguments) did not finish in \(seconds) s")
     }
     process.process.waitUntilExit()
     return ToolResult(
@@ -138,11 +123,11 @@ struct RunningTool {
     let error: Pipe
 }
 
-/// Starts `kvo-defaults` with `arguments`.
-func startTool(_ arguments: [String], environment: [String: String]? = nil) throws -> RunningTool {
-    #expect(FileManager.default.isExecutableFile(atPath: toolPath), "kvo-defaults not found at \(toolPath)")
+/// Starts `kvo-defaults` (or the executable at `executable`) with `arguments`.
+func startTool(_ arguments: [String], environment: [String: String]? = nil, executable: String = toolPath) throws -> RunningTool {
+    #expect(FileManager.default.isExecutableFile(atPath: executable), "\(executable) not found")
     let process = Process()
-    process.executableURL = URL(fileURLWithPath: toolPath)
+    process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
     if let environment { process.environment = environment }
     let output = Pipe()

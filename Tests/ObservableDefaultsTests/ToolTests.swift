@@ -8,7 +8,7 @@ import Glibc
 import Darwin
 #endif
 
-@Suite("kvo-defaults")
+@Suite("kvo-defaults", .tags(.processes))
 struct ToolTests {
     let directory = TemporaryDirectory()
 

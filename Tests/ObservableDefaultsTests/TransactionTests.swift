@@ -57,7 +57,7 @@ struct TransactionTests {
 
     /// `kvo-defaults write` with several pairs is a batch: the observing process gets one
     /// store-wide notification naming every key, never a part of them.
-    @Test func aBatchInAnotherProcessArrivesAsOneChange() throws {
+    @Test(.tags(.processes)) func aBatchInAnotherProcessArrivesAsOneChange() throws {
         let url = directory.file("s.json")
         let store = DefaultsStore(fileURL: url)
         store[DefaultsKey("a", default: 0)] = 0

@@ -24,7 +24,7 @@ private func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) 
     group.wait()
 }
 
-@Suite("Atomic updates")
+@Suite("Atomic updates", .tags(.processes))
 struct UpdateTests {
     let directory = TemporaryDirectory()
 
@@ -47,7 +47,7 @@ struct UpdateTests {
         #expect(jsonObject(at: url) == ["hits": .number("400")])
     }
 
-    /// 4 processes × 2 threads × 250 increments, each an `update` through `kvo-defaults update-many`:
+    /// 4 processes × 2 threads × 250 increments, each an `update` through `DefaultsTestTool update-many`:
     /// exactly 2,000, and this process, observing, sees the count only grow and end at the total.
     @Test func updatesFromFourProcessesAndTheirThreadsLoseNoIncrement() throws {
         let url = directory.file("shared.json")
@@ -57,7 +57,7 @@ struct UpdateTests {
         let token = store.observe(hits, options: [.new]) { _, change in
             if change.isFromAnotherProcess, let value = change.newValue { seen.append(value) }
         }
-        let writers = try (0..<4).map { _ in try startTool(["update-many", "--file", url.path, "hits", "250", "2"]) }
+        let writers = try (0..<4).map { _ in try startTool(["update-many", url.path, "hits", "250", "2"], executable: testToolPath) }
         for writer in writers {
             #expect(waitUntil(seconds: 300) { !writer.process.isRunning })
             writer.process.waitUntilExit()

@@ -1,4 +1,5 @@
 import Foundation
+import KeyValueObserving
 @testable import ObservableDefaults
 import Testing
 

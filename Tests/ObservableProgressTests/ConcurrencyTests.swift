@@ -3,7 +3,7 @@ import Testing
 import TestSupport
 @testable import ObservableProgress
 
-@Suite("Progress under concurrent updates")
+@Suite("Progress under concurrent updates", .tags(.stress))
 struct ConcurrencyTests {
     @Test func concurrentIncrementsAreNeverLost() {
         let progress = ObservableProgress(totalUnitCount: 800_000)
@@ -60,9 +60,10 @@ struct ConcurrencyTests {
                 }
             case 4:
                 // Cancellation and pausing of one subtree while it is updated and grows.
-                middles[3].onCancel { cancelled.increment() }
+                let token = middles[3].onCancel { cancelled.increment() }
                 for _ in 0..<100 { middles[3].pause(); middles[3].resume() }
                 middles[3].cancel()
+                withExtendedLifetime(token) {}
             default:
                 for _ in 0..<2_000 {
                     _ = root.fractionCompleted

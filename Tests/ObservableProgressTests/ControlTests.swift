@@ -1,3 +1,4 @@
+import KeyValueObserving
 import Testing
 import TestSupport
 @testable import ObservableProgress
@@ -27,32 +28,64 @@ struct ControlTests {
     @Test func everyCancellationHandlerRunsOnce() {
         let progress = ObservableProgress(totalUnitCount: 2)
         let log = Locked<[String]>([])
-        progress.onCancel { log.append("first") }
-        progress.onCancel { log.append("second") }
+        let tokens = [progress.onCancel { log.append("first") }, progress.onCancel { log.append("second") }]
         progress.cancel()
         progress.cancel()
         #expect(log.current == ["first", "second"])
         // Added after the fact: runs at once, once.
-        progress.onCancel { log.append("late") }
+        let late = progress.onCancel { log.append("late") }
         #expect(log.current == ["first", "second", "late"])
+        withExtendedLifetime((tokens, late)) {}
+    }
+
+    @Test func aHandlerWhoseTokenIsDroppedOrInvalidatedDoesNotRun() {
+        let progress = ObservableProgress(totalUnitCount: 2)
+        let log = Locked<[String]>([])
+        _ = progress.onCancel { log.append("dropped cancel") }
+        _ = progress.onPause { log.append("dropped pause") }
+        _ = progress.onResume { log.append("dropped resume") }
+        let kept = [progress.onCancel { log.append("cancel") }, progress.onPause { log.append("pause") }]
+        let invalidated = progress.onResume { log.append("invalidated resume") }
+        invalidated.invalidate()
+        invalidated.invalidate()
+        progress.pause()
+        progress.resume()
+        progress.cancel()
+        #expect(log.current == ["pause", "cancel"])
+        withExtendedLifetime(kept) {}
+    }
+
+    @Test func aHandlerTokenDoesNotKeepTheProgressAlive() {
+        weak var weakProgress: ObservableProgress?
+        var token: KeyValueObservation?
+        do {
+            let progress = ObservableProgress(totalUnitCount: 2)
+            weakProgress = progress
+            token = progress.onCancel {}
+        }
+        #expect(weakProgress == nil)
+        token?.invalidate()
     }
 
     @Test func childHandlersRunWhenAnAncestorIsCancelled() {
         let root = ObservableProgress(totalUnitCount: 2)
         let child = ObservableProgress(totalUnitCount: 2, parent: root, pendingUnitCount: 1)
         let count = Counter(0)
-        child.onCancel { count.increment() }
+        let token = child.onCancel { count.increment() }
         root.cancel()
         #expect(count.current == 1)
+        withExtendedLifetime(token) {}
     }
 
     @Test func pauseAndResumePropagateAndRunHandlersPerTransition() {
         let root = ObservableProgress(totalUnitCount: 2)
         let child = ObservableProgress(totalUnitCount: 2, parent: root, pendingUnitCount: 1)
         let log = Locked<[String]>([])
-        child.onPause { log.append("pause") }
-        child.onPause { log.append("pause 2") }
-        child.onResume { log.append("resume") }
+        let tokens = [
+            child.onPause { log.append("pause") },
+            child.onPause { log.append("pause 2") },
+            child.onResume { log.append("resume") },
+        ]
         root.pause()
         root.pause()
         #expect(child.isPaused)
@@ -62,6 +95,7 @@ struct ControlTests {
         root.resume()
         #expect(!child.isPaused && !late.isPaused && !root.isPaused)
         #expect(log.current == ["pause", "pause 2", "resume"])
+        withExtendedLifetime(tokens) {}
     }
 
     @Test func cancellableAndPausableAreHintsWithFoundationsDefaults() {
@@ -77,11 +111,12 @@ struct ControlTests {
         // No handler runs under a lock: reading and updating the progress from one cannot deadlock.
         let progress = ObservableProgress(totalUnitCount: 2)
         let seen = Locked<[Bool]>([])
-        progress.onCancel {
+        let token = progress.onCancel {
             seen.append(progress.isCancelled)
             progress.completedUnitCount = 2
         }
         progress.cancel()
+        withExtendedLifetime(token) {}
         #expect(seen.current == [true])
         #expect(progress.isFinished)
     }

@@ -1,3 +1,4 @@
+import KeyValueObserving
 import Testing
 @testable import ObservableProgress
 
@@ -79,23 +80,25 @@ struct EstimatesTests {
         #expect(_formatSeconds(7_620) == "2 h 7 min")
     }
 
-    @Test func throughputIsAggregatedUpTheTree() async throws {
-        // The root (2 units) counts its child (100 units, 1 pending unit) at half its fraction: once
-        // some time has passed, the root's estimate is the child's, seen in the root's units.
-        let root = ObservableProgress(totalUnitCount: 2)
-        let child = ObservableProgress(totalUnitCount: 100, parent: root, pendingUnitCount: 1)
+    @Test func throughputIsAggregatedUpTheTree() throws {
+        // The root (2 units) counts its child (100 units, 1 pending unit) at half its fraction: the
+        // root's estimate is the child's, seen in the root's units. Time is a manual clock.
+        let time = Locked<UInt64>(1_000_000_000)
+        let clock = _ProgressClock { time.current }
+        let root = ObservableProgress(totalUnitCount: 2, clock: clock)
+        let child = ObservableProgress(totalUnitCount: 100, clock: clock)
+        root.addChild(child, withPendingUnitCount: 1)
         child.complete(count: 50)
-        // Let time pass, so that the two nodes' start times (read from a clock of a few milliseconds'
-        // resolution) differ by a small part of the elapsed time. Nothing here depends on speed.
-        try await Task.sleep(for: .milliseconds(300))
+        #expect(root.throughput == nil)
+        time.withLock { $0 += 300_000_000 }
+        // child: 0.5 of its fraction in 0.3 s; root: 0.25 of its fraction in the same time.
         let rootUnits = try #require(root.throughput)
         let childUnits = try #require(child.throughput)
-        #expect(rootUnits > 0 && childUnits > 0)
-        // child: 0.5 of its fraction; root: 0.25 of its fraction, over (nearly) the same time.
-        let rootFractionRate = rootUnits / 2
-        let childFractionRate = childUnits / 100
-        #expect(abs(rootFractionRate / childFractionRate - 0.5) < 0.1)
-        #expect(root.estimatedTimeRemaining != nil)
-        #expect(root.description.contains("units/s"))
+        #expect(abs(rootUnits - 0.25 / 0.3 * 2) < 1e-9)
+        #expect(abs(childUnits - 0.5 / 0.3 * 100) < 1e-9)
+        // 0.75 left at 0.25 / 0.3 per second: 0.9 s.
+        let remaining = try #require(root.estimatedTimeRemaining)
+        #expect(abs(remaining / .seconds(1) - 0.9) < 1e-9)
+        #expect(root.description == "25% completed (0 of 2), 1.67 units/s, about 1 s remaining")
     }
 }

@@ -129,7 +129,7 @@ struct ObservationTests {
         }
         let job = Job()
         let values = Locked<[Double]>([])
-        let token = job.observe(\.progress, \.fractionCompleted, options: [.new]) { _, change in values.append(change.newValue!) }
+        let token = job.observe(\.progress.fractionCompleted, options: [.new]) { _, change in values.append(change.newValue!) }
         job.progress.complete()
         let replacement = ObservableProgress(totalUnitCount: 4)
         job.progress = replacement

@@ -11,7 +11,7 @@ import TestSupport
 
 @Suite("Throttled progress observation")
 struct ThrottlingTests {
-    @Test func aMillionIncrementsDeliverOneValuePerIntervalEndingWithTheFinalOne() {
+    @Test(.tags(.stress)) func aMillionIncrementsDeliverOneValuePerIntervalEndingWithTheFinalOne() {
         let clock = ManualThrottleScheduler()
         let progress = ObservableProgress(totalUnitCount: 1_000_000)
         let queue = DispatchQueue(label: "display")

@@ -8,37 +8,19 @@ import Darwin
 
 /// Helpers shared by the test targets.
 
-/// A value shared with `@Sendable` handlers, guarded by the package's pthread lock (which the thread
-/// sanitizer understands, unlike `Synchronization.Mutex` on Linux).
-public final class Locked<Value>: @unchecked Sendable {
-    // Invariant: `value` is only accessed with `lock` held.
-    private let lock = Lock()
-    private var value: Value
-
-    public init(_ value: Value) {
-        self.value = value
-    }
-
-    public func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        try lock.withLock { try body(&value) }
-    }
-
-    public var current: Value {
-        withLock { $0 }
-    }
-}
+// Values shared with `@Sendable` handlers use the package's `Locked` (KeyValueObserving).
 
 extension Locked where Value: RangeReplaceableCollection {
-    public func append(_ element: Value.Element) {
+    package func append(_ element: Value.Element) {
         withLock { $0.append(element) }
     }
 }
 
 /// Counts calls to a handler.
-public typealias Counter = Locked<Int>
+package typealias Counter = Locked<Int>
 
 extension Locked where Value == Int {
-    public func increment() {
+    package func increment() {
         withLock { $0 += 1 }
     }
 }

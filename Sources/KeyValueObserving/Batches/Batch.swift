@@ -1,11 +1,3 @@
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
-
 /// Which observers a batch has already reached (see `_ObserverSnapshot.willChange`/`didChange`).
 @usableFromInline
 final class _BatchDelivery {
@@ -38,7 +30,6 @@ final class _BatchDelivery {
 final class _BatchState {
     // `depth` is only accessed with the registry's lock held; the other variables only by the thread
     // of the batch, one access at a time: `@exclusivity(unchecked)`.
-    let thread: pthread_t
     @exclusivity(unchecked) var depth = 1
     @usableFromInline let delivery = _BatchDelivery()
     /// The keys changed so far, in the order of their first change, with what ends their change.
@@ -49,9 +40,7 @@ final class _BatchState {
     @exclusivity(unchecked) @usableFromInline var changedOffsets: [Int] = []
     @exclusivity(unchecked) @usableFromInline var anyKeyPriorSent = false
 
-    init(thread: pthread_t) {
-        self.thread = thread
-    }
+    init() {}
 
     /// Whether the property stored at `offset` (or named `key`, for zero-sized ones) already
     /// changed in this batch.
@@ -89,48 +78,5 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         registry.beginBatch()
         defer { registry.endBatch(on: self) }
         return try body()
-    }
-}
-
-extension _ObserverRegistry {
-    func beginBatch() {
-        let thread = pthread_self()
-        withBatches { batches in
-            if let batch = batches.last(where: { pthread_equal($0.thread, thread) != 0 }) {
-                batch.depth += 1
-            } else {
-                batches.append(_BatchState(thread: thread))
-            }
-        }
-    }
-
-    func endBatch(on object: AnyObject) {
-        let thread = pthread_self()
-        let finished: _BatchState? = withBatches { batches in
-            guard let index = batches.lastIndex(where: { pthread_equal($0.thread, thread) != 0 }) else { return nil }
-            batches[index].depth -= 1
-            return batches[index].depth == 0 ? batches.remove(at: index) : nil
-        }
-        guard let finished else { return }
-        // Delivered after the batch is closed: changes made by handlers notify as usual. Every final
-        // value is read before any handler runs, so a handler changing another key of the batch
-        // cannot make that key's notification report its own change.
-        let deliveries = finished.finishers.map { $0() }
-        for deliver in deliveries { deliver() }
-        if !finished.changedKeys.isEmpty, let anyKey = anyKeySnapshot() {
-            anyKey.didChange(
-                object,
-                finished.changedKeys,
-                storageOffsets: .many(finished.changedOffsets.map { $0 < 0 ? nil : $0 })
-            )
-        }
-    }
-
-    /// The calling thread's open batch on this object, if any.
-    @usableFromInline
-    func currentBatch() -> _BatchState? {
-        guard hasBatches.load(ordering: .acquiring) else { return nil }
-        let thread = pthread_self()
-        return withBatches { batches in batches.last { pthread_equal($0.thread, thread) != 0 } }
     }
 }

@@ -110,7 +110,7 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
                 continue
             }
             guard reads.count == 1 else { return }
-            names.append(_KeyNames.name(of: reads[0].key, storageOffset: reads[0].offset))
+            names.append(_KeyNames.name(of: reads[0].key))
             isComplete = !reads[0].holdsObservableObject
         }
         if isComplete { _KeyNames.record(path, name: names.joined(separator: ".")) }
@@ -174,5 +174,26 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
             notifiesAutomatically: automatic
         )
         return KeyValueObservation(registry: registry, id: id)
+    }
+}
+
+/// An observer that only learns that a property is about to change and has changed.
+final class _SignalObserver: _ObserverEntry, @unchecked Sendable {
+    // Invariant: immutable after init (see `_ObserverEntry`).
+    let handler: @Sendable (_ isPrior: Bool, _ valueHasChanged: Bool) -> Void
+
+    init(id: UInt64, handler: @escaping @Sendable (_ isPrior: Bool, _ valueHasChanged: Bool) -> Void) {
+        self.handler = handler
+        // `.prior`: the setter then calls `willChange` on it.
+        super.init(id: id, options: [.prior], isDirect: false)
+    }
+
+    override func willChange(_ object: AnyObject, valueHasChanged: Bool) -> Any? {
+        if isActive { handler(true, valueHasChanged) }
+        return nil
+    }
+
+    override func didChange(_ object: AnyObject, old: Any?) {
+        if isActive { handler(false, false) }
     }
 }

@@ -1,21 +1,9 @@
-import Synchronization
-
+/// The two- and three-segment chain overloads of `observe` and `values(for:)`, from before key
+/// paths of any depth could be observed directly. They are thin wrappers: each builds one key path
+/// through the segments and observes it like `\.currentItem?.status`.
 extension KeyValueObservableProtocol where Self: KeyValueObservable {
-    /// Observes a value reached through an observable intermediate, `first` then `second`: the
-    /// `player.currentItem?.status` of Foundation's key-path observation.
-    ///
-    /// ```swift
-    /// let token = player.observe(\.currentItem, \.status, options: [.initial, .new]) { player, change in
-    ///     print(change.newValue as Any)   // nil while there is no item
-    /// }
-    /// ```
-    ///
-    /// The handler runs after every assignment to any segment (the intermediate included), equal
-    /// values included, as for a single key; use `.prior`/`.old` to compare. When the intermediate is
-    /// replaced, the observation moves to the new object: changes of the old one are no longer
-    /// reported, and it is not retained. A nil intermediate gives a nil value.
-    ///
-    /// - Returns: The token; keep it.
+    /// Observes a value reached through an observable intermediate that may be nil.
+    @available(*, deprecated, message: "observe the path directly: observe(\\.currentItem?.status, options:changeHandler:)")
     @inlinable
     public func observe<Intermediate: KeyValueObservable, Value>(
         _ first: KeyPath<Self, Intermediate?>,
@@ -25,18 +13,11 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         line: UInt = #line,
         changeHandler: @escaping @Sendable (Self, KeyValueObservedChange<Value?>) -> Void
     ) -> KeyValueObservation {
-        _observeChain(
-            segments: [
-                .step(first, fileID: fileID, line: line) { $0 },
-                .step(second, fileID: fileID, line: line) { _ in nil },
-            ],
-            value: { root in root[keyPath: first]?[keyPath: second] },
-            options: options,
-            changeHandler: changeHandler
-        )
+        observe(\Self.[_chain: first, second], options: options, fileID: fileID, line: line, changeHandler: changeHandler)
     }
 
     /// Observes a value reached through an observable intermediate that is never nil.
+    @available(*, deprecated, message: "observe the path directly: observe(\\.playlist.title, options:changeHandler:)")
     @inlinable
     public func observe<Intermediate: KeyValueObservable, Value>(
         _ first: KeyPath<Self, Intermediate>,
@@ -46,18 +27,11 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         line: UInt = #line,
         changeHandler: @escaping @Sendable (Self, KeyValueObservedChange<Value>) -> Void
     ) -> KeyValueObservation {
-        _observeChain(
-            segments: [
-                .step(first, fileID: fileID, line: line) { $0 },
-                .step(second, fileID: fileID, line: line) { _ in nil },
-            ],
-            value: { root in root[keyPath: first][keyPath: second] },
-            options: options,
-            changeHandler: changeHandler
-        )
+        observe(first.appending(path: second), options: options, fileID: fileID, line: line, changeHandler: changeHandler)
     }
 
     /// Observes a value reached through two observable intermediates, either of which may be nil.
+    @available(*, deprecated, message: "observe the path directly: observe(\\.currentItem?.asset?.duration, options:changeHandler:)")
     @inlinable
     public func observe<First: KeyValueObservable, Second: KeyValueObservable, Value>(
         _ first: KeyPath<Self, First?>,
@@ -68,19 +42,11 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         line: UInt = #line,
         changeHandler: @escaping @Sendable (Self, KeyValueObservedChange<Value?>) -> Void
     ) -> KeyValueObservation {
-        _observeChain(
-            segments: [
-                .step(first, fileID: fileID, line: line) { $0 },
-                .step(second, fileID: fileID, line: line) { $0 },
-                .step(third, fileID: fileID, line: line) { _ in nil },
-            ],
-            value: { root in root[keyPath: first]?[keyPath: second]?[keyPath: third] },
-            options: options,
-            changeHandler: changeHandler
-        )
+        observe(\Self.[_chain: first, second, third], options: options, fileID: fileID, line: line, changeHandler: changeHandler)
     }
 
     /// Observes a value reached through two observable intermediates that are never nil.
+    @available(*, deprecated, message: "observe the path directly: observe(\\.a.b.c, options:changeHandler:)")
     @inlinable
     public func observe<First: KeyValueObservable, Second: KeyValueObservable, Value>(
         _ first: KeyPath<Self, First>,
@@ -91,68 +57,38 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         line: UInt = #line,
         changeHandler: @escaping @Sendable (Self, KeyValueObservedChange<Value>) -> Void
     ) -> KeyValueObservation {
-        _observeChain(
-            segments: [
-                .step(first, fileID: fileID, line: line) { $0 },
-                .step(second, fileID: fileID, line: line) { $0 },
-                .step(third, fileID: fileID, line: line) { _ in nil },
-            ],
-            value: { root in root[keyPath: first][keyPath: second][keyPath: third] },
-            options: options,
-            changeHandler: changeHandler
-        )
+        observe(first.appending(path: second).appending(path: third), options: options, fileID: fileID, line: line, changeHandler: changeHandler)
     }
 
-    @inlinable
-    func _observeChain<Value>(
-        segments: [_ChainSegment],
-        value: @escaping (Self) -> Value,
-        options: KeyValueObservingOptions,
-        changeHandler: @escaping @Sendable (Self, KeyValueObservedChange<Value>) -> Void
-    ) -> KeyValueObservation {
-        // The reader only runs on the thread changing the chain, like the handler.
-        nonisolated(unsafe) let value = value
-        let state = _ChainValueState<Value>()
-        let initial = value(self)
-        state.lastValue.withLock { $0 = initial }
-        let chain = _ChainObserver(
-            root: self,
-            segments: segments,
-            wantsPrior: options.contains(.prior),
-            willChange: { root in
-                guard options.contains(.prior) else { return }
-                let root = unsafeDowncast(root, to: Self.self)
-                let old = options.contains(.old) ? state.lastValue.withLock { $0 } : nil
-                changeHandler(root, KeyValueObservedChange(settingNew: nil, old: old, isPrior: true))
-            },
-            didChange: { root in
-                let root = unsafeDowncast(root, to: Self.self)
-                let new = value(root)
-                let old = state.lastValue.withLock { last in
-                    defer { last = new }
-                    return last
-                }
-                changeHandler(root, KeyValueObservedChange(
-                    settingNew: options.contains(.new) ? new : nil,
-                    old: options.contains(.old) ? old : nil
-                ))
-            }
-        )
-        if options.contains(.initial) {
-            changeHandler(self, KeyValueObservedChange(settingNew: options.contains(.new) ? initial : nil, old: nil))
-        }
-        // An id in the root's registry (with no entry), so that sequences built on the chain can
-        // finish when the root is deallocated.
-        let registry = _registryCreatingIfNeeded()
-        return KeyValueObservation(registry: registry, id: registry.makeID(), parts: [chain])
+    /// The values reached through an observable intermediate, as an `AsyncSequence`.
+    @available(*, deprecated, message: "ask for the path directly: values(for: \\.currentItem?.status)")
+    public func values<Intermediate: KeyValueObservable, Value: Sendable>(
+        for first: KeyPath<Self, Intermediate?>,
+        _ second: KeyPath<Intermediate, Value>,
+        options: KeyValueObservingOptions = [.initial, .new],
+        buffering: KeyValueObservationBuffering = .unbounded,
+        fileID: String = #fileID,
+        line: UInt = #line
+    ) -> KeyValueObservationValues<Value?> {
+        values(for: \Self.[_chain: first, second], options: options, buffering: buffering, fileID: fileID, line: line)
     }
-}
 
-/// The value a chain observer delivered last, for `.old`.
-@usableFromInline
-final class _ChainValueState<Value>: Sendable {
-    @usableFromInline let lastValue = _Locked<Value?>(nil)
+    /// `first?.second` as one key-path component, so that a chain through an optional intermediate
+    /// is one key path (Swift cannot append a key path through an optional). Used by the deprecated
+    /// chain overloads; write `\.first?.second` instead.
+    public subscript<Intermediate: KeyValueObservable, Value>(
+        _chain first: KeyPath<Self, Intermediate?>,
+        _ second: KeyPath<Intermediate, Value>
+    ) -> Value? {
+        self[keyPath: first]?[keyPath: second]
+    }
 
-    @usableFromInline
-    init() {}
+    /// `first?.second?.third` as one key-path component (see `subscript(_chain:_:)`).
+    public subscript<First: KeyValueObservable, Second: KeyValueObservable, Value>(
+        _chain first: KeyPath<Self, First?>,
+        _ second: KeyPath<First, Second?>,
+        _ third: KeyPath<Second, Value>
+    ) -> Value? {
+        self[keyPath: first]?[keyPath: second]?[keyPath: third]
+    }
 }

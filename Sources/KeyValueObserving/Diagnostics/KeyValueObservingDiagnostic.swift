@@ -1,7 +1,7 @@
 /// A mistake that Foundation's KVO makes silently, found at registration or at a manual
 /// notification.
 ///
-/// Delivered to `KeyValueObservingDiagnostics`; by default printed once to standard error.
+/// Delivered to `KeyValueObservingDiagnosticCenter`; by default printed once to standard error.
 public struct KeyValueObservingDiagnostic: @unchecked Sendable, CustomStringConvertible {
     // Invariant: every stored property is immutable; key-path objects are immutable and safe to share.
 
@@ -17,8 +17,17 @@ public struct KeyValueObservingDiagnostic: @unchecked Sendable, CustomStringConv
         /// changes of its inputs do not notify its observers.
         public static let undeclaredDependencies = Kind(name: "undeclaredDependencies")
 
-        /// The dependency table (`keyPathsAffecting`) has a cycle; the edge that closes it is ignored.
+        /// The dependency table (`keyPathsAffecting`) has a cycle; each change of a key of the cycle
+        /// notifies the observers of every key of it once.
         public static let dependencyCycle = Kind(name: "dependencyCycle")
+
+        /// A dependent key reads an `@Observed` property that none of its declared inputs covers:
+        /// its observers are not notified when that property changes. `reads` lists the missing
+        /// properties.
+        public static let incompleteDependencies = Kind(name: "incompleteDependencies")
+
+        /// A declared input of a dependent key has a root type unrelated to the key's.
+        public static let invalidDependency = Kind(name: "invalidDependency")
 
         /// `didChangeValue(for:)` without a matching `willChangeValue(for:)` on the same thread, or
         /// not for the innermost pending key: no notification is sent for it.
@@ -68,6 +77,31 @@ public struct KeyValueObservingDiagnostic: @unchecked Sendable, CustomStringConv
         self.detail = nil
     }
 
+    init(
+        incompleteDependenciesOf keyPath: AnyKeyPath,
+        declared: [AnyKeyPath],
+        missing: [(AnyKeyPath, String)],
+        objectType: Any.Type,
+        fileID: String,
+        line: UInt
+    ) {
+        self.kind = .incompleteDependencies
+        self.objectType = objectType
+        self.keyPath = keyPath
+        self.reads = missing.map(\.0)
+        self.readNames = missing.map(\.1)
+        self.fileID = fileID
+        self.line = line
+        let root = type(of: keyPath).rootType
+        let inputs = (declared.map { _KeyNames.knownName(of: $0) ?? "<input>" } + missing.map(\.1)).map { "\\\(root).\($0)" }
+        // A computed key has no name at run time on Linux unless `keyPathNames` gives it one.
+        let keyName = _KeyNames.knownName(of: keyPath) ?? "<key>"
+        self.detail = "reads \(missing.map { "`\($0.1)`" }.joined(separator: ", ")), which its declared inputs do not "
+            + "cover, so its observers are not notified when \(missing.count == 1 ? "it changes" : "they change"). "
+            + "Fix: declare [\\\(root).\(keyName): [\(inputs.joined(separator: ", "))]] in keyPathsAffecting, "
+            + "or list the omission in keyPathsNotAffecting if it is deliberate."
+    }
+
     init(kind: Kind, objectType: Any.Type, keyPath: AnyKeyPath, detail: String, fileID: String, line: UInt) {
         self.kind = kind
         self.objectType = objectType
@@ -94,7 +128,7 @@ public struct KeyValueObservingDiagnostic: @unchecked Sendable, CustomStringConv
             return "\(site): \(key) on \(objectType) is computed: it reads \(inputs) but declares no dependencies, "
                 + "so changes of \(readNames.count == 1 ? "that input" : "those inputs") do not notify its observers. "
                 + "Fix: list them in `override class var keyPathsAffecting` "
-                + "([\\\(objectType).<key>: [\(readNames.map { "\\\(objectType).\($0)" }.joined(separator: ", "))]])."
+                + "([\\\(objectType).\(_KeyNames.knownName(of: keyPath) ?? "<key>"): [\(readNames.map { "\\\(objectType).\($0)" }.joined(separator: ", "))]])."
         case .dependencyCycle:
             let cycle = reads.map { "`\(Self.describe($0))`" }.joined(separator: " → ")
             return "\(site): keyPathsAffecting of \(objectType) has a dependency cycle: \(cycle). "

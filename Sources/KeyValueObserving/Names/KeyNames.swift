@@ -17,6 +17,17 @@ enum _KeyNames {
     // not uniqued (those of generic classes) do not grow it: it holds one entry per distinct key.
     nonisolated(unsafe) private static var names: [AnyKeyPath: String] = [:]
 
+    /// Records the name of the `@Observed` property `key`, whose wrapper is stored at `storageKey`
+    /// (`\Car._speed`: key paths of stored properties carry their field names, on Linux too).
+    static func learn(_ key: AnyKeyPath, storageKey: AnyKeyPath) {
+        guard lock.withLock({ names[key] }) == nil else { return }
+        let description = "\(storageKey)"
+        guard !description.contains("<computed"), let dot = description.lastIndex(of: ".") else { return }
+        let field = description[description.index(after: dot)...]
+        let name = String(field.hasPrefix("_") ? field.dropFirst() : field)
+        lock.withLock { names[key] = name }
+    }
+
     /// Records the name of the `@Observed` property `key`, whose storage is at `storageOffset` in
     /// instances of its root class.
     static func learn(_ key: AnyKeyPath, storageOffset: Int) {
@@ -41,6 +52,12 @@ enum _KeyNames {
             return name
         }
         return fallbackName(of: key)
+    }
+
+    /// The name of `key` if it has a real one (not the typed fallback).
+    static func knownName(of key: AnyKeyPath, storageOffset: Int? = nil) -> String? {
+        let name = name(of: key, storageOffset: storageOffset)
+        return name == fallbackName(of: key) && "\(key)".contains("<") ? nil : name
     }
 
     /// The name a class that notifies its own keys gives `key`.

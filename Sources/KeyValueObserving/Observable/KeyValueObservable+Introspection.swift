@@ -5,8 +5,9 @@ extension KeyValueObservable {
     /// `@Observed` properties are listed under the key path of the declaring class (`\Base.volume`
     /// for a property that a subclass inherits); other keys (dependent keys, paths such as
     /// `\.engine.rpm`, keys notified manually) under the key path they were observed with, each
-    /// observer counted once. A path's observer also appears, as an internal follower, on none of the
-    /// objects along the path. Observers of every key (`observeAnyKey`) are counted apart.
+    /// observer counted once. Observers of every key (`observeAnyKey`) are counted apart, and so are
+    /// the followers that observers of paths and of dependent keys reaching into other objects keep
+    /// on each object along the way (`pathFollowerCount`).
     ///
     /// ```swift
     /// print(car.observationInfo)   // engine.rpm: 1, speed: 2; any key: 1
@@ -14,8 +15,10 @@ extension KeyValueObservable {
     ///
     /// - Complexity: O(*k*) in the number of observed keys.
     public var observationInfo: KeyValueObservationInfo {
-        guard let registry = _existingRegistry else { return KeyValueObservationInfo(keys: [], anyKeyObserverCount: 0) }
-        let (counts, anyKey) = registry.observerCounts()
+        guard let registry = _existingRegistry else {
+            return KeyValueObservationInfo(keys: [], anyKeyObserverCount: 0, pathFollowerCount: 0)
+        }
+        let (counts, anyKey, followers) = registry.observerCounts()
         var keys: [KeyValueObservationInfo.Key] = []
         for (key, offset, count) in counts {
             if let index = keys.firstIndex(where: { $0.keyPath == key }) {
@@ -25,13 +28,13 @@ extension KeyValueObservable {
             }
         }
         keys.sort { $0.name < $1.name }
-        return KeyValueObservationInfo(keys: keys, anyKeyObserverCount: anyKey)
+        return KeyValueObservationInfo(keys: keys, anyKeyObserverCount: anyKey, pathFollowerCount: followers)
     }
 
     /// Whether this object has allocated its observer registry (it does so on the first registration
     /// and keeps it until it is deallocated). Until then an instance costs one pointer more than an
-    /// empty class.
-    public var hasObserverRegistry: Bool {
+    /// empty class. A hook for the tests of that claim, not API.
+    package var hasObserverRegistry: Bool {
         _existingRegistry != nil
     }
 }
@@ -52,10 +55,14 @@ public struct KeyValueObservationInfo: @unchecked Sendable, CustomStringConverti
     public let keys: [Key]
     /// How many observers of every key (`observeAnyKey`) the object has.
     public let anyKeyObserverCount: Int
+    /// How many observations of paths (`\.engine.rpm` observed on a car) and of dependent keys
+    /// follow their path through this object (the engine), observing the properties they pass
+    /// through.
+    public let pathFollowerCount: Int
 
     /// Whether nothing observes the object.
     public var isEmpty: Bool {
-        keys.isEmpty && anyKeyObserverCount == 0
+        keys.isEmpty && anyKeyObserverCount == 0 && pathFollowerCount == 0
     }
 
     /// The number of observers of `keyPath` (0 if it has none); observers of every key not included.
@@ -74,6 +81,9 @@ public struct KeyValueObservationInfo: @unchecked Sendable, CustomStringConverti
         var parts = keys.map { "\($0.name): \($0.observerCount)" }.joined(separator: ", ")
         if anyKeyObserverCount > 0 {
             parts += (parts.isEmpty ? "" : "; ") + "any key: \(anyKeyObserverCount)"
+        }
+        if pathFollowerCount > 0 {
+            parts += (parts.isEmpty ? "" : "; ") + "path followers: \(pathFollowerCount)"
         }
         return parts
     }

@@ -1,11 +1,3 @@
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
-
 extension KeyValueObservableProtocol where Self: KeyValueObservable {
     /// Announces that the value of `keyPath` is about to change, for state the `@Observed` wrapper
     /// cannot see (a dictionary, a C buffer, another object), or for keys whose automatic
@@ -33,7 +25,6 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         registry.anyKeySnapshot()?.willChange(self, keyPath)
         let pending = snapshots.map { $0.willChange(on: self, oldValue: oldValue) }
         registry.pushPendingChange(_ObserverRegistry.PendingChange(
-            thread: pthread_self(),
             keyPath: keyPath,
             fileID: fileID,
             line: line,
@@ -48,10 +39,10 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     ///
     /// A call without a matching `willChangeValue(for:)` on this thread, or one that does not close
     /// the innermost pending key, notifies nobody and is reported through
-    /// `KeyValueObservingDiagnostics`.
+    /// `KeyValueObservingDiagnosticCenter`.
     public func didChangeValue<Value>(for keyPath: KeyPath<Self, Value>, fileID: String = #fileID, line: UInt = #line) {
         guard let registry = _existingRegistry, let change = registry.innermostPendingChange() else {
-            KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
+            KeyValueObservingDiagnosticCenter.report(KeyValueObservingDiagnostic(
                 kind: .unbalancedChangeNotification,
                 objectType: type(of: self),
                 keyPath: keyPath,
@@ -63,7 +54,7 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
             return
         }
         guard _sameKey(change.keyPath, keyPath) else {
-            KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
+            KeyValueObservingDiagnosticCenter.report(KeyValueObservingDiagnostic(
                 kind: .unbalancedChangeNotification,
                 objectType: type(of: self),
                 keyPath: keyPath,

@@ -31,7 +31,7 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     /// ever set on the main actor, use `MainActor.assumeIsolated`.
     ///
     /// A key that can never notify (not `@Observed` and reading no `@Observed` property) or a
-    /// computed key is reported through `KeyValueObservingDiagnostics`: Foundation's KVO accepts such
+    /// computed key is reported through `KeyValueObservingDiagnosticCenter`: Foundation's KVO accepts such
     /// registrations silently.
     ///
     /// - Parameters:
@@ -180,7 +180,7 @@ struct _Registration {
             slots.forEach(add)
         }
         // Announcements nest per thread, like `willChangeValue`/`didChangeValue`.
-        let pending = _Locked<[(thread: pthread_t, old: Any?)]>([])
+        let pending = Locked<[(thread: pthread_t, old: Any?)]>([])
         let paths = _DependencyPaths(
             root: object,
             paths: route.paths,

@@ -82,6 +82,9 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         }
     }
 
+    /// Mutates the array at `keyPath` with `mutate` and notifies its observers of the to-many change,
+    /// through the same delivery as a set (`_ObserverSnapshot.willChange`/`didChange`). The setter's
+    /// own notification is silenced meanwhile: this one replaces it.
     func _notifyingToManyChange<Element>(
         of keyPath: ReferenceWritableKeyPath<Self, [Element]>,
         kind: KeyValueChangeKind,
@@ -98,48 +101,38 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         }
         let slots = _ObservationRoute.manualNotificationSlots(for: keyPath, of: self, in: registry)
         let snapshots = slots.compactMap { registry.snapshot(for: $0) }
+        let change = _ToManyChange(kind: kind, indexes: indexes, oldElements: oldElements, newElements: newElements)
+        // Observers that remove duplicates compare the whole array before and after: then the array
+        // after the change is computed first, so that they skip `.prior` too.
+        let removesDuplicates = snapshots.contains { $0.entries.contains { $0.removesDuplicates } }
+        let before: [Element]? = removesDuplicates ? self[keyPath: keyPath] : nil
+        let after: [Element]? = before.map { array in
+            var array = array
+            mutate(&array)
+            return array
+        }
         let anyKey = registry.anyKeySnapshot()
         anyKey?.willChange(self, keyPath)
-        var pending: [[Any?]] = []
-        for snapshot in snapshots {
-            pending.append(snapshot.entries.map { entry -> Any? in
-                guard entry.isActive else { return nil }
-                if entry.isDirect {
-                    if entry.options.contains(.prior) {
-                        unsafeDowncast(entry, to: _DirectObserver<[Element]>.self).handler(self, KeyValueObservedChange(
-                            kind: kind,
-                            oldValue: entry.options.contains(.old) ? oldElements : nil,
-                            indexes: indexes,
-                            isPrior: true
-                        ))
-                    }
-                    return nil
-                }
-                return entry.willChange(self, valueHasChanged: false)
-            })
-        }
+        let pending = snapshots.map { $0.willChange(on: self, oldValue: before, newValue: after, toMany: change) }
         let observedKey = slots.lazy.compactMap { slot -> AnyKeyPath? in
             if case .observedProperty(let key, _) = slot { return key }
             return nil
         }.first
-        if let observedKey {
-            registry.silencingSetter(of: observedKey) { mutate(&self[keyPath: keyPath]) }
-        } else {
-            mutate(&self[keyPath: keyPath])
-        }
-        for (snapshot, pendingValues) in zip(snapshots, pending) {
-            for (entry, old) in zip(snapshot.entries, pendingValues) where entry.isActive {
-                if entry.isDirect {
-                    unsafeDowncast(entry, to: _DirectObserver<[Element]>.self).handler(self, KeyValueObservedChange(
-                        kind: kind,
-                        newValue: entry.options.contains(.new) ? newElements : nil,
-                        oldValue: entry.options.contains(.old) ? oldElements : nil,
-                        indexes: indexes
-                    ))
-                } else {
-                    entry.didChange(self, old: old)
-                }
+        func store() {
+            if let after {
+                self[keyPath: keyPath] = after
+            } else {
+                mutate(&self[keyPath: keyPath])
             }
+        }
+        if let observedKey {
+            registry.silencingSetter(of: observedKey, store)
+        } else {
+            store()
+        }
+        let newValue = self[keyPath: keyPath]
+        for (snapshot, pending) in zip(snapshots, pending) {
+            snapshot.didChange(newValue, oldValue: before, pending: pending, on: self, toMany: change)
         }
         anyKey?.didChange(self, keyPath)
     }

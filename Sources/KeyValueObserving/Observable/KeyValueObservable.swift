@@ -36,7 +36,7 @@ open class KeyValueObservable {
     /// Observers of a computed key are notified whenever one of its inputs changes, with the value
     /// computed before the change as `oldValue` (and in `.prior` notifications) and after it as
     /// `newValue`. Inputs may themselves be computed keys listed here (they are expanded, and a cycle
-    /// is reported through `KeyValueObservingDiagnostics`), and may reach into child objects
+    /// is reported through `KeyValueObservingDiagnosticCenter`), and may reach into child objects
     /// (`\AppState.settings.username`, followed as the child is replaced). Each class's table is
     /// merged with its superclasses' tables, so an override need not repeat them; a key declared again
     /// by a subclass gets the inputs of both declarations.
@@ -55,6 +55,24 @@ open class KeyValueObservable {
     ///
     /// Key-path literals make a renamed property a compile error, unlike Foundation's string names.
     open class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [:]
+    }
+
+    /// Properties that a computed key reads on purpose without being notified by them: the
+    /// deliberate omissions from `keyPathsAffecting`, which its check then does not report.
+    ///
+    /// When a dependent key is first observed, the `@Observed` properties its getter reads are compared
+    /// with what its declared inputs read; a property read but not covered makes the key stale when it
+    /// changes, and is reported through `KeyValueObservingDiagnosticCenter` (`.incompleteDependencies`). The
+    /// check sees only the branch the getter takes at that moment: an input read only on another
+    /// branch is not caught.
+    ///
+    /// ```swift
+    /// override class var keyPathsNotAffecting: [AnyKeyPath: [AnyKeyPath]] {
+    ///     [\Car.summary: [\Car.odometer]]   // shown, but not worth a notification per metre
+    /// }
+    /// ```
+    open class var keyPathsNotAffecting: [AnyKeyPath: [AnyKeyPath]] {
         [:]
     }
 

@@ -68,11 +68,11 @@ extension KeyValueObservation {
 /// Ends a token, then runs a closure, the first time it is invalidated.
 final class _InvalidationHandler: _Invalidatable {
     private let token: KeyValueObservation
-    private let onInvalidate: _Locked<(@Sendable () -> Void)?>
+    private let onInvalidate: Locked<(@Sendable () -> Void)?>
 
     init(token: KeyValueObservation, onInvalidate: @escaping @Sendable () -> Void) {
         self.token = token
-        self.onInvalidate = _Locked(onInvalidate)
+        self.onInvalidate = Locked(onInvalidate)
     }
 
     func invalidate() {

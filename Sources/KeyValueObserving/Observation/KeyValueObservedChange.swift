@@ -53,6 +53,17 @@ public struct KeyValueObservedChange<Value> {
         self.isPrior = isPrior
     }
 
+    /// A to-many change (`insert(_:at:into:)`, `remove(at:from:)`, `replace(at:with:in:)`), for the
+    /// delivery loops: the boxed indexes are shared by every observer's record.
+    @inlinable
+    init(toMany change: _ToManyChange<Value>, options: KeyValueObservingOptions, isPrior: Bool) {
+        self.kind = change.kind
+        self.newValue = options.contains(.new) && !isPrior ? change.newElements : nil
+        self.oldValue = options.contains(.old) ? change.oldElements : nil
+        self._indexes = change.indexes
+        self.isPrior = isPrior
+    }
+
     /// The set path's initializer: a `.setting` change, with no `RangeSet` in its signature.
     @inlinable
     init(settingNew newValue: Value?, old oldValue: Value?, isPrior: Bool = false) {
@@ -81,5 +92,22 @@ final class _IndexesBox: Sendable {
     @usableFromInline
     init(_ ranges: RangeSet<Int>) {
         self.ranges = ranges
+    }
+}
+
+/// What a to-many mutation changed, as its observers are told: the kind, the indexes, and the removed
+/// or replaced (`oldElements`) and inserted (`newElements`) elements. `Value` is the array type.
+@usableFromInline
+struct _ToManyChange<Value> {
+    @usableFromInline let kind: KeyValueChangeKind
+    @usableFromInline let indexes: _IndexesBox
+    @usableFromInline let oldElements: Value?
+    @usableFromInline let newElements: Value?
+
+    init(kind: KeyValueChangeKind, indexes: RangeSet<Int>, oldElements: Value?, newElements: Value?) {
+        self.kind = kind
+        self.indexes = _IndexesBox(indexes)
+        self.oldElements = oldElements
+        self.newElements = newElements
     }
 }

@@ -16,7 +16,9 @@ import Synchronization
 /// that reads the object sees the new state.
 ///
 /// Until an object's first registration, a set costs one load and one test more than a plain stored
-/// property; after it, a set of a property that has no observers also reads an atomic mask.
+/// property. After it, a set also reads one atomic word of slow-path flags (observers of every key,
+/// an open batch, a to-many mutation in progress) and, when none is set, an atomic mask of the
+/// observed storage offsets: a set of a property that has no observers stops there, without a lock.
 ///
 /// The wrapper only works inside a `KeyValueObservable` subclass: it reaches its enclosing instance
 /// through `static subscript(_enclosingInstance:wrapped:storage:)`, and the wrapped key path is the
@@ -51,12 +53,27 @@ public struct Observed<Value> {
             if let registry = object._kvoRegistry.load(ordering: .acquiring) {
                 registry._withUnsafeGuaranteedRef { registry in
                     if _slowPath(registry.probeCount.load(ordering: .relaxed) != 0) {
+                        // The storage names the property. In an optimised build its offset is a
+                        // constant, found with no access at all; using the storage key path as a
+                        // value there would make every set create it and check exclusivity
+                        // dynamically (15 → 113 instructions per set). In a debug build the
+                        // offset is a real modifying access, which would race with other threads'
+                        // reads of the property: there the key path's description names it
+                        // (`\Car._speed`).
+                        #if DEBUG
+                        let storageKey: AnyKeyPath? = storageKeyPath
+                        let offset: Int? = nil
+                        #else
+                        let storageKey: AnyKeyPath? = nil
+                        let offset: Int? = _storageOffset(object, storageKeyPath)
+                        #endif
                         registry.recordRead(
                             key: { wrappedKeyPath },
                             storageType: Observed<Value>.self,
                             valueType: Value.self,
                             isZeroSized: MemoryLayout<Value>.size == 0,
-                            offset: { _storageOffset(object, storageKeyPath) }
+                            storageKey: storageKey,
+                            storageOffset: offset
                         )
                     }
                 }
@@ -98,10 +115,9 @@ public struct Observed<Value> {
         let storage = UnsafeMutableRawPointer(Unmanaged.passUnretained(object).toOpaque())
             .advanced(by: storageOffset)
             .assumingMemoryBound(to: Observed<Value>.self)
-        if _slowPath(registry._withUnsafeGuaranteedRef {
-            $0.hasAnyKeyObservers.load(ordering: .acquiring) || $0.hasBatches.load(ordering: .acquiring)
-                || $0.hasSilencedThreads.load(ordering: .acquiring)
-        }) {
+        // One load for every reason to take the slow path: observers of every key, an open batch, a
+        // silenced setter (`_SlowPath`).
+        if _slowPath(registry._withUnsafeGuaranteedRef { $0.slowPathFlags.load(ordering: .acquiring) != 0 }) {
             _setNotifyingAnyKey(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key(), registry: registry)
             return
         }

@@ -23,7 +23,7 @@ enum _ObservationRoute {
 
     /// Finds which `@Observed` property (if any) notifies observers of `keyPath`, by reading the value
     /// once while the `@Observed` getters of the object report what they are asked for, and reports a
-    /// key that can never notify through `KeyValueObservingDiagnostics`.
+    /// key that can never notify through `KeyValueObservingDiagnosticCenter`.
     ///
     /// The probe reads the property, like `.initial` does: register where reading it is safe.
     static func find<Root: KeyValueObservable, Value>(
@@ -81,10 +81,10 @@ enum _ObservationRoute {
         // A key the class declares it notifies itself (`automaticallyNotifiesObservers(for:)` returns
         // false) is no mistake.
         if type(of: object).automaticallyNotifiesObservers(for: keyPath) {
-            KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
+            KeyValueObservingDiagnosticCenter.report(KeyValueObservingDiagnostic(
                 objectType: type(of: object),
                 keyPath: keyPath,
-                reads: reads.map { ($0.key, _KeyNames.name(of: $0.key, storageOffset: $0.offset)) },
+                reads: reads.map { ($0.key, _KeyNames.name(of: $0.key)) },
                 fileID: fileID,
                 line: line
             ))
@@ -126,7 +126,7 @@ enum _ObservationRoute {
         }
         func expand(_ key: AnyKeyPath, path: [AnyKeyPath]) {
             if let cycleStart = path.firstIndex(of: key) {
-                KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
+                KeyValueObservingDiagnosticCenter.report(KeyValueObservingDiagnostic(
                     dependencyCycle: Array(path[cycleStart...]) + [key],
                     objectType: type(of: object),
                     fileID: fileID,
@@ -136,6 +136,9 @@ enum _ObservationRoute {
             }
             guard !expanded.contains(key) else { return }
             expanded.append(key)
+            // An input of an unrelated class cannot be read from the object (`checkDeclaredInputs`
+            // reports it).
+            guard isRelated(type(of: key).rootType, type(of: object)) else { return }
             let inputs = dependencyInputs(of: key, in: table, object: object)
             if !inputs.isEmpty {
                 // A stored `@Observed` property that also has declared inputs notifies for its own
@@ -161,7 +164,7 @@ enum _ObservationRoute {
                 return
             }
             if reads.isEmpty, type(of: object).automaticallyNotifiesObservers(for: key) {
-                KeyValueObservingDiagnostics.report(KeyValueObservingDiagnostic(
+                KeyValueObservingDiagnosticCenter.report(KeyValueObservingDiagnostic(
                     objectType: type(of: object),
                     keyPath: key,
                     reads: [],
@@ -174,6 +177,7 @@ enum _ObservationRoute {
             }
         }
         expand(keyPath, path: [])
+        checkDeclaredInputs(of: keyPath, in: table, object: object, fileID: fileID, line: line)
         // The dependent key's own slot too, so that `willChangeValue`/`didChangeValue(for:)` on it
         // reach its observers.
         add(.keyPath(keyPath))
@@ -183,6 +187,79 @@ enum _ObservationRoute {
             return false
         }
         return .throughKeyPath(slots, paths: paths)
+    }
+
+    /// Checks the table's entry for `keyPath` against what the key reads, once per class and key:
+    /// an `@Observed` property of the object that the key reads but that none of its declared inputs
+    /// reads (transitively: reading an input reads what it is computed from) makes it stale when that
+    /// property changes; an input whose root type is unrelated to the key's can never be read from
+    /// the object. Both are reported. Reads listed in `keyPathsNotAffecting` are deliberate.
+    ///
+    /// The probe sees the branch the getter takes now: an input read only on another branch is not
+    /// caught.
+    private static func checkDeclaredInputs<Root: KeyValueObservable>(
+        of keyPath: AnyKeyPath,
+        in table: [AnyKeyPath: [AnyKeyPath]],
+        object: Root,
+        fileID: String,
+        line: UInt
+    ) {
+        let objectType = type(of: object)
+        guard _CheckedDependencies.firstCheck(of: keyPath, in: objectType) else { return }
+        let inputs = dependencyInputs(of: keyPath, in: table, object: object)
+        let keyRoot = type(of: keyPath).rootType
+        for input in inputs where !isRelated(type(of: input).rootType, keyRoot) {
+            KeyValueObservingDiagnosticCenter.report(KeyValueObservingDiagnostic(
+                kind: .invalidDependency,
+                objectType: objectType,
+                keyPath: keyPath,
+                detail: "keyPathsAffecting declares an input of `\(_KeyNames.name(of: keyPath))` whose root type, "
+                    + "\(type(of: input).rootType), is unrelated to \(keyRoot): it is never read from a \(objectType) "
+                    + "and its changes never notify. Fix: declare inputs as key paths of \(keyRoot) "
+                    + "(\\\(keyRoot).<property>).",
+                fileID: fileID,
+                line: line
+            ))
+        }
+        let registry = registry(of: object)
+        let keyReads = unique(registry.probe { _ = object[keyPath: keyPath] })
+        guard !keyReads.isEmpty else { return }
+        var covered: [AnyKeyPath] = []
+        for input in inputs where isRelated(type(of: input).rootType, keyRoot) {
+            covered.append(input)
+            covered.append(contentsOf: registry.probe { _ = object[keyPath: input] }.map(\.key))
+        }
+        let deliberate = _DependencyTable.notAffecting(for: objectType)
+        let excluded = (deliberate[keyPath] ?? []) + equivalentKeys(of: keyPath, in: deliberate, object: object).flatMap { deliberate[$0] ?? [] }
+        let missing = keyReads.filter { read in
+            !_sameKey(read.key, keyPath)
+                && !covered.contains { _sameKey($0, read.key) }
+                && !excluded.contains { _sameKey($0, read.key) || isInherited(read.key, by: $0) }
+        }
+        guard !missing.isEmpty else { return }
+        KeyValueObservingDiagnosticCenter.report(KeyValueObservingDiagnostic(
+            incompleteDependenciesOf: keyPath,
+            declared: inputs,
+            missing: missing.map { ($0.key, _KeyNames.name(of: $0.key)) },
+            objectType: objectType,
+            fileID: fileID,
+            line: line
+        ))
+    }
+
+    /// Whether one of two types is the other or a subclass of it.
+    private static func isRelated(_ a: Any.Type, _ b: Any.Type) -> Bool {
+        guard a != b else { return true }
+        guard let classA = a as? AnyClass, let classB = b as? AnyClass else { return false }
+        func descends(_ sub: AnyClass, from base: AnyClass) -> Bool {
+            var current: AnyClass? = sub
+            while let candidate = current {
+                if candidate == base { return true }
+                current = _getSuperclass(candidate)
+            }
+            return false
+        }
+        return descends(classA, from: classB) || descends(classB, from: classA)
     }
 
     /// The declared inputs of `key`: its entry in the table, united with the entries of the same key
@@ -252,6 +329,24 @@ enum _ObservationRoute {
             current = _getSuperclass(candidate)
         }
         return false
+    }
+}
+
+/// The dependent keys whose declared inputs have been checked (`checkDeclaredInputs`), per class.
+enum _CheckedDependencies {
+    private static let lock = Lock()
+    // Invariant: only accessed with `lock` held. Holds the key paths it identifies (the tables' own
+    // literals, alive for the life of the process anyway); classes live as long.
+    nonisolated(unsafe) private static var checked: [ObjectIdentifier: [AnyKeyPath]] = [:]
+
+    /// `true` the first time it is asked for `key` in `type`.
+    static func firstCheck(of key: AnyKeyPath, in type: AnyClass) -> Bool {
+        lock.withLock {
+            let id = ObjectIdentifier(type)
+            if checked[id, default: []].contains(where: { $0 === key }) { return false }
+            checked[id, default: []].append(key)
+            return true
+        }
     }
 }
 

@@ -3,11 +3,14 @@ import Synchronization
 /// One registration: the options and the handler, plus an atomic "still active" flag that delivery
 /// checks right before every call, so that after `invalidate()` returns no new delivery starts.
 ///
-/// Two kinds exist. A *direct* entry (`_DirectObserver<Value>`) observes an `@Observed` key itself and
-/// receives the value straight from the setter, with no key-path application. Any other entry
+/// Three kinds exist. A *direct* entry (`_DirectObserver<Value>`) observes an `@Observed` key itself
+/// and receives the value straight from the setter, with no key-path application. A *reading* entry
 /// (`_KeyPathObserver`) reads its value through its own key path before and after the change; it
-/// serves keys reached indirectly (an inherited property observed through a subclass key path, keys
-/// that only manual notification can change).
+/// serves keys reached indirectly (dependent keys, an inherited property observed through a subclass
+/// key path, keys that only manual notification can change). A *signal* entry (`_SignalObserver`,
+/// in `DependencyPaths.swift`) is only told that a property is about to change and has changed: it
+/// follows a dependent key's path through other objects. Only direct entries are `isDirect`; the
+/// delivery loops (`_ObserverSnapshot`) call the other two through `willChange`/`didChange`.
 @usableFromInline
 class _ObserverEntry: @unchecked Sendable {
     // Invariant: every stored property is immutable after init except `_active`, which is atomic;
@@ -140,7 +143,7 @@ func _readingObserver<Root: AnyObject, Value>(
     let wantsNew = options.contains(.new)
     // The value computed last, for changes notified after the fact (see `willChange`); kept only
     // when an old value can be asked for.
-    let last: _Locked<Value?>? = wantsOld || wantsPrior ? _Locked(initialValue()) : nil
+    let last: Locked<Value?>? = wantsOld || wantsPrior ? Locked(initialValue()) : nil
     let entry = _KeyPathObserver(
         id: id,
         options: options,

@@ -63,13 +63,18 @@ extension _ObserverSnapshot {
 
     /// Before the store: prior notifications, in registration order, and the old values of observers
     /// that read through their key paths (indexed like `entries`), or `nil` if none needs one.
+    ///
+    /// `oldValue` and `newValue` are whole values (`newValue` only where known before the store: it
+    /// lets observers that remove duplicates skip `.prior`). With `toMany`, direct observers are told
+    /// of that to-many change instead of a `.setting`.
     @inlinable
     func willChange<Value>(
         on object: AnyObject,
         oldValue: Value?,
         newValue: Value? = nil,
         batch: _BatchDelivery? = nil,
-        valueHasChanged: Bool = false
+        valueHasChanged: Bool = false,
+        toMany: _ToManyChange<Value>? = nil
     ) -> ContiguousArray<Any?>? {
         guard needsWillChange else { return nil }
         var pending: ContiguousArray<Any?>? = indirectNeedsWillChange ? ContiguousArray(repeating: nil, count: entries.count) : nil
@@ -82,6 +87,10 @@ extension _ObserverSnapshot {
                     guard options.contains(.prior), entry.isActive else { return }
                     let observer = unsafeDowncast(entry, to: _DirectObserver<Value>.self)
                     if let newValue, observer.skips(oldValue, newValue) { return }
+                    if let toMany {
+                        observer.handler(object, KeyValueObservedChange(toMany: toMany, options: options, isPrior: true))
+                        return
+                    }
                     observer.handler(
                         object,
                         KeyValueObservedChange(settingNew: nil, old: options.contains(.old) ? oldValue : nil, isPrior: true)
@@ -94,14 +103,17 @@ extension _ObserverSnapshot {
         return pending
     }
 
-    /// After the store: the change notifications, in registration order.
+    /// After the store: the change notifications, in registration order. With `toMany`, direct
+    /// observers are told of that to-many change instead of a `.setting` (`oldValue` and `newValue`,
+    /// the whole values, then only serve observers that remove duplicates).
     @inlinable
     func didChange<Value>(
         _ newValue: Value,
         oldValue: Value?,
         pending: ContiguousArray<Any?>?,
         on object: AnyObject,
-        batch: _BatchDelivery? = nil
+        batch: _BatchDelivery? = nil,
+        toMany: _ToManyChange<Value>? = nil
     ) {
         for index in entries.indices {
             Unmanaged.passUnretained(entries[index])._withUnsafeGuaranteedRef { entry in
@@ -112,6 +124,10 @@ extension _ObserverSnapshot {
                     let options = entry.options
                     let observer = unsafeDowncast(entry, to: _DirectObserver<Value>.self)
                     if observer.skips(oldValue, newValue) { return }
+                    if let toMany {
+                        observer.handler(object, KeyValueObservedChange(toMany: toMany, options: options, isPrior: false))
+                        return
+                    }
                     observer.handler(
                         object,
                         KeyValueObservedChange(

@@ -195,28 +195,6 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         return KeyValueObservationChanges(stream: stream)
     }
 
-    /// The values reached through an observable intermediate (`player.currentItem?.status`), as an
-    /// `AsyncSequence`: the chain form of `values(for:options:buffering:)`, re-targeted when the
-    /// intermediate is replaced; nil while it is nil. Finishes when the root object is deallocated.
-    public func values<Intermediate: KeyValueObservable, Value: Sendable>(
-        for first: KeyPath<Self, Intermediate?>,
-        _ second: KeyPath<Intermediate, Value>,
-        options: KeyValueObservingOptions = [.initial, .new],
-        buffering: KeyValueObservationBuffering = .unbounded,
-        fileID: String = #fileID,
-        line: UInt = #line
-    ) -> KeyValueObservationValues<Value?> {
-        let (stream, continuation) = AsyncStream<Value?>.makeStream(bufferingPolicy: buffering.streamPolicy(for: Value?.self))
-        let sink = _SequenceSink(continuation)
-        var internalOptions = options.union(.new)
-        if options.contains(.prior) { internalOptions.insert(.old) }
-        let token = observe(first, second, options: internalOptions, fileID: fileID, line: line) { _, change in
-            sink.yieldValue(of: change)
-        }
-        _finish(sink, with: token)
-        return KeyValueObservationValues(stream: stream)
-    }
-
     func _valueStream<Value: Sendable>(
         for keyPath: KeyPath<Self, Value>,
         options: KeyValueObservingOptions,

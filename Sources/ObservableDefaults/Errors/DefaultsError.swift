@@ -102,6 +102,17 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         kind == .writeFailed && errno == EWOULDBLOCK
     }
 
+    /// A broken file seen under the lock file that may be another program's in-place rewrite (truncate,
+    /// then write, taking no lock) caught half-way: the write did not start (it looks again shortly).
+    static func suspectedCorruption(path: String) -> DefaultsError {
+        DefaultsError(.corruptFile, path: path, errno: EBUSY, reason: "the file is broken, perhaps half-way through another program's rewrite")
+    }
+
+    /// Whether this is `suspectedCorruption`: not reported, a reason to look again shortly.
+    var isSuspectedCorruption: Bool {
+        kind == .corruptFile && errno == EBUSY
+    }
+
     /// One line naming the file, the place or key, and the cause.
     public var description: String {
         switch kind {

@@ -23,7 +23,7 @@ extension DefaultsStorage {
     /// - Throws: `.writeFailed` if the file cannot be locked or written (nothing is changed in memory).
     func update(_ key: String, _ transform: @escaping (Entry?) -> Entry??) throws(DefaultsError) {
         let transaction = Transaction(key: key, body: transform)
-        try waitingForTheLock { () throws(DefaultsError) in try writeOnQueue(transaction) }
+        try writeWaiting(transaction)
     }
 
     /// Runs a transaction's body on the freshest entry of its key: this process's pending change if

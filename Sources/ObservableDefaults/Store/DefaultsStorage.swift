@@ -34,8 +34,9 @@ final class DefaultsStorage: @unchecked Sendable {
 
     /// How long a write waits for more changes to join it.
     static let coalescingDelay = DispatchTimeInterval.milliseconds(5)
-    /// How long a broken file must stay broken before it is reported (see `reload()`).
-    static let corruptionConfirmationDelay = DispatchTimeInterval.milliseconds(50)
+    /// How long a broken file must stay broken before it is reported (see `reload()`) or replaced
+    /// (see `writeDirtyKeys()`), in milliseconds.
+    static let corruptionConfirmationDelay = 50
     /// How many times a write looks again at a broken file that keeps changing before it copies the
     /// last version it read aside and replaces it (see `writeDirtyKeys()`).
     static let corruptionConfirmationLooks = 5
@@ -453,8 +454,7 @@ final class DefaultsStorage: @unchecked Sendable {
     }
 
     static func printToStandardError(_ error: DefaultsError) {
-        var line = "ObservableDefaults: \(error)\n"
-        line.withUTF8 { bytes in _ = systemWrite(2, bytes.baseAddress, bytes.count) }
+        writeLineToStandardError("ObservableDefaults: \(error)")
     }
 
     static func describe(_ error: any Error) -> String {

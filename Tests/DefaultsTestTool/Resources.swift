@@ -24,7 +24,7 @@ func countEntries(_ directory: String) -> Int {
     return directory.hasSuffix("/fd") ? count - 1 : count
 }
 
-/// The hidden `resources` command (for tests and the report on bounded resources): opens `count`
+/// `resources PREFIX COUNT [polling]` (for the bounded-resources test and report): opens `count`
 /// stores on `prefix-0.json` … `prefix-(count-1).json`, sets a key in each, flushes them all, and
 /// prints the process's threads and descriptors before, at their peak meanwhile (sampled every
 /// millisecond by a thread not counted) and at the end.

@@ -6,16 +6,17 @@ import Glibc
 import Musl
 #endif
 
-/// Where diagnostics go. By default each distinct diagnostic (per type and key, however many call
-/// sites register it) is printed once to standard error, naming the first call site; install a handler to collect them instead, globally or for the duration
-/// of a closure (tests use the latter).
+/// Where diagnostics (`KeyValueObservingDiagnostic`) go. By default each distinct diagnostic (per
+/// type and key, however many call sites register it) is printed once to standard error, naming the
+/// first call site; install a handler to collect them instead, globally or for the duration of a
+/// closure (tests use the latter).
 ///
 /// ```swift
-/// KeyValueObservingDiagnostics.withHandler({ print("KVO:", $0.message) }) {
+/// KeyValueObservingDiagnosticCenter.withHandler({ print("KVO:", $0.message) }) {
 ///     token = player.observe(\.balance) { _, _ in }   // `balance` is not @Observed
 /// }
 /// ```
-public enum KeyValueObservingDiagnostics {
+public enum KeyValueObservingDiagnosticCenter {
     private static let lock = Lock()
     // Invariant: only read and written with `lock` held.
     nonisolated(unsafe) private static var globalHandler: (@Sendable (KeyValueObservingDiagnostic) -> Void)?
@@ -51,8 +52,11 @@ public enum KeyValueObservingDiagnostics {
         if let handler {
             handler(diagnostic)
         } else if isFirst {
-            var line = "KeyValueObserving: \(diagnostic.message)\n"
-            line.withUTF8 { bytes in _ = write(2, bytes.baseAddress, bytes.count) }
+            writeLineToStandardError("KeyValueObserving: \(diagnostic.message)")
         }
     }
 }
+
+/// The former name of `KeyValueObservingDiagnosticCenter`, one letter away from the diagnostic itself.
+@available(*, deprecated, renamed: "KeyValueObservingDiagnosticCenter")
+public typealias KeyValueObservingDiagnostics = KeyValueObservingDiagnosticCenter

@@ -1,0 +1,189 @@
+// Adding and removing registrations, and finding a key's observers by slot key.
+
+extension _ObserverRegistry.State {
+    /// Adds `entry` to the slot at `index`, or to a new slot of `kind` for `keyPath` if `index` is
+    /// `nil`. Returns the snapshot it replaced, to release after unlocking.
+    mutating func add(
+        _ entry: _ObserverEntry,
+        toSlotAt index: Int?,
+        kind: _ObserverRegistry.Slot.Kind,
+        keyPath: AnyKeyPath,
+        notifiesAutomatically: Bool
+    ) -> _ObserverSnapshot? {
+        guard let index else {
+            // `@Observed` keys are plain property key paths: comparing them runs no user code.
+            let offset = kind == .storage ? learnedOffsets.first { _sameKey($0.key, keyPath) }?.offset : nil
+            let snapshot = _ObserverSnapshot(entries: [entry], notifiesAutomatically: notifiesAutomatically)
+            slots.append(_ObserverRegistry.Slot(kind: kind, offset: offset, keyPath: keyPath, snapshot: snapshot))
+            if kind == .keyPath { keyPathSlotsVersion &+= 1 }
+            return nil
+        }
+        let old = slots[index].snapshot
+        var entries = old.entries
+        entries.append(entry)
+        slots[index].snapshot = _ObserverSnapshot(entries: entries, notifiesAutomatically: old.notifiesAutomatically)
+        return old
+    }
+
+    /// The key paths of the slots of keys that are not `@Observed`, for comparing outside the lock.
+    var keyPathSlotKeys: [AnyKeyPath] {
+        slots.lazy.filter { $0.kind == .keyPath }.map(\.keyPath)
+    }
+
+    /// The slot whose key path is the object `match` (found by `keyPathSlotKeys`), by identity.
+    func keyPathSlotIndex(identicalTo match: AnyKeyPath) -> Int? {
+        slots.firstIndex { $0.kind == .keyPath && $0.keyPath === match }
+    }
+
+    /// What `remove(id:)` took out, to release after unlocking: their deinit may run user code that
+    /// registers or invalidates.
+    struct Removed {
+        var slots: [_ObserverRegistry.Slot] = []
+        var snapshots: [_ObserverSnapshot] = []
+        var anyKey: _AnyKeySnapshot?
+        var deinitHandler: (@Sendable () -> Void)?
+    }
+
+    /// Removes and deactivates the registration `id` wherever it is (an entry of a dependent key sits
+    /// in one slot per input).
+    mutating func remove(id: UInt64) -> Removed {
+        var removed = Removed()
+        var slotIndex = slots.startIndex
+        while slotIndex < slots.endIndex {
+            let entries = slots[slotIndex].snapshot.entries
+            guard let entryIndex = entries.firstIndex(where: { $0.id == id }) else {
+                slotIndex += 1
+                continue
+            }
+            entries[entryIndex].deactivate()
+            removed.snapshots.append(slots[slotIndex].snapshot)
+            if entries.count == 1 {
+                let slot = slots.remove(at: slotIndex)
+                if slot.kind == .keyPath { keyPathSlotsVersion &+= 1 }
+                removed.slots.append(slot)
+            } else {
+                var remaining = entries
+                remaining.remove(at: entryIndex)
+                slots[slotIndex].snapshot = _ObserverSnapshot(
+                    entries: remaining,
+                    notifiesAutomatically: slots[slotIndex].snapshot.notifiesAutomatically
+                )
+                slotIndex += 1
+            }
+        }
+        if let index = anyKeyObservers.observers.firstIndex(where: { $0.id == id }) {
+            removed.anyKey = anyKeyObservers
+            anyKeyObservers.observers[index].deactivate()
+            var remaining = anyKeyObservers.observers
+            remaining.remove(at: index)
+            anyKeyObservers = _AnyKeySnapshot(observers: remaining)
+        }
+        if let index = deinitHandlers.firstIndex(where: { $0.id == id }) {
+            removed.deinitHandler = deinitHandlers.remove(at: index).handler
+        }
+        return removed
+    }
+}
+
+extension _ObserverRegistry {
+    /// Adds `entry` to the observers of `key`. Returns `false` if the object is already gone.
+    func add(_ entry: _ObserverEntry, for key: _SlotKey, notifiesAutomatically: Bool = true) -> Bool {
+        while true {
+            let old: _ObserverSnapshot?
+            switch key {
+            case .observedProperty(let keyPath, let isZeroSized):
+                mutex.lock()
+                guard !state.isTornDown else {
+                    mutex.unlock()
+                    return false
+                }
+                old = state.add(
+                    entry,
+                    toSlotAt: state.observedPropertySlotIndex(keyPath, isZeroSized: isZeroSized),
+                    kind: isZeroSized ? .zeroSizedStorage : .storage,
+                    keyPath: keyPath,
+                    notifiesAutomatically: notifiesAutomatically
+                )
+            case .keyPath(let keyPath):
+                let (match, version) = matchKeyPathSlot(keyPath)
+                mutex.lock()
+                guard !state.isTornDown else {
+                    mutex.unlock()
+                    return false
+                }
+                // The slots of such keys changed since they were compared: compare again.
+                guard state.keyPathSlotsVersion == version else {
+                    mutex.unlock()
+                    withExtendedLifetime(match) {}
+                    continue
+                }
+                old = state.add(
+                    entry,
+                    toSlotAt: match.flatMap { state.keyPathSlotIndex(identicalTo: $0) },
+                    kind: .keyPath,
+                    keyPath: keyPath,
+                    notifiesAutomatically: notifiesAutomatically
+                )
+                publish()
+                mutex.unlock()
+                withExtendedLifetime((old, match)) {}
+                return true
+            }
+            publish()
+            mutex.unlock()
+            withExtendedLifetime(old) {}
+            return true
+        }
+    }
+
+    /// The key path of the slot of a key that is not `@Observed` equal to `keyPath`, if any, and the
+    /// `keyPathSlotsVersion` it was found at. Takes the lock only to copy the candidates: they are
+    /// compared, and released, outside it, because a user's key path may have subscript arguments,
+    /// whose `==` and deinit are user code. The caller re-checks the version under the lock.
+    private func matchKeyPathSlot(_ keyPath: AnyKeyPath) -> (match: AnyKeyPath?, version: Int) {
+        mutex.lock()
+        let version = state.keyPathSlotsVersion
+        let candidates = state.keyPathSlotKeys
+        mutex.unlock()
+        return (candidates.first { $0 == keyPath }, version)
+    }
+
+    /// The observers of `key` now, or `nil` if it has none.
+    func snapshot(for key: _SlotKey) -> _ObserverSnapshot? {
+        switch key {
+        case .observedProperty(let keyPath, let isZeroSized):
+            mutex.lock()
+            defer { mutex.unlock() }
+            return state.observedPropertySlotIndex(keyPath, isZeroSized: isZeroSized).map { state.slots[$0].snapshot }
+        case .keyPath(let keyPath):
+            while true {
+                let (match, version) = matchKeyPathSlot(keyPath)
+                guard let match else { return nil }
+                mutex.lock()
+                let isCurrent = state.keyPathSlotsVersion == version
+                let snapshot = isCurrent ? state.keyPathSlotIndex(identicalTo: match).map { state.slots[$0].snapshot } : nil
+                mutex.unlock()
+                withExtendedLifetime(match) {}
+                if isCurrent { return snapshot }
+            }
+        }
+    }
+
+    /// Removes the registration `id`, if it is still there. After this returns, the entry is inactive:
+    /// no delivery to it starts any more.
+    func remove(id: UInt64) {
+        let removed = withState { $0.remove(id: id) }
+        // The handler, what it captured and the slots' key paths are released here, outside the lock.
+        withExtendedLifetime(removed) {}
+    }
+
+    /// Calls `handler` when the object is deallocated, unless registration `id` is removed first.
+    /// Returns `false` (and does not keep `handler`) if the object is already gone.
+    func onObjectDeinit(id: UInt64, _ handler: @escaping @Sendable () -> Void) -> Bool {
+        mutex.lock()
+        defer { mutex.unlock() }
+        guard !state.isTornDown else { return false }
+        state.deinitHandlers.append((id, handler))
+        return true
+    }
+}

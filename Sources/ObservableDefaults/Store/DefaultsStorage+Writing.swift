@@ -1,0 +1,244 @@
+import Dispatch
+import KeyValueObserving
+
+/// One write of the dirty keys, in steps: take them (`takeDirtyKeys`), merge them into the file under
+/// the lock file (`merge`, reading it with `readBase`), apply the result in memory (`commit`), then
+/// tell the observers.
+extension DefaultsStorage {
+    /// A read-modify-write of one key, run by `writeDirtyKeys` under the file lock (see `update`).
+    struct Transaction {
+        let key: String
+        /// Given the key's freshest entry, the entry to write (`nil` removes the key; its JSON must be
+        /// set), or `nil` to write nothing (the caller keeps the reason).
+        let body: (Entry?) -> Entry??
+    }
+
+    /// A broken file seen under the lock file: it may be another program's in-place rewrite
+    /// (truncate, then write) caught half-way, which takes no lock. The write lets go of the lock,
+    /// waits, and looks again: only the same broken file (same inode, size and modification time)
+    /// is copied aside and replaced, or the last one seen after `corruptionConfirmationLooks` looks
+    /// at a file that keeps changing; the copy holds the very bytes that were parsed. The caller
+    /// keeps this across its tries.
+    struct CorruptionSuspicion: Sendable {
+        var identity: DefaultsFile.Identity?
+        var looks = 0
+    }
+
+    /// One try of `writeDirtyKeys(transaction)` on the queue.
+    func writeOnQueue(_ transaction: Transaction?, suspicion: inout CorruptionSuspicion) throws(DefaultsError) {
+        if isOnQueue {
+            try writeDirtyKeys(transaction, suspicion: &suspicion)
+            return
+        }
+        let result: Result<Void, DefaultsError> = queue.sync {
+            do throws(DefaultsError) {
+                try writeDirtyKeys(transaction, suspicion: &suspicion)
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        try result.get()
+    }
+
+    /// Merges the dirty keys into the file: with the lock file held, re-read the file, apply only the
+    /// keys this process changed (removals included), write a temporary file, fsync, rename, fsync
+    /// the directory. Changes another process made meanwhile are applied here too and reported as
+    /// theirs. With a `transaction`, its body runs after the re-read, on the key's freshest value,
+    /// and its result is written with the dirty keys. Runs on the queue.
+    ///
+    /// - Throws: `suspectedCorruption` if the file is broken and may be another program's rewrite
+    ///   caught half-way (nothing was written: try again after `corruptionConfirmationDelay`);
+    ///   `.encodingFailed` naming a key whose value cannot be encoded, after writing the others (it
+    ///   stays pending until it is replaced); `.writeFailed` if the file cannot be written.
+    func writeDirtyKeys(_ transaction: Transaction? = nil, suspicion: inout CorruptionSuspicion) throws(DefaultsError) {
+        let dirty = takeDirtyKeys()
+        guard !dirty.versions.isEmpty || transaction != nil else { return }
+        try file.createDirectory()
+        let merge = try file.withExclusiveLock { (file) throws(DefaultsError) -> Merge? in
+            try self.merge(dirty.changes, transaction, into: file, suspicion: &suspicion)
+        }
+        guard let merge else {
+            lock.withLock { state.corruptionSuspectedHook }?()
+            throw DefaultsError.suspectedCorruption(path: file.path)
+        }
+        // Reported now that the lock file is unlocked: a handler may flush, which locks it again.
+        if let corruption = merge.corruption { report(corruption) }
+        // The transaction's body wrote nothing: neither did this write.
+        if transaction != nil, merge.transactionEntry == nil { return }
+        let records = commit(merge, of: dirty, transaction: transaction)
+        if let replacedAt = merge.replacedAt { queueState.lastReplacement = replacedAt }
+        deliver(records)
+        if let key = dirty.unencodable.min() {
+            let count = dirty.unencodable.count
+            let others = count > 1 ? " (and \(count - 1) other key\(count > 2 ? "s" : ""))" : ""
+            throw DefaultsError(
+                .encodingFailed, path: file.path, key: key,
+                reason: "its value cannot be written as JSON; it stays in memory only until it is replaced\(others)"
+            )
+        }
+    }
+
+    /// The dirty keys a write takes.
+    private struct DirtyKeys {
+        /// Each key's version when taken: a key set again meanwhile stays dirty after the write.
+        let versions: [String: UInt64]
+        /// The JSON to write for each key (`.some(nil)` removes it), except the unencodable ones.
+        let changes: [String: JSONValue?]
+        /// The keys whose value cannot be encoded (reported when set; they stay dirty).
+        let unencodable: [String]
+    }
+
+    /// What a merge under the lock file did.
+    private struct Merge {
+        /// The values the file holds now (written, or as read if nothing needed writing).
+        var written: [String: JSONValue] = [:]
+        /// The file's values as read, to apply other processes' changes; `nil` if it was broken.
+        var fileValues: [String: JSONValue]?
+        /// When the file was replaced (`CLOCK_MONOTONIC`), if it was.
+        var replacedAt: UInt64?
+        /// A broken file or one with a key twice, copied aside: reported after the lock file is unlocked.
+        var corruption: DefaultsError?
+        /// The transaction's entry as written (outer `nil`: not run, or it wrote nothing).
+        var transactionEntry: Entry??
+        /// The transaction key's version when its body read it.
+        var transactionVersion: UInt64?
+    }
+
+    /// The file's values a merge starts from, read under the lock file.
+    private struct Base {
+        var values: [String: JSONValue]
+        /// Whether the file must be written even if the merge changes no value (it is missing, or
+        /// broken and copied aside).
+        var mustWrite = false
+        /// The file's values as read; `nil` if it was broken.
+        var fileValues: [String: JSONValue]?
+        /// A key the file holds twice: its error and the file's bytes, copied aside before a write
+        /// drops one of its values.
+        var duplicate: (error: DefaultsError, bytes: [UInt8])?
+        /// The broken file's error, naming where it was copied.
+        var corruption: DefaultsError?
+    }
+
+    /// Step 1: takes the dirty keys with their versions and encodes their values. Marks the
+    /// scheduled write as started, so that a later set schedules another.
+    private func takeDirtyKeys() -> DirtyKeys {
+        let (versions, entries): ([String: UInt64], [String: Entry?]) = lock.withLock {
+            if state.updatingThread != nil { checkNotInUpdateBody() }
+            state.isWriteScheduled = false
+            return (state.dirty, Dictionary(uniqueKeysWithValues: state.dirty.keys.map { ($0, state.values[$0]) }))
+        }
+        var changes: [String: JSONValue?] = [:]
+        var unencodable: [String] = []
+        for (key, entry) in entries {
+            guard let entry else {
+                changes[key] = .some(nil)
+                continue
+            }
+            if let json = entry.json {
+                changes[key] = json
+            } else if let json = try? JSONValue(encoding: entry.typed!) {
+                changes[key] = json
+            } else {
+                // Reported when it was set; it stays pending, and `writeDirtyKeys` names it.
+                unencodable.append(key)
+            }
+        }
+        return DirtyKeys(versions: versions, changes: changes, unencodable: unencodable)
+    }
+
+    /// Step 2, with the lock file held: re-reads `file` (the link's target if the file is a symbolic
+    /// link), applies the changes and the transaction's entry, and writes the result if it differs
+    /// from what the file holds (or the file is missing or broken). Returns `nil`, writing nothing,
+    /// while `suspicion` says to look again at a broken file.
+    private func merge(
+        _ changes: [String: JSONValue?],
+        _ transaction: Transaction?,
+        into file: DefaultsFile,
+        suspicion: inout CorruptionSuspicion
+    ) throws(DefaultsError) -> Merge? {
+        if !queueState.hasSweptTemporaryFiles {
+            // Once per storage: what writers killed mid-write (SIGKILL) left behind.
+            queueState.hasSweptTemporaryFiles = true
+            file.sweepAbandonedTemporaryFiles()
+        }
+        guard let base = try readBase(of: file, suspicion: &suspicion) else { return nil }
+        var merge = Merge(fileValues: base.fileValues, corruption: base.corruption)
+        var merged = base.values
+        for (key, value) in changes { merged[key] = value }
+        var mustWrite = base.mustWrite
+        if let transaction {
+            guard let entry = runTransaction(transaction, base: base.values, version: &merge.transactionVersion) else { return merge }
+            merge.transactionEntry = entry
+            merged[transaction.key] = entry?.json
+            mustWrite = true
+        }
+        if mustWrite || merged != base.values {
+            if let (error, bytes) = base.duplicate {
+                // The write keeps one value per key: keep the file with all of them first.
+                let copy = try copyAside(bytes, of: file, as: "duplicate-keys")
+                merge.corruption = DefaultsError(
+                    .duplicateKey, path: error.path, line: error.line, column: error.column, byteOffset: error.byteOffset,
+                    corruptCopyPath: copy, reason: error.reason
+                )
+            }
+            merge.replacedAt = try file.write(merged).replacedAt
+        }
+        merge.written = merged
+        return merge
+    }
+
+    /// Reads the values a merge starts from. A broken file is copied aside and replaced by the last
+    /// good values once `suspicion` confirms it; until then, returns `nil`.
+    private func readBase(of file: DefaultsFile, suspicion: inout CorruptionSuspicion) throws(DefaultsError) -> Base? {
+        switch try file.read() {
+        case .missing:
+            return Base(values: [:], mustWrite: true, fileValues: [:])
+        case .values(let values, _):
+            return Base(values: values, fileValues: values)
+        case .duplicateKeys(let values, _, let error, let bytes):
+            return Base(values: values, fileValues: values, duplicate: (error, bytes))
+        case .corrupt(let error, let identity, let bytes):
+            if suspicion.identity != identity, suspicion.looks < Self.corruptionConfirmationLooks {
+                suspicion.identity = identity
+                suspicion.looks += 1
+                return nil
+            }
+            // Never overwrite a broken file without keeping it: copy it aside, then write the last
+            // good values with this process's changes.
+            let copy = try copyAside(bytes, of: file)
+            let corruption = DefaultsError(
+                .corruptFile, path: error.path, line: error.line, column: error.column, byteOffset: error.byteOffset,
+                corruptCopyPath: copy, reason: error.reason
+            )
+            return Base(values: lock.withLock { state.persisted }, mustWrite: true, corruption: corruption)
+        }
+    }
+
+    /// Step 3: applies a finished merge in memory (other processes' changes, the file's values, the
+    /// written keys that were not set again meanwhile, the transaction's entry) and returns what to
+    /// tell the observers.
+    private func commit(_ merge: Merge, of dirty: DirtyKeys, transaction: Transaction?) -> [Delivery] {
+        lock.withLock {
+            // Whether a set of the transaction's key came after its body read it: then that set is
+            // the newer value (it stays pending, and is written next).
+            let isTransactionCurrent = transaction.map { state.keyVersions[$0.key] == merge.transactionVersion } ?? false
+            var records: [Delivery] = []
+            if let fileValues = merge.fileValues { records = applyForeign(fileValues) }
+            state.persisted = merge.written
+            state.reportedWriteFailures = []
+            state.failedWrites = 0
+            if merge.replacedAt != nil { state.fileWrites += 1 }
+            for (key, version) in dirty.versions where state.dirty[key] == version && !dirty.unencodable.contains(key) {
+                state.dirty.removeValue(forKey: key)
+                if let json = merge.written[key], state.values[key] != nil, state.values[key]!.json == nil {
+                    state.values[key]!.json = json
+                }
+            }
+            if let transaction, isTransactionCurrent, case .some(let entry) = merge.transactionEntry {
+                records += commitTransaction(key: transaction.key, entry: entry)
+            }
+            return records
+        }
+    }
+}

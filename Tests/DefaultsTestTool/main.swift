@@ -1,0 +1,101 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Dispatch
+import Foundation
+import ObservableDefaults
+
+// The other process of the defaults tests: loads that `kvo-defaults` has no reason to offer its users.
+let usage = """
+    USAGE: DefaultsTestTool write-many PATH PREFIX COUNT [FLUSH-EVERY]
+           DefaultsTestTool update-many PATH KEY COUNT THREADS
+           DefaultsTestTool resources PREFIX COUNT [polling]
+
+      write-many   sets PREFIX-0 … PREFIX-(COUNT-1) to 0 … COUNT-1 in the file at PATH, flushing
+                   every FLUSH-EVERY sets (default 1)
+      update-many  adds 1 to KEY COUNT times in each of THREADS threads, each time with an atomic
+                   update
+      resources    opens COUNT stores on PREFIX-0.json …, writes each, and prints the threads and
+                   descriptors the process used before, at the peak and at the end
+    """
+
+func fail(_ message: String) -> Never {
+    var line = "DefaultsTestTool: \(message)\n"
+    line.withUTF8 { bytes in _ = write(2, bytes.baseAddress, bytes.count) }
+    exit(1)
+}
+
+func integer(_ text: String, atLeast minimum: Int) -> Int {
+    guard let value = Int(text), value >= minimum else { fail("'\(text)' is not an integer of at least \(minimum)\n\(usage)") }
+    return value
+}
+
+func openStore(_ path: String) -> DefaultsStore {
+    DefaultsStore(fileURL: URL(fileURLWithPath: path)) { error in
+        if error.kind != .duplicateKey { fail(error.description) }
+    }
+}
+
+func flushOrFail(_ store: DefaultsStore) {
+    do {
+        try store.flush()
+    } catch {
+        fail(error.description)
+    }
+}
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+switch (arguments.first, arguments.count) {
+case ("write-many", 4...5):
+    let store = openStore(arguments[1])
+    let count = integer(arguments[3], atLeast: 0)
+    let flushEvery = arguments.count > 4 ? integer(arguments[4], atLeast: 1) : 1
+    for index in 0..<count {
+        store.setJSONValue(.number(String(index)), forKey: "\(arguments[2])-\(index)")
+        if (index + 1) % flushEvery == 0 { flushOrFail(store) }
+    }
+    flushOrFail(store)
+
+case ("update-many", 5):
+    let store = openStore(arguments[1])
+    incrementConcurrently(store, key: arguments[2], count: integer(arguments[3], atLeast: 0), threads: integer(arguments[4], atLeast: 1))
+
+case ("resources", 3...4):
+    print(measureResources(prefix: arguments[1], count: integer(arguments[2], atLeast: 0), polling: arguments.count > 3 && arguments[3] == "polling"))
+
+default:
+    fail("unexpected arguments \(arguments)\n\(usage)")
+}
+exit(0)
+
+/// `threads` threads, each adding 1 to the integer `key` holds (0 if absent) `count` times with an
+/// atomic update; exits with a message on the first failure.
+func incrementConcurrently(_ store: DefaultsStore, key: String, count: Int, threads: Int) {
+    let group = DispatchGroup()
+    for _ in 0..<threads {
+        group.enter()
+        Thread {
+            defer { group.leave() }
+            for _ in 0..<count {
+                do {
+                    _ = try store.updateJSONValue(forKey: key) { current in
+                        switch current {
+                        case nil: return .number("1")
+                        case .number(let text)?:
+                            guard let value = Int(text) else { fail("'\(key)' holds \(text), not an integer") }
+                            return .number(String(value + 1))
+                        case let other?: fail("'\(key)' holds \(other.compactText), not a number")
+                        }
+                    }
+                } catch {
+                    fail("\(error)")
+                }
+            }
+        }.start()
+    }
+    group.wait()
+}
