@@ -1,4 +1,5 @@
 import Foundation
+import KeyValueObserving
 
 #if canImport(Darwin)
 import Darwin
@@ -8,10 +9,9 @@ import Glibc
 import Musl
 #endif
 
-/// Writes `kvo-bench: MESSAGE` to standard error, unbuffered.
+/// Writes `kvo-bench: MESSAGE` to standard error, unbuffered (the package's one writer).
 func printError(_ message: String) {
-    var line = "kvo-bench: \(message)\n"
-    line.withUTF8 { bytes in _ = write(2, bytes.baseAddress, bytes.count) }
+    writeLineToStandardError("kvo-bench: \(message)")
 }
 
 func fail(_ message: String, status: Int32) -> Never {

@@ -124,14 +124,14 @@ extension Scenarios {
                 let counter = Locked(0)
                 let worker = Worker()
                 let objects = [TwoKeys(), TwoKeys()]
-                let tokens = objects.map { object in object.observe(\.left, options: [.new]) { _, _ in counter.add(1) } }
+                let tokens = objects.map { object in object.observe(\.left, options: [.new]) { _, _ in counter.withLock { $0 += 1 } } }
                 return Workload(retaining: tokens + objects + [worker]) { iterations in
-                    counter.set(0)
+                    counter.withLock { $0 = 0 }
                     let half = max(iterations / 2, 1)
                     let first = UncheckedBox(value: objects[0])
                     worker.inParallel({ for i in 0..<half { setLeft(first.value, i) } }, { for i in 0..<half { setLeft(objects[1], i) } })
                 } check: { iterations in
-                    counter.get() == 2 * max(iterations / 2, 1) ? nil : "handlers ran \(counter.get()) times"
+                    counter.current == 2 * max(iterations / 2, 1) ? nil : "handlers ran \(counter.current) times"
                 }
             },
             Scenario(
@@ -143,41 +143,19 @@ extension Scenarios {
                 let worker = Worker()
                 let object = TwoKeys()
                 let tokens = [
-                    object.observe(\.left, options: [.new]) { _, _ in counter.add(1) },
-                    object.observe(\.right, options: [.new]) { _, _ in counter.add(1) },
+                    object.observe(\.left, options: [.new]) { _, _ in counter.withLock { $0 += 1 } },
+                    object.observe(\.right, options: [.new]) { _, _ in counter.withLock { $0 += 1 } },
                 ]
                 return Workload(retaining: tokens + [object, worker]) { iterations in
-                    counter.set(0)
+                    counter.withLock { $0 = 0 }
                     let half = max(iterations / 2, 1)
                     let shared = UncheckedBox(value: object)
                     worker.inParallel({ for i in 0..<half { setLeft(shared.value, i) } }, { for i in 0..<half { setRight(object, i) } })
                 } check: { iterations in
-                    counter.get() == 2 * max(iterations / 2, 1) ? nil : "handlers ran \(counter.get()) times"
+                    counter.current == 2 * max(iterations / 2, 1) ? nil : "handlers ran \(counter.current) times"
                 }
             },
         ]
-    }
-}
-
-/// A counter shared by threads. `@unchecked Sendable`: `value` is only accessed with `lock` held.
-final class Locked: @unchecked Sendable {
-    private let lock = Lock()
-    private var value: Int
-
-    init(_ value: Int) {
-        self.value = value
-    }
-
-    func add(_ amount: Int) {
-        lock.withLock { value += amount }
-    }
-
-    func set(_ newValue: Int) {
-        lock.withLock { value = newValue }
-    }
-
-    func get() -> Int {
-        lock.withLock { value }
     }
 }
 

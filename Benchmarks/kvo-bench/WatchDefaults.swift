@@ -1,4 +1,5 @@
 import Foundation
+import KeyValueObserving
 import ObservableDefaults
 
 #if canImport(Darwin)
@@ -20,8 +21,7 @@ extension DefaultsLatency {
     static func watch(file: String, key name: String) -> Never {
         let store = DefaultsStore(fileURL: URL(fileURLWithPath: file))
         let token = store.observe(DefaultsKey(name, default: -1), options: [.new]) { _, change in
-            var line = "\(monotonicNanoseconds()) \(name): -> \(change.newValue.map(String.init) ?? "(absent)")\n"
-            line.withUTF8 { bytes in _ = write(1, bytes.baseAddress, bytes.count) }
+            _ = writeLine("\(monotonicNanoseconds()) \(name): -> \(change.newValue.map(String.init) ?? "(absent)")", toDescriptor: 1)
         }
         var byte: UInt8 = 0
         while read(0, &byte, 1) > 0 {}
