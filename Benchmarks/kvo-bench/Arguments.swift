@@ -127,9 +127,10 @@ struct ArgumentReader {
     }
 
     func unexpected(_ argument: String) -> Never {
-        bad(argument.hasPrefix("-")
-            ? "unknown option '\(argument)'\(command.isEmpty ? "" : " for '\(command)'")"
-            : "unexpected argument '\(argument)'")
+        bad(
+            argument.hasPrefix("-")
+                ? "unknown option '\(argument)'\(command.isEmpty ? "" : " for '\(command)'")"
+                : "unexpected argument '\(argument)'")
     }
 }
 
@@ -166,7 +167,8 @@ private func parseBenchmark(_ arguments: ArraySlice<String>) -> Command {
     }
     if list {
         if options.quick || options.markdownPath != nil || options.callgrind || options.jsonPath != nil
-            || options.svgPath != nil || !options.filters.isEmpty {
+            || options.svgPath != nil || !options.filters.isEmpty
+        {
             reader.bad("'--list' cannot be combined with other options")
         }
         return .list

@@ -30,7 +30,9 @@ func benchmark(_ options: BenchmarkOptions) -> Never {
     var counter: InstructionCounter?
     if options.callgrind {
         guard let valgrind = InstructionCounter.findValgrind() else {
-            fail("--callgrind needs valgrind, which is not on the PATH (Debian/Ubuntu: apt-get install -y valgrind; or set VALGRIND)", status: 1)
+            fail(
+                "--callgrind needs valgrind, which is not on the PATH (Debian/Ubuntu: apt-get install -y valgrind; or set VALGRIND)",
+                status: 1)
         }
         counter = InstructionCounter(valgrind: valgrind)
     }
@@ -77,7 +79,8 @@ func benchmark(_ options: BenchmarkOptions) -> Never {
 
     let report = RunReport(
         rows: rows, memory: memory, latency: latency, plan: plan, quick: options.quick, filters: filters,
-        callgrind: options.callgrind, machine: .current(), loadAverage: loadAverage, toolchain: toolchainVersion() ?? compiledWith, date: Date()
+        callgrind: options.callgrind, machine: .current(), loadAverage: loadAverage, toolchain: toolchainVersion() ?? compiledWith,
+        date: Date()
     )
     print(report.text, terminator: "")
 
@@ -90,11 +93,13 @@ func benchmark(_ options: BenchmarkOptions) -> Never {
         print("results written to \(jsonPath)")
     }
     if let svgPath = options.svgPath {
-        let subtitle = "\(isoDay(report.date)), \(report.toolchain), \(buildConfiguration); \(report.machine.description)"
+        let subtitle =
+            "\(isoDay(report.date)), \(report.toolchain), \(buildConfiguration); \(report.machine.description)"
             + (options.quick ? "; --quick" : "")
         guard let svg = scalingChartSVG(rows, subtitle: subtitle) else {
-            fail("--svg: the selected scenarios draw no curve (no family with two parameter values); "
-                + "drop --filter or select a family, e.g. --filter observers-", status: 1)
+            fail(
+                "--svg: the selected scenarios draw no curve (no family with two parameter values); "
+                    + "drop --filter or select a family, e.g. --filter observers-", status: 1)
         }
         writeFile(svg, to: svgPath)
         print("chart written to \(svgPath)")
@@ -147,7 +152,8 @@ struct RunReport {
     }
 
     var markdown: String {
-        let mode = quick
+        let mode =
+            quick
             ? "a `--quick` run (7 short samples per scenario: noisier than a full run)"
             : "a full run (\(plan.samples) samples per scenario)"
         var output = """

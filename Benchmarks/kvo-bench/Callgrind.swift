@@ -42,8 +42,10 @@ struct InstructionCounter {
         let outFile = FileManager.default.temporaryDirectory
             .appendingPathComponent("kvo-bench-callgrind-\(getpid())-\(scenario)-\(iterations).out").path
         defer { try? FileManager.default.removeItem(atPath: outFile) }
-        let arguments = ["--tool=callgrind", "--callgrind-out-file=\(outFile)",
-                         currentExecutable(), "run", scenario, "--iterations", String(iterations)]
+        let arguments = [
+            "--tool=callgrind", "--callgrind-out-file=\(outFile)",
+            currentExecutable(), "run", scenario, "--iterations", String(iterations),
+        ]
         let output: ProcessOutput
         do {
             output = try runProcess(valgrind, arguments, timeoutSeconds: timeoutSeconds)
@@ -60,8 +62,8 @@ struct InstructionCounter {
         }
         // The profile's "summary:" (or "totals:") line holds the total Ir of the run.
         guard let profile = try? String(contentsOfFile: outFile, encoding: .utf8),
-              let line = profile.split(separator: "\n").first(where: { $0.hasPrefix("summary:") || $0.hasPrefix("totals:") }),
-              let total = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) })
+            let line = profile.split(separator: "\n").first(where: { $0.hasPrefix("summary:") || $0.hasPrefix("totals:") }),
+            let total = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) })
         else {
             throw Failure(description: "'\(command)' wrote no instruction total to \(outFile)")
         }

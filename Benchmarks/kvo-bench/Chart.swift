@@ -66,10 +66,12 @@ func scalingChartSVG(_ rows: [ReportRow], subtitle: String) -> String? {
     for row in rows {
         for point in row.scenario.chart {
             if !seriesOrder.contains(point.series) { seriesOrder.append(point.series) }
-            let index = panels.firstIndex { $0.family == point.family } ?? {
-                panels.append(Panel(family: point.family))
-                return panels.count - 1
-            }()
+            let index =
+                panels.firstIndex { $0.family == point.family }
+                ?? {
+                    panels.append(Panel(family: point.family))
+                    return panels.count - 1
+                }()
             panels[index].series[point.series, default: []].append((point.x, row.measurement.p50, row.scenario.name))
         }
     }
@@ -97,7 +99,8 @@ func scalingChartSVG(_ rows: [ReportRow], subtitle: String) -> String? {
         let y = legendTop + Double(rowIndex) * legendRowHeight
         for (name, x) in legendRow {
             let colour = palette[usedSeries.firstIndex(of: name)! % palette.count]
-            svg += "<line x1=\"\(fmt(20 + x))\" y1=\"\(fmt(y))\" x2=\"\(fmt(44 + x))\" y2=\"\(fmt(y))\" stroke=\"\(colour)\" stroke-width=\"2.5\"/>"
+            svg +=
+                "<line x1=\"\(fmt(20 + x))\" y1=\"\(fmt(y))\" x2=\"\(fmt(44 + x))\" y2=\"\(fmt(y))\" stroke=\"\(colour)\" stroke-width=\"2.5\"/>"
             svg += "<circle cx=\"\(fmt(32 + x))\" cy=\"\(fmt(y))\" r=\"3.5\" fill=\"\(colour)\"/>"
             svg += "<text x=\"\(fmt(50 + x))\" y=\"\(fmt(y + 4))\">\(escape(name))</text>\n"
         }
@@ -105,8 +108,9 @@ func scalingChartSVG(_ rows: [ReportRow], subtitle: String) -> String? {
     for (index, panel) in panels.enumerated() {
         let left = Double(index % columns) * panelWidth
         let top = panelsTop + Double(index / columns) * panelHeight
-        svg += drawPanel(panel.family, panel.series, seriesOrder: usedSeries,
-                         frame: (left + 78, top + 30, panelWidth - 78 - 22, panelHeight - 30 - 58))
+        svg += drawPanel(
+            panel.family, panel.series, seriesOrder: usedSeries,
+            frame: (left + 78, top + 30, panelWidth - 78 - 22, panelHeight - 30 - 58))
     }
     return svg + "</svg>\n"
 }
@@ -146,32 +150,40 @@ private func drawPanel(
     func py(_ y: Double) -> Double { frame.y + frame.height - position(y, yTicks, logarithmic: true) * frame.height }
 
     var svg = "<g>\n"
-    svg += "<text x=\"\(fmt(frame.x + frame.width / 2))\" y=\"\(fmt(frame.y - 12))\" text-anchor=\"middle\" font-size=\"13\" font-weight=\"bold\">\(escape(family.title))</text>\n"
+    svg +=
+        "<text x=\"\(fmt(frame.x + frame.width / 2))\" y=\"\(fmt(frame.y - 12))\" text-anchor=\"middle\" font-size=\"13\" font-weight=\"bold\">\(escape(family.title))</text>\n"
     // Grid: a labelled line per decade, light lines for 2–9 × each decade.
     for (index, tick) in yTicks.enumerated() {
-        svg += "<line x1=\"\(fmt(frame.x))\" y1=\"\(fmt(py(tick)))\" x2=\"\(fmt(frame.x + frame.width))\" y2=\"\(fmt(py(tick)))\" stroke=\"#ccc\"/>"
+        svg +=
+            "<line x1=\"\(fmt(frame.x))\" y1=\"\(fmt(py(tick)))\" x2=\"\(fmt(frame.x + frame.width))\" y2=\"\(fmt(py(tick)))\" stroke=\"#ccc\"/>"
         svg += "<text x=\"\(fmt(frame.x - 6))\" y=\"\(fmt(py(tick) + 4))\" text-anchor=\"end\">\(formatDuration(tick))</text>\n"
         if index + 1 < yTicks.count {
             for multiple in 2...9 {
                 let y = py(tick * Double(multiple))
-                svg += "<line x1=\"\(fmt(frame.x))\" y1=\"\(fmt(y))\" x2=\"\(fmt(frame.x + frame.width))\" y2=\"\(fmt(y))\" stroke=\"#eee\"/>\n"
+                svg +=
+                    "<line x1=\"\(fmt(frame.x))\" y1=\"\(fmt(y))\" x2=\"\(fmt(frame.x + frame.width))\" y2=\"\(fmt(y))\" stroke=\"#eee\"/>\n"
             }
         }
     }
     for (index, tick) in xTicks.enumerated() {
-        svg += "<line x1=\"\(fmt(px(tick)))\" y1=\"\(fmt(frame.y))\" x2=\"\(fmt(px(tick)))\" y2=\"\(fmt(frame.y + frame.height))\" stroke=\"#ccc\"/>"
+        svg +=
+            "<line x1=\"\(fmt(px(tick)))\" y1=\"\(fmt(frame.y))\" x2=\"\(fmt(px(tick)))\" y2=\"\(fmt(frame.y + frame.height))\" stroke=\"#ccc\"/>"
         svg += "<text x=\"\(fmt(px(tick)))\" y=\"\(fmt(frame.y + frame.height + 16))\" text-anchor=\"middle\">\(formatCount(tick))</text>\n"
         if family.xIsLogarithmic, index + 1 < xTicks.count {
             for multiple in 2...9 {
                 let x = px(tick * Double(multiple))
-                svg += "<line x1=\"\(fmt(x))\" y1=\"\(fmt(frame.y))\" x2=\"\(fmt(x))\" y2=\"\(fmt(frame.y + frame.height))\" stroke=\"#eee\"/>\n"
+                svg +=
+                    "<line x1=\"\(fmt(x))\" y1=\"\(fmt(frame.y))\" x2=\"\(fmt(x))\" y2=\"\(fmt(frame.y + frame.height))\" stroke=\"#eee\"/>\n"
             }
         }
     }
-    svg += "<rect x=\"\(fmt(frame.x))\" y=\"\(fmt(frame.y))\" width=\"\(fmt(frame.width))\" height=\"\(fmt(frame.height))\" fill=\"none\" stroke=\"#333\"/>\n"
-    svg += "<text x=\"\(fmt(frame.x + frame.width / 2))\" y=\"\(fmt(frame.y + frame.height + 36))\" text-anchor=\"middle\">\(escape(family.xAxis))\(family.xIsLogarithmic ? ", log scale" : "")</text>\n"
+    svg +=
+        "<rect x=\"\(fmt(frame.x))\" y=\"\(fmt(frame.y))\" width=\"\(fmt(frame.width))\" height=\"\(fmt(frame.height))\" fill=\"none\" stroke=\"#333\"/>\n"
+    svg +=
+        "<text x=\"\(fmt(frame.x + frame.width / 2))\" y=\"\(fmt(frame.y + frame.height + 36))\" text-anchor=\"middle\">\(escape(family.xAxis))\(family.xIsLogarithmic ? ", log scale" : "")</text>\n"
     let yLabelX = frame.x - 62, yLabelY = frame.y + frame.height / 2
-    svg += "<text x=\"\(fmt(yLabelX))\" y=\"\(fmt(yLabelY))\" text-anchor=\"middle\" transform=\"rotate(-90 \(fmt(yLabelX)) \(fmt(yLabelY)))\">\(escape(family.yAxis)), log scale</text>\n"
+    svg +=
+        "<text x=\"\(fmt(yLabelX))\" y=\"\(fmt(yLabelY))\" text-anchor=\"middle\" transform=\"rotate(-90 \(fmt(yLabelX)) \(fmt(yLabelY)))\">\(escape(family.yAxis)), log scale</text>\n"
     // Curves, in legend order so colours match.
     for name in seriesOrder {
         guard let line = series[name]?.sorted(by: { $0.x < $1.x }) else { continue }

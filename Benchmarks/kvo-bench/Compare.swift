@@ -124,7 +124,8 @@ func compareResults(old: ResultsFile, new: ResultsFile) -> ComparisonResult {
             result.figures.append(FigureChange(scenario: before.name, kind: .instructions, old: oldIr, new: newIr, isDeciding: true))
         }
         if let oldP50 = before.p50, let newP50 = after.p50 {
-            result.figures.append(FigureChange(scenario: before.name, kind: .nanoseconds, old: oldP50, new: newP50, isDeciding: !hasInstructions))
+            result.figures.append(
+                FigureChange(scenario: before.name, kind: .nanoseconds, old: oldP50, new: newP50, isDeciding: !hasInstructions))
         }
         if let baseline = before.baseline, baseline == after.baseline, let oldRatio = before.ratio, let newRatio = after.ratio {
             result.ratios.append(RatioChange(scenario: before.name, baseline: baseline, old: oldRatio, new: newRatio))
@@ -154,7 +155,8 @@ private func formatPercent(_ percent: Double) -> String {
 }
 
 func comparisonReport(_ result: ComparisonResult, oldPath: String, newPath: String, thresholdPercent: Double) -> String {
-    var output = "kvo-bench compare: \(oldPath) → \(newPath) (regression: a deciding figure more than "
+    var output =
+        "kvo-bench compare: \(oldPath) → \(newPath) (regression: a deciding figure more than "
         + "\(formatNumber(thresholdPercent))% higher; Ir/op decides where both runs have it, p50 otherwise)\n\n"
     let header = ["scenario", "figure", "old", "new", "change", ""]
     var lines: [[String]] = []
@@ -167,22 +169,27 @@ func comparisonReport(_ result: ComparisonResult, oldPath: String, newPath: Stri
         } else {
             mark = figure.isDeciding ? "" : "(not deciding)"
         }
-        lines.append([figure.scenario, figure.kind.rawValue, formatFigure(figure.old, figure.kind),
-                      formatFigure(figure.new, figure.kind), formatPercent(figure.percent), mark])
+        lines.append([
+            figure.scenario, figure.kind.rawValue, formatFigure(figure.old, figure.kind),
+            formatFigure(figure.new, figure.kind), formatPercent(figure.percent), mark,
+        ])
     }
     output += alignedTable([header] + lines, rightAligned: [2, 3, 4])
     if !result.ratios.isEmpty {
         output += "\nratios to baselines (same run each):\n"
         let ratioLines = result.ratios.map { change in
-            [change.scenario, "/ \(change.baseline)", formatRatio(change.old), formatRatio(change.new),
-             formatPercent((change.new / change.old - 1) * 100)]
+            [
+                change.scenario, "/ \(change.baseline)", formatRatio(change.old), formatRatio(change.new),
+                formatPercent((change.new / change.old - 1) * 100),
+            ]
         }
         output += alignedTable([["scenario", "baseline", "old", "new", "change"]] + ratioLines, rightAligned: [2, 3, 4])
     }
     if !result.onlyInOld.isEmpty { output += "\nonly in \(oldPath): \(result.onlyInOld.joined(separator: ", "))\n" }
     if !result.onlyInNew.isEmpty { output += "\nonly in \(newPath): \(result.onlyInNew.joined(separator: ", "))\n" }
     let regressions = result.regressions(thresholdPercent: thresholdPercent)
-    output += regressions.isEmpty
+    output +=
+        regressions.isEmpty
         ? "\nno regression beyond \(formatNumber(thresholdPercent))% (\(result.figures.filter(\.isDeciding).count) figures compared)\n"
         : "\n\(regressions.count) regression\(regressions.count == 1 ? "" : "s") beyond \(formatNumber(thresholdPercent))%: "
             + regressions.map { "\($0.scenario) (\($0.kind.rawValue) \(formatPercent($0.percent)))" }.joined(separator: ", ") + "\n"

@@ -87,7 +87,9 @@ extension Scenarios {
                     for i in values.next(iterations) { setSpeed(store, key, Double(i)) }
                 } check: { iterations in
                     if counter.count != iterations { return "observer ran \(counter.count) times, expected \(iterations)" }
-                    if counter.last != Double(values.last) { return "observer saw \(String(describing: counter.last)), expected \(values.last)" }
+                    if counter.last != Double(values.last) {
+                        return "observer saw \(String(describing: counter.last)), expected \(values.last)"
+                    }
                     return store[key] == Double(values.last) ? nil : "store holds \(store[key]), expected \(values.last)"
                 }
             },
@@ -126,15 +128,16 @@ extension Scenarios {
                     }
                 } check: { _ in
                     guard let data = FileManager.default.contents(atPath: url.path),
-                          let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-                          let stored = object["playbackSpeed"] as? NSNumber
+                        let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+                        let stored = object["playbackSpeed"] as? NSNumber
                     else { return "\(url.path) does not hold playbackSpeed" }
                     return stored.doubleValue == Double(values.last) ? nil : "file holds \(stored), expected \(values.last)"
                 }
             },
             Scenario(
                 name: "userdefaults-increment-synchronize", group: .defaults,
-                summary: "Foundation UserDefaults read + set + synchronize() of an Int: the nearest to update (not atomic across threads or processes)"
+                summary:
+                    "Foundation UserDefaults read + set + synchronize() of an Int: the nearest to update (not atomic across threads or processes)"
             ) {
                 let directory = BenchDirectory("userdefaults-increment")
                 let defaults = opaque(scratchUserDefaults(directory))
@@ -153,7 +156,8 @@ extension Scenarios {
             },
             Scenario(
                 name: "defaults-update", group: .defaults,
-                summary: "DefaultsStore.update(+1) of an Int: file lock, re-read, write temp, fsync, rename, fsync dir (atomic across processes)",
+                summary:
+                    "DefaultsStore.update(+1) of an Int: file lock, re-read, write temp, fsync, rename, fsync dir (atomic across processes)",
                 baseline: "userdefaults-increment-synchronize"
             ) {
                 let directory = BenchDirectory("defaults-update")
@@ -167,8 +171,8 @@ extension Scenarios {
                     expected += iterations
                 } check: { _ in
                     guard let data = FileManager.default.contents(atPath: url.path),
-                          let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-                          let stored = object["hits"] as? NSNumber
+                        let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+                        let stored = object["hits"] as? NSNumber
                     else { return "\(url.path) does not hold hits" }
                     return stored.intValue == expected ? nil : "file holds \(stored), expected \(expected)"
                 }
@@ -203,7 +207,7 @@ enum DefaultsLatency {
         let url = directory.url.appendingPathComponent("latency.json")
         let outputPath = directory.path + "/watch.out"
         guard FileManager.default.createFile(atPath: outputPath, contents: nil),
-              let output = FileHandle(forWritingAtPath: outputPath)
+            let output = FileHandle(forWritingAtPath: outputPath)
         else { return (nil, "skipped: cannot create \(outputPath)") }
         let store = DefaultsStore(fileURL: url)
         directory.stores.append(store)
@@ -212,7 +216,8 @@ enum DefaultsLatency {
         let lifeline = Pipe()
         let watcher: Process
         do {
-            watcher = try startProcess(currentExecutable(), [watchCommand, url.path, key.name], standardInput: lifeline, standardOutput: output)
+            watcher = try startProcess(
+                currentExecutable(), [watchCommand, url.path, key.name], standardInput: lifeline, standardOutput: output)
         } catch {
             return (nil, "skipped: cannot start \(currentExecutable()) \(watchCommand): \(error)")
         }

@@ -47,14 +47,17 @@ func gate(_ options: GateOptions) -> Never {
         fail("gate: \(error)", status: 1)
     }
     if let jsonPath = options.jsonPath {
-        writeJSON(GateJSON(
-            date: ISO8601DateFormatter().string(from: Date()), toolchain: toolchainVersion() ?? compiledWith,
-            machine: .current(), scenarios: measured.map { .init(name: $0.name, instructionsPerOp: ($0.instructionsPerOp * 10).rounded() / 10) }
-        ), to: jsonPath)
+        writeJSON(
+            GateJSON(
+                date: ISO8601DateFormatter().string(from: Date()), toolchain: toolchainVersion() ?? compiledWith,
+                machine: .current(),
+                scenarios: measured.map { .init(name: $0.name, instructionsPerOp: ($0.instructionsPerOp * 10).rounded() / 10) }
+            ), to: jsonPath)
     }
     if options.update {
         guard verdict != .skipped else { fail("gate --update: nothing measured on this architecture", status: 1) }
-        writeFile(thresholdsFile(measured, tolerancePercent: thresholds.tolerancePercent, valgrindVersion: counter.version()), to: thresholdsPath)
+        writeFile(
+            thresholdsFile(measured, tolerancePercent: thresholds.tolerancePercent, valgrindVersion: counter.version()), to: thresholdsPath)
         print("thresholds rewritten: \(thresholdsPath)")
         exit(0)
     }
@@ -128,12 +131,15 @@ func runGate(
 ) throws(InstructionCounter.Failure) -> (GateVerdict, [(name: String, instructionsPerOp: Double)]) {
     let machine = Machine.current()
     let toolchain = toolchainVersion() ?? compiledWith
-    print("kvo-bench gate: instructions per operation (callgrind, (Ir(\(counter.longIterations)) − Ir(\(counter.shortIterations)))"
-        + " / \(counter.longIterations - counter.shortIterations)) against \(thresholdsPath), tolerance \(formatNumber(thresholds.tolerancePercent))%")
+    print(
+        "kvo-bench gate: instructions per operation (callgrind, (Ir(\(counter.longIterations)) − Ir(\(counter.shortIterations)))"
+            + " / \(counter.longIterations - counter.shortIterations)) against \(thresholdsPath), tolerance \(formatNumber(thresholds.tolerancePercent))%"
+    )
     print("thresholds taken with: \(thresholds.toolchain); \(thresholds.architecture); \(thresholds.machine); \(thresholds.date)")
     print("measuring with:        \(toolchain); \(machine.architecture); \(counter.version() ?? "valgrind (version unknown)")")
     guard machine.architecture == thresholds.architecture else {
-        printBanner("""
+        printBanner(
+            """
             SKIPPED: the thresholds were taken on \(thresholds.architecture), this machine is \(machine.architecture).
             Instruction counts of different instruction sets cannot be compared. Take thresholds for this
             architecture with 'kvo-bench gate --update' (in a file of its own, '--thresholds FILE').
@@ -142,7 +148,8 @@ func runGate(
     }
     let toolchainDiffers = toolchain != thresholds.toolchain
     if toolchainDiffers {
-        printBanner("""
+        printBanner(
+            """
             WARNING: the thresholds were taken with '\(thresholds.toolchain)',
             this is '\(toolchain)'. A different compiler may legitimately change instruction
             counts; comparing anyway. If the gate fails because of the toolchain alone, re-seed the
@@ -166,17 +173,22 @@ func runGate(
         } else {
             verdict = "ok"
         }
-        lines.append([gated.scenario, formatFigure(gated.instructionsPerOp, .instructions), String(format: "%.1f", value),
-                      String(format: "%+.1f%%", percent), verdict])
+        lines.append([
+            gated.scenario, formatFigure(gated.instructionsPerOp, .instructions), String(format: "%.1f", value),
+            String(format: "%+.1f%%", percent), verdict,
+        ])
     }
     print("")
     print(alignedTable(lines, rightAligned: [1, 2, 3]), terminator: "")
     print("")
     if failures.isEmpty {
-        print("gate passed: \(measured.count) scenario\(measured.count == 1 ? "" : "s") within \(formatNumber(thresholds.tolerancePercent))% of the thresholds")
+        print(
+            "gate passed: \(measured.count) scenario\(measured.count == 1 ? "" : "s") within \(formatNumber(thresholds.tolerancePercent))% of the thresholds"
+        )
         return (.passed, measured)
     }
-    printBanner("""
+    printBanner(
+        """
         GATE FAILED: \(failures.joined(separator: ", ")) cost\(failures.count == 1 ? "s" : "") more than \
         \(formatNumber(thresholds.tolerancePercent))% over \(thresholdsPath).\(toolchainDiffers ? "\nNote: the toolchain differs from the thresholds' (see the warning above)." : "")
         Look with: valgrind --tool=callgrind .build/release/kvo-bench run SCENARIO --iterations 60000 and

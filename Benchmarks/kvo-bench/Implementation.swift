@@ -30,7 +30,8 @@ enum Implementation: String, CaseIterable {
 
     init(scenario name: String) {
         let unprefixed = name.hasPrefix("memory-") ? name.dropFirst("memory-".count) : name[...]
-        self = Self.prefixes
+        self =
+            Self.prefixes
             .filter { unprefixed.hasPrefix($0.prefix) }
             .max { $0.prefix.count < $1.prefix.count }?
             .implementation ?? .keyValueObserving

@@ -75,7 +75,7 @@ let compiledWith: String = {
 /// The first line of `swift --version` of the `swift` on `PATH`, or `nil` if it cannot be run.
 func toolchainVersion() -> String? {
     guard let output = try? runProcess("/usr/bin/env", ["swift", "--version"], timeoutSeconds: 60),
-          output.status == 0
+        output.status == 0
     else { return nil }
     return output.standardOutput.split(separator: "\n").first.map { $0.trimmingCharacters(in: .whitespaces) }
 }

@@ -47,18 +47,21 @@ private func glibcBytesInUse() -> Int? {
     guard status == 0, let buffer else { return nil }
     // The totals over all arenas follow the last </heap>.
     let report = String(cString: buffer)
-    guard let totals = report.range(of: "</heap>", options: .backwards).map({ report[$0.upperBound...] }) ?? report.range(of: "<malloc").map({ report[$0.upperBound...] }) else {
+    guard
+        let totals = report.range(of: "</heap>", options: .backwards).map({ report[$0.upperBound...] })
+            ?? report.range(of: "<malloc").map({ report[$0.upperBound...] })
+    else {
         return nil
     }
     func sizeAttribute(of element: String) -> Int? {
         guard let start = totals.range(of: "<\(element) "),
-              let attribute = totals[start.upperBound...].range(of: "size=\""),
-              let end = totals[attribute.upperBound...].firstIndex(of: "\"")
+            let attribute = totals[start.upperBound...].range(of: "size=\""),
+            let end = totals[attribute.upperBound...].firstIndex(of: "\"")
         else { return nil }
         return Int(totals[attribute.upperBound..<end])
     }
     guard let system = sizeAttribute(of: "system type=\"current\""), let fast = sizeAttribute(of: "total type=\"fast\""),
-          let rest = sizeAttribute(of: "total type=\"rest\""), let mapped = sizeAttribute(of: "total type=\"mmap\"")
+        let rest = sizeAttribute(of: "total type=\"rest\""), let mapped = sizeAttribute(of: "total type=\"mmap\"")
     else { return nil }
     return system - fast - rest + mapped
 }
@@ -171,7 +174,12 @@ extension Scenarios {
                 // and never set them while measuring.
                 let models = (0..<count + warmUpUnits).map { _ in ObservablePair() }
                 return withExtendedLifetime(models) {
-                    bytesOfUnits(count) { index in withObservationTracking { _ = models[index].volume } onChange: {} }
+                    bytesOfUnits(count) { index in
+                        withObservationTracking {
+                            _ = models[index].volume
+                        } onChange: {
+                        }
+                    }
                 }
             },
             MemoryScenario(
@@ -212,7 +220,7 @@ extension Scenarios {
                 let perShape = count + warmUpUnits
                 let forms = (0..<2 * perShape).map { _ in Form() }
                 guard let oneKey = bytesOfUnits(count, { index in keys.map { _ in observe(forms[index], \.f0) } }),
-                      let tenKeys = bytesOfUnits(count, { index in keys.map { observe(forms[perShape + index], $0) } })
+                    let tenKeys = bytesOfUnits(count, { index in keys.map { observe(forms[perShape + index], $0) } })
                 else { return nil }
                 return (tenKeys - oneKey) / 9
             },

@@ -82,14 +82,19 @@ extension Scenarios {
             depth: Int, observed: Bool, name: String, summary: String, baseline: String?, target: Scenario.Target?,
             comparisons: [String] = [], chart: [ChartPoint] = []
         ) -> Scenario {
-            Scenario(name: name, group: .progress, summary: summary, baseline: baseline, target: target, comparisons: comparisons, chart: chart) {
+            Scenario(
+                name: name, group: .progress, summary: summary, baseline: baseline, target: target, comparisons: comparisons, chart: chart
+            ) {
                 let chain = opaque(ProgressChain(depth: depth))
                 let counter = Counter()
-                let tokens = observed
-                    ? [chain.root.observe(\.fractionCompleted, options: [.new]) { _, change in
-                        counter.count &+= 1
-                        counter.last = change.newValue
-                    }]
+                let tokens =
+                    observed
+                    ? [
+                        chain.root.observe(\.fractionCompleted, options: [.new]) { _, change in
+                            counter.count &+= 1
+                            counter.last = change.newValue
+                        }
+                    ]
                     : []
                 return Workload(retaining: tokens) { iterations in
                     counter.reset()
@@ -118,32 +123,36 @@ extension Scenarios {
                 summary: "Foundation Progress: completedUnitCount += 1 on the leaf of a 3-level tree",
                 chart: [ChartPoint(.progressTreeDepth, ChartSeries.foundationProgress, x: 3)]
             ),
-        ] + [1, 2, 4, 5, 6].map { depth in
-            foundation(
-                depth: depth, name: "foundation-progress-depth-\(depth)",
-                summary: "Foundation Progress: leaf update in a tree \(depth) level\(depth == 1 ? "" : "s") deep (no observer possible)",
-                chart: [ChartPoint(.progressTreeDepth, ChartSeries.foundationProgress, x: Double(depth))]
-            )
-        } + [
-            ours(
-                depth: 3, observed: false, name: "progress-leaf-unobserved",
-                summary: "ObservableProgress: complete() on the leaf of a 3-level tree, no observer",
-                baseline: "foundation-progress-child", target: .ratioAtMost(0.5),
-                comparisons: ["foundation-progress-3-levels"]
-            ),
-            ours(
-                depth: 3, observed: true, name: "progress-leaf-observed-root",
-                summary: "ObservableProgress: complete() on the leaf of a 3-level tree, [.new] observer of the root's fractionCompleted",
-                baseline: "foundation-progress-child", target: .ratioAtMost(1.0),
-                comparisons: ["foundation-progress-3-levels"]
-            ),
-        ] + (1...6).map { depth in
-            ours(
-                depth: depth, observed: true, name: "progress-depth-\(depth)",
-                summary: "ObservableProgress: leaf update in a tree \(depth) level\(depth == 1 ? "" : "s") deep, observer on the root",
-                baseline: depth == 1 ? nil : "progress-depth-1", target: nil,
-                chart: [ChartPoint(.progressTreeDepth, "ObservableProgress (observer on the root)", x: Double(depth))]
-            )
-        }
+        ]
+            + [1, 2, 4, 5, 6].map { depth in
+                foundation(
+                    depth: depth, name: "foundation-progress-depth-\(depth)",
+                    summary:
+                        "Foundation Progress: leaf update in a tree \(depth) level\(depth == 1 ? "" : "s") deep (no observer possible)",
+                    chart: [ChartPoint(.progressTreeDepth, ChartSeries.foundationProgress, x: Double(depth))]
+                )
+            } + [
+                ours(
+                    depth: 3, observed: false, name: "progress-leaf-unobserved",
+                    summary: "ObservableProgress: complete() on the leaf of a 3-level tree, no observer",
+                    baseline: "foundation-progress-child", target: .ratioAtMost(0.5),
+                    comparisons: ["foundation-progress-3-levels"]
+                ),
+                ours(
+                    depth: 3, observed: true, name: "progress-leaf-observed-root",
+                    summary:
+                        "ObservableProgress: complete() on the leaf of a 3-level tree, [.new] observer of the root's fractionCompleted",
+                    baseline: "foundation-progress-child", target: .ratioAtMost(1.0),
+                    comparisons: ["foundation-progress-3-levels"]
+                ),
+            ]
+            + (1...6).map { depth in
+                ours(
+                    depth: depth, observed: true, name: "progress-depth-\(depth)",
+                    summary: "ObservableProgress: leaf update in a tree \(depth) level\(depth == 1 ? "" : "s") deep, observer on the root",
+                    baseline: depth == 1 ? nil : "progress-depth-1", target: nil,
+                    chart: [ChartPoint(.progressTreeDepth, "ObservableProgress (observer on the root)", x: Double(depth))]
+                )
+            }
     }
 }

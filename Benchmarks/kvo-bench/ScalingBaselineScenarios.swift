@@ -26,7 +26,8 @@ extension Scenarios {
                     name: "notificationcenter-observers-\(count)", group: .scaling,
                     summary: "baseline: post to \(count) block observer\(count == 1 ? "" : "s") of the name and sender (per post)",
                     baseline: count == 1 ? nil : "notificationcenter-observers-1",
-                    chart: [ChartPoint(.observers, ChartSeries.notificationCenter, x: Double(count))] + firstPoints(ChartSeries.notificationCenter)
+                    chart: [ChartPoint(.observers, ChartSeries.notificationCenter, x: Double(count))]
+                        + firstPoints(ChartSeries.notificationCenter)
                 ) {
                     let counter = Counter()
                     let center = NotificationCenter()
@@ -44,7 +45,8 @@ extension Scenarios {
                 },
                 Scenario(
                     name: "observation-observers-\(count)", group: .scaling,
-                    summary: "baseline: @Observable set with \(count) re-armed withObservationTracking observer\(count == 1 ? "" : "s") (per set)",
+                    summary:
+                        "baseline: @Observable set with \(count) re-armed withObservationTracking observer\(count == 1 ? "" : "s") (per set)",
                     baseline: count == 1 ? nil : "observation-observers-1",
                     chart: [ChartPoint(.observers, ChartSeries.observation, x: Double(count))] + firstPoints(ChartSeries.observation)
                 ) {
@@ -85,7 +87,8 @@ extension Scenarios {
                 },
                 Scenario(
                     name: "observation-keys-\(count)", group: .scaling,
-                    summary: "baseline: set the property tracked last of \(count) @Observable properties, each with its own re-armed observer",
+                    summary:
+                        "baseline: set the property tracked last of \(count) @Observable properties, each with its own re-armed observer",
                     chart: [ChartPoint(.observedKeys, ChartSeries.observation, x: Double(count))]
                 ) {
                     let counter = Counter()

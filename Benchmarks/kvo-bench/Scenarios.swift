@@ -202,10 +202,11 @@ enum Scenarios {
                 summary: "didSet { closure(volume) } calling a stored closure (the floor of an observed set)"
             ) {
                 let counter = Counter()
-                let player = opaque(DidSetPlayer { value in
-                    counter.count &+= 1
-                    counter.last = value
-                })
+                let player = opaque(
+                    DidSetPlayer { value in
+                        counter.count &+= 1
+                        counter.last = value
+                    })
                 let values = Values()
                 return Workload { iterations in
                     counter.reset()
@@ -263,12 +264,14 @@ enum Scenarios {
                     player.volume == Double(values.last) ? nil : "volume is \(player.volume), expected \(values.last)"
                 }
             },
-            observedSet("observed-set-new", options: [.new], summary: "one observe(\\.volume, options: [.new]) handler",
-                        target: .ratioAtMost(4), comparisons: ["observation-rearmed", "notificationcenter-post"]),
+            observedSet(
+                "observed-set-new", options: [.new], summary: "one observe(\\.volume, options: [.new]) handler",
+                target: .ratioAtMost(4), comparisons: ["observation-rearmed", "notificationcenter-post"]),
             observedSet("observed-set-none", options: [], summary: "one handler, options []"),
             observedSet("observed-set-old-new", options: [.old, .new], summary: "one handler, options [.old, .new]"),
-            observedSet("observed-set-prior", options: [.prior, .old, .new],
-                        summary: "one handler, options [.prior, .old, .new] (two calls per set)"),
+            observedSet(
+                "observed-set-prior", options: [.prior, .old, .new],
+                summary: "one handler, options [.prior, .old, .new] (two calls per set)"),
             Scenario(
                 name: "observed-other-key", group: .setPath,
                 summary: "set `other` of an object whose `volume` is observed (and has been set once)",
@@ -293,8 +296,9 @@ enum Scenarios {
                     return player.other == values.last ? nil : "other is \(player.other), expected \(values.last)"
                 }
             },
-            observedSet("observed-set-10-observers", options: [.new], observers: 10,
-                        summary: "ten [.new] handlers on the same key", baseline: "observed-set-new"),
+            observedSet(
+                "observed-set-10-observers", options: [.new], observers: 10,
+                summary: "ten [.new] handlers on the same key", baseline: "observed-set-new"),
             Scenario(
                 name: "inherited-key", group: .setPath,
                 summary: "observe \\Sub.x (declared in a superclass) with [.new]: the key-path route",
@@ -402,7 +406,7 @@ enum Scenarios {
                     setVolume(player, 1)
                     return deliveries.count == 0 ? nil : "an invalidated handler ran \(deliveries.count) times"
                 }
-            },
+            }
         ] + defaultsScenarios
     }
 

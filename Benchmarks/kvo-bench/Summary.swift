@@ -22,30 +22,59 @@ func summaryLines(_ rows: [ReportRow], memory: [MemoryFigure]?, latency: Latency
         if let text { lines.append(SummaryLine(label: label, text: text)) }
     }
 
-    add("KeyValueObserving, set with one observer", against("observed-set-new", [
-        ("notificationcenter-post", "a NotificationCenter post"), ("observation-rearmed", "Observation (re-armed tracking)"),
-    ]))
-    add("KeyValueObserving, set with 1,000 observers", against("observers-1000", [
-        ("notificationcenter-observers-1000", "NotificationCenter"), ("observation-observers-1000", "Observation"),
-    ]))
-    add("KeyValueObserving, set of an unobserved @Observed", p50["unobserved-set"].flatMap { mine in
-        p50["plain-set"].map { speedPhrase(mine / $0, than: "a plain stored property") }
-    })
-    add("KeyValueObserving, async values(for:)", against("values-handoff", [
-        ("asyncstream-handoff", "a plain AsyncStream"), ("observations-handoff", "Observation's Observations"),
-    ]))
-    add("ObservableProgress, leaf update, 3 levels", against("progress-leaf-observed-root", [
-        ("foundation-progress-3-levels", "Foundation Progress"),
-    ]).map { "\($0) (ours with an observer of the root; Foundation's unobserved, it has none on Linux)" })
+    add(
+        "KeyValueObserving, set with one observer",
+        against(
+            "observed-set-new",
+            [
+                ("notificationcenter-post", "a NotificationCenter post"), ("observation-rearmed", "Observation (re-armed tracking)"),
+            ]))
+    add(
+        "KeyValueObserving, set with 1,000 observers",
+        against(
+            "observers-1000",
+            [
+                ("notificationcenter-observers-1000", "NotificationCenter"), ("observation-observers-1000", "Observation"),
+            ]))
+    add(
+        "KeyValueObserving, set of an unobserved @Observed",
+        p50["unobserved-set"].flatMap { mine in
+            p50["plain-set"].map { speedPhrase(mine / $0, than: "a plain stored property") }
+        })
+    add(
+        "KeyValueObserving, async values(for:)",
+        against(
+            "values-handoff",
+            [
+                ("asyncstream-handoff", "a plain AsyncStream"), ("observations-handoff", "Observation's Observations"),
+            ]))
+    add(
+        "ObservableProgress, leaf update, 3 levels",
+        against(
+            "progress-leaf-observed-root",
+            [
+                ("foundation-progress-3-levels", "Foundation Progress")
+            ]
+        ).map { "\($0) (ours with an observer of the root; Foundation's unobserved, it has none on Linux)" })
     add("ObservableDefaults, set, observed", against("defaults-set-observed", [("userdefaults-set", "UserDefaults.set")]))
-    add("ObservableDefaults, set + flush()", against("defaults-durable-write", [
-        ("userdefaults-set-synchronize", "UserDefaults.set + synchronize()"),
-    ]).map { "\($0) (ours: lock, merge, fsync, rename; corelibs: rewrite in place)" })
-    add("ObservableDefaults, atomic update", against("defaults-update", [
-        ("userdefaults-increment-synchronize", "UserDefaults read + set + synchronize() (not atomic)"),
-    ]))
+    add(
+        "ObservableDefaults, set + flush()",
+        against(
+            "defaults-durable-write",
+            [
+                ("userdefaults-set-synchronize", "UserDefaults.set + synchronize()")
+            ]
+        ).map { "\($0) (ours: lock, merge, fsync, rename; corelibs: rewrite in place)" })
+    add(
+        "ObservableDefaults, atomic update",
+        against(
+            "defaults-update",
+            [
+                ("userdefaults-increment-synchronize", "UserDefaults read + set + synchronize() (not atomic)")
+            ]))
     if case .measured(let result)? = latency, !result.fromReplace.isEmpty {
-        add("ObservableDefaults, across processes",
+        add(
+            "ObservableDefaults, across processes",
             "another process's observer is called \(formatDuration(nanoseconds: percentile(result.fromReplace, 0.5))) (p50) after the file is replaced, "
                 + "\(formatDuration(nanoseconds: percentile(result.fromSet, 0.5))) after set() starts")
     }

@@ -42,7 +42,10 @@ func timingTables(_ rows: [ReportRow], describe: Bool) -> [Table] {
         var lines: [[String]] = []
         for row in members {
             let m = row.measurement
-            var line = [row.implementation.rawValue, row.scenario.name, formatNanoseconds(m.p50), formatNanoseconds(m.p90), formatNanoseconds(m.p99)]
+            var line = [
+                row.implementation.rawValue, row.scenario.name, formatNanoseconds(m.p50), formatNanoseconds(m.p90),
+                formatNanoseconds(m.p99),
+            ]
             if withInstructions { line.append(row.instructionsPerOp.map { formatFigure($0, .instructions) } ?? "") }
             if let primary = row.primary {
                 line += [primary.baseline, formatNanoseconds(primary.baselineP50), formatRatio(primary.ratio), speedPhrase(primary.ratio)]
@@ -54,7 +57,10 @@ func timingTables(_ rows: [ReportRow], describe: Bool) -> [Table] {
             for comparison in row.extra {
                 var extra = ["", "  ↳ same, vs \(Implementation(scenario: comparison.baseline).rawValue)", "", "", ""]
                 if withInstructions { extra.append("") }
-                extra += [comparison.baseline, formatNanoseconds(comparison.baselineP50), formatRatio(comparison.ratio), speedPhrase(comparison.ratio)]
+                extra += [
+                    comparison.baseline, formatNanoseconds(comparison.baselineP50), formatRatio(comparison.ratio),
+                    speedPhrase(comparison.ratio),
+                ]
                 if describe { extra.append("") }
                 lines.append(extra)
             }
@@ -67,7 +73,9 @@ func memoryTable(_ figures: [MemoryFigure], describe: Bool) -> Table {
     var header = ["implementation", "scenario", "bytes", "per", "baseline", "baseline bytes", "ratio"]
     if describe { header.append("what is measured") }
     let lines = figures.map { figure in
-        var line = [Implementation(scenario: figure.scenario.name).rawValue, figure.scenario.name, formatBytes(figure.bytes), figure.scenario.unit]
+        var line = [
+            Implementation(scenario: figure.scenario.name).rawValue, figure.scenario.name, formatBytes(figure.bytes), figure.scenario.unit,
+        ]
         if let baseline = figure.scenario.baseline, let baselineBytes = figure.baselineBytes {
             line += [baseline, formatBytes(baselineBytes), baselineBytes > 0 ? formatRatio(figure.bytes / baselineBytes) : ""]
         } else {
@@ -76,7 +84,8 @@ func memoryTable(_ figures: [MemoryFigure], describe: Bool) -> Table {
         if describe { line.append(figure.scenario.summary) }
         return line
     }
-    return Table(title: "Memory (bytes allocated per unit, allocator overhead included)", header: header, lines: lines, rightAligned: [2, 5, 6])
+    return Table(
+        title: "Memory (bytes allocated per unit, allocator overhead included)", header: header, lines: lines, rightAligned: [2, 5, 6])
 }
 
 /// The cross-process section: a heading and one line per span, or one line saying why it did not run.
@@ -88,7 +97,8 @@ func latencyLines(_ outcome: LatencyOutcome, markdown: Bool) -> [String] {
     case .measured(let measured):
         result = measured
     }
-    let heading = "Cross-process notification latency, ObservableDefaults (\(result.fromSet.count) changes, one at a time; "
+    let heading =
+        "Cross-process notification latency, ObservableDefaults (\(result.fromSet.count) changes, one at a time; "
         + "writer: this process, set + flush(); observer: kvo-bench \(DefaultsLatency.watchCommand) in another process, "
         + "stamped with CLOCK_MONOTONIC)"
     var lines = [markdown ? "### \(heading)\n" : heading]
@@ -98,7 +108,8 @@ func latencyLines(_ outcome: LatencyOutcome, markdown: Bool) -> [String] {
         ("set() start (whole durable write included) → observer call", result.fromSet),
     ]
     for (label, sorted) in spans where !sorted.isEmpty {
-        let row = "\(label): p50 \(formatDuration(nanoseconds: percentile(sorted, 0.5))), "
+        let row =
+            "\(label): p50 \(formatDuration(nanoseconds: percentile(sorted, 0.5))), "
             + "p90 \(formatDuration(nanoseconds: percentile(sorted, 0.9))), "
             + "p99 \(formatDuration(nanoseconds: percentile(sorted, 0.99))), max \(formatDuration(nanoseconds: sorted.last!))"
         lines.append(markdown ? "- \(row)" : "  \(row)")

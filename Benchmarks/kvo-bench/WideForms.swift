@@ -49,15 +49,24 @@ final class WideForm: KeyValueObservable {
 @Observable
 final class ObservableWideForm: @unchecked Sendable {
     var k0 = -1; var k1 = -1; var k2 = -1; var k3 = -1; var k4 = -1; var k5 = -1; var k6 = -1; var k7 = -1; var k8 = -1; var k9 = -1
-    var k10 = -1; var k11 = -1; var k12 = -1; var k13 = -1; var k14 = -1; var k15 = -1; var k16 = -1; var k17 = -1; var k18 = -1; var k19 = -1
-    var k20 = -1; var k21 = -1; var k22 = -1; var k23 = -1; var k24 = -1; var k25 = -1; var k26 = -1; var k27 = -1; var k28 = -1; var k29 = -1
-    var k30 = -1; var k31 = -1; var k32 = -1; var k33 = -1; var k34 = -1; var k35 = -1; var k36 = -1; var k37 = -1; var k38 = -1; var k39 = -1
-    var k40 = -1; var k41 = -1; var k42 = -1; var k43 = -1; var k44 = -1; var k45 = -1; var k46 = -1; var k47 = -1; var k48 = -1; var k49 = -1
-    var k50 = -1; var k51 = -1; var k52 = -1; var k53 = -1; var k54 = -1; var k55 = -1; var k56 = -1; var k57 = -1; var k58 = -1; var k59 = -1
-    var k60 = -1; var k61 = -1; var k62 = -1; var k63 = -1; var k64 = -1; var k65 = -1; var k66 = -1; var k67 = -1; var k68 = -1; var k69 = -1
-    var k70 = -1; var k71 = -1; var k72 = -1; var k73 = -1; var k74 = -1; var k75 = -1; var k76 = -1; var k77 = -1; var k78 = -1; var k79 = -1
-    var k80 = -1; var k81 = -1; var k82 = -1; var k83 = -1; var k84 = -1; var k85 = -1; var k86 = -1; var k87 = -1; var k88 = -1; var k89 = -1
-    var k90 = -1; var k91 = -1; var k92 = -1; var k93 = -1; var k94 = -1; var k95 = -1; var k96 = -1; var k97 = -1; var k98 = -1; var k99 = -1
+    var k10 = -1; var k11 = -1; var k12 = -1; var k13 = -1; var k14 = -1; var k15 = -1; var k16 = -1; var k17 = -1; var k18 = -1;
+    var k19 = -1
+    var k20 = -1; var k21 = -1; var k22 = -1; var k23 = -1; var k24 = -1; var k25 = -1; var k26 = -1; var k27 = -1; var k28 = -1;
+    var k29 = -1
+    var k30 = -1; var k31 = -1; var k32 = -1; var k33 = -1; var k34 = -1; var k35 = -1; var k36 = -1; var k37 = -1; var k38 = -1;
+    var k39 = -1
+    var k40 = -1; var k41 = -1; var k42 = -1; var k43 = -1; var k44 = -1; var k45 = -1; var k46 = -1; var k47 = -1; var k48 = -1;
+    var k49 = -1
+    var k50 = -1; var k51 = -1; var k52 = -1; var k53 = -1; var k54 = -1; var k55 = -1; var k56 = -1; var k57 = -1; var k58 = -1;
+    var k59 = -1
+    var k60 = -1; var k61 = -1; var k62 = -1; var k63 = -1; var k64 = -1; var k65 = -1; var k66 = -1; var k67 = -1; var k68 = -1;
+    var k69 = -1
+    var k70 = -1; var k71 = -1; var k72 = -1; var k73 = -1; var k74 = -1; var k75 = -1; var k76 = -1; var k77 = -1; var k78 = -1;
+    var k79 = -1
+    var k80 = -1; var k81 = -1; var k82 = -1; var k83 = -1; var k84 = -1; var k85 = -1; var k86 = -1; var k87 = -1; var k88 = -1;
+    var k89 = -1
+    var k90 = -1; var k91 = -1; var k92 = -1; var k93 = -1; var k94 = -1; var k95 = -1; var k96 = -1; var k97 = -1; var k98 = -1;
+    var k99 = -1
 }
 
 /// A read of each property of `form`, `k0` first, for one tracking each.

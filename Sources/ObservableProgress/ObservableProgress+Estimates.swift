@@ -13,7 +13,8 @@ extension ObservableProgress {
         return withLock { progress -> Double? in
             let values = progress.values
             guard !values.isIndeterminate, values.total > 0,
-                  let rate = progress.rate.fractionPerSecond(current: values.fraction, now: now) else { return nil }
+                let rate = progress.rate.fractionPerSecond(current: values.fraction, now: now)
+            else { return nil }
             return rate * Double(values.total)
         }
     }

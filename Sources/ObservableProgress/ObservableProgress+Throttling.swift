@@ -45,7 +45,8 @@ extension ObservableProgress {
         on queue: DispatchQueue,
         handler: @escaping @Sendable (Value) -> Void
     ) -> KeyValueObservation {
-        observe(keyPath, throttledTo: interval, on: queue, isDuplicate: { $0 == $1 }, scheduler: _DispatchThrottleScheduler(), handler: handler)
+        observe(
+            keyPath, throttledTo: interval, on: queue, isDuplicate: { $0 == $1 }, scheduler: _DispatchThrottleScheduler(), handler: handler)
     }
 
     /// The values of `keyPath` for a display, as an `AsyncSequence`: the current value first, then
@@ -79,7 +80,9 @@ extension ObservableProgress {
         scheduler: any _ThrottleScheduler,
         handler: @escaping @Sendable (Value) -> Void
     ) -> KeyValueObservation {
-        _observe(keyPath, throttledTo: interval, on: queue, isDuplicate: isDuplicate, readingAtDelivery: currentValue(of: keyPath), scheduler: scheduler, handler: handler)
+        _observe(
+            keyPath, throttledTo: interval, on: queue, isDuplicate: isDuplicate, readingAtDelivery: currentValue(of: keyPath),
+            scheduler: scheduler, handler: handler)
     }
 
     /// The throttled sequence on `scheduler` (a manual clock in tests), reading at delivery.
@@ -89,7 +92,9 @@ extension ObservableProgress {
         isDuplicate: (@Sendable (Value, Value) -> Bool)?,
         scheduler: any _ThrottleScheduler
     ) -> KeyValueThrottledValues<Value> {
-        _values(for: keyPath, throttledTo: interval, isDuplicate: isDuplicate, readingAtDelivery: currentValue(of: keyPath), scheduler: scheduler)
+        _values(
+            for: keyPath, throttledTo: interval, isDuplicate: isDuplicate, readingAtDelivery: currentValue(of: keyPath),
+            scheduler: scheduler)
     }
 
     /// Reads `keyPath` when a throttled delivery runs; `nil` once the progress is gone (the

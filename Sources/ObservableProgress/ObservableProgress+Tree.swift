@@ -16,7 +16,8 @@ extension ObservableProgress {
         precondition(child !== self, "ObservableProgress.addChild: a progress cannot be its own child")
         var ancestor = withLock { $0.parent }
         while let node = ancestor {
-            precondition(node !== child, "ObservableProgress.addChild: the child is an ancestor of this progress; a tree cannot have cycles")
+            precondition(
+                node !== child, "ObservableProgress.addChild: the child is an ancestor of this progress; a tree cannot have cycles")
             ancestor = node.withLock { $0.parent }
         }
         // 1. Claim the child: it reports to one parent, and from here on to this one. It sends

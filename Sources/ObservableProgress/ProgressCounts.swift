@@ -17,9 +17,12 @@ struct _ProgressCounts {
     var values: _ProgressValues {
         @inline(__always) get {
             let indeterminate = completed < 0 || total < 0 || (completed | total) == 0
-            let fraction: Double = indeterminate ? 0
-                : total == 0 ? 1
-                : childUnits.fraction(plus: completed, over: total)
+            let fraction: Double =
+                indeterminate
+                ? 0
+                : total == 0
+                    ? 1
+                    : childUnits.fraction(plus: completed, over: total)
             return _ProgressValues(
                 completed: completed,
                 total: total,

@@ -100,7 +100,8 @@ struct _ProgressUnits: Equatable {
         if high == 0, low == 0 { return Double(completed) / Double(total) }
         let (sum, carry) = high.addingReportingOverflow(UInt128(UInt64(completed)) &<< 56)
         // Only 2^72 units or more carry out: then the two parts are rounded separately.
-        let units = carry
+        let units =
+            carry
             ? Double(completed) + double
             : _ProgressUnits(high: sum, low: low).double
         return units / Double(total)

@@ -153,9 +153,10 @@ if let filePath {
 @MainActor
 func expectArguments(_ range: ClosedRange<Int>, _ names: String) {
     if !range.contains(positional.count) {
-        usageError(positional.count < range.lowerBound
-            ? "'\(command)' needs \(names)"
-            : "unexpected argument '\(positional[range.upperBound])'")
+        usageError(
+            positional.count < range.lowerBound
+                ? "'\(command)' needs \(names)"
+                : "unexpected argument '\(positional[range.upperBound])'")
     }
 }
 

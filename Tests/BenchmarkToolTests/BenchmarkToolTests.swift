@@ -41,8 +41,9 @@ struct BenchmarkToolTests {
 
     func kvoBench(_ arguments: [String], environment: [String: String] = [:]) throws -> Run {
         let executable = buildFolder.appendingPathComponent("kvo-bench")
-        try #require(FileManager.default.isExecutableFile(atPath: executable.path),
-                     "kvo-bench is not built next to the tests (\(executable.path))")
+        try #require(
+            FileManager.default.isExecutableFile(atPath: executable.path),
+            "kvo-bench is not built next to the tests (\(executable.path))")
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
@@ -57,8 +58,9 @@ struct BenchmarkToolTests {
         let outputData = out.fileHandleForReading.readDataToEndOfFile()
         reader.join()
         process.waitUntilExit()
-        return Run(status: process.terminationStatus, output: String(decoding: outputData, as: UTF8.self),
-                   error: String(decoding: errorData.current, as: UTF8.self))
+        return Run(
+            status: process.terminationStatus, output: String(decoding: outputData, as: UTF8.self),
+            error: String(decoding: errorData.current, as: UTF8.self))
     }
 
     /// A results file as `--json` writes it (only the fields `compare` reads).
@@ -165,7 +167,9 @@ struct BenchmarkToolTests {
     /// A stand-in for valgrind: writes a callgrind profile whose total is
     /// `iterations × $FAKE_IR_PER_OP + 123456` (start-up), which the gate's two runs cancel out.
     func fakeValgrind() throws -> String {
-        let path = try write("valgrind", """
+        let path = try write(
+            "valgrind",
+            """
             #!/bin/sh
             if [ "$1" = "--version" ]; then echo valgrind-fake; exit 0; fi
             out=""; iterations=""; previous=""
@@ -185,7 +189,9 @@ struct BenchmarkToolTests {
         var machine = utsname()
         uname(&machine)
         let currentArchitecture = withUnsafeBytes(of: &machine.machine) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-        return try write("thresholds.json", """
+        return try write(
+            "thresholds.json",
+            """
             {
               "toolchain": "\(toolchain ?? "a toolchain")",
               "architecture": "\(architecture ?? currentArchitecture)",
@@ -230,8 +236,9 @@ struct BenchmarkToolTests {
 
     @Test func gateUpdateRewritesTheThresholdsWithTheMeasuredFigures() throws {
         let file = try thresholds(instructionsPerOp: 100)
-        let run = try kvoBench(["gate", "--thresholds", file, "--update"],
-                               environment: ["VALGRIND": try fakeValgrind(), "FAKE_IR_PER_OP": "42"])
+        let run = try kvoBench(
+            ["gate", "--thresholds", file, "--update"],
+            environment: ["VALGRIND": try fakeValgrind(), "FAKE_IR_PER_OP": "42"])
         #expect(run.status == 0, "\(run.output)\(run.error)")
         let rewritten = try String(contentsOfFile: file, encoding: .utf8)
         #expect(rewritten.contains(#"{ "scenario": "unobserved-set", "instructionsPerOp": 42 }"#))
@@ -246,8 +253,9 @@ struct BenchmarkToolTests {
 
     @Test func gateWithTargetsAlsoReportsThisPackagesTimingTargets() throws {
         let file = try thresholds(instructionsPerOp: 100)
-        let run = try kvoBench(["gate", "--thresholds", file, "--filter", "unobserved-set", "--targets"],
-                               environment: ["VALGRIND": try fakeValgrind(), "FAKE_IR_PER_OP": "100"])
+        let run = try kvoBench(
+            ["gate", "--thresholds", file, "--filter", "unobserved-set", "--targets"],
+            environment: ["VALGRIND": try fakeValgrind(), "FAKE_IR_PER_OP": "100"])
         #expect(run.status == 0, "\(run.output)\(run.error)")
         #expect(run.output.contains("gate passed"))
         #expect(run.output.contains("Timing targets of this package"))

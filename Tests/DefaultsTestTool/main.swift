@@ -65,7 +65,9 @@ case ("update-many", 5):
     incrementConcurrently(store, key: arguments[2], count: integer(arguments[3], atLeast: 0), threads: integer(arguments[4], atLeast: 1))
 
 case ("resources", 3...4):
-    print(measureResources(prefix: arguments[1], count: integer(arguments[2], atLeast: 0), polling: arguments.count > 3 && arguments[3] == "polling"))
+    print(
+        measureResources(
+            prefix: arguments[1], count: integer(arguments[2], atLeast: 0), polling: arguments.count > 3 && arguments[3] == "polling"))
 
 default:
     fail("unexpected arguments \(arguments)\n\(usage)")

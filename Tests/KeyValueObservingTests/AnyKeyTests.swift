@@ -63,7 +63,7 @@ struct AnyKeyTests {
         let keys = Locked<[AnyKeyPath]>([])
         let token = settings.observeAnyKey { _, change in keys.append(change.keyPath) }
         settings.setTheme("dark")
-        settings.balance = 3        // automatic notification is off for `balance`
+        settings.balance = 3  // automatic notification is off for `balance`
         settings.deposit(1)
         #expect(keys.current == [\Settings.theme, \Settings.balance])
         token.invalidate()
@@ -94,12 +94,13 @@ struct AnyKeyTests {
                 let playlist = playlists[me].value
                 for step in 0..<2_000 {
                     if step % 3 == 0 {
-                        pool.append(playlist.observeAnyKey { playlist, change in
-                            if change.keyPath != \Playlist2.title && change.keyPath != \Playlist2.tracks {
-                                wrong.append("\(change.keyPath)")
-                            }
-                            _ = playlist.title
-                        })
+                        pool.append(
+                            playlist.observeAnyKey { playlist, change in
+                                if change.keyPath != \Playlist2.title && change.keyPath != \Playlist2.tracks {
+                                    wrong.append("\(change.keyPath)")
+                                }
+                                _ = playlist.title
+                            })
                     } else if step % 3 == 1 {
                         playlist.title = "t\(step)"
                     } else {

@@ -18,7 +18,9 @@ struct BatchTests {
     @Test func theEditorScenario() {
         let editor = Editor()
         let log = Locked<[String]>([])
-        let title = editor.observe(\.title, options: [.old, .new]) { _, change in log.append("title \(change.oldValue!)→\(change.newValue!)") }
+        let title = editor.observe(\.title, options: [.old, .new]) { _, change in
+            log.append("title \(change.oldValue!)→\(change.newValue!)")
+        }
         let body = editor.observe(\.body, options: [.old, .new]) { _, change in log.append("body \(change.oldValue!)→\(change.newValue!)") }
         let dirty = editor.observe(\.isDirty, options: [.new]) { _, change in log.append("dirty \(change.newValue!)") }
         let anyKey = Locked<[[AnyKeyPath]]>([])

@@ -50,13 +50,13 @@ struct ChainTests {
             statuses.append(change.newValue ?? nil)
         }
         let first = PlayerItem()
-        player.currentItem = first              // item set: .loading
-        first.status = .ready                   // change on it
+        player.currentItem = first  // item set: .loading
+        first.status = .ready  // change on it
         let second = PlayerItem()
-        player.currentItem = second             // replaced: .loading, one value
-        first.status = .failed                  // the old item: not reported
+        player.currentItem = second  // replaced: .loading, one value
+        first.status = .failed  // the old item: not reported
         second.status = .ready
-        player.currentItem = nil                // nil item: nil
+        player.currentItem = nil  // nil item: nil
         #expect(statuses.current == [nil, .loading, .ready, .loading, .ready, nil])
         token.invalidate()
     }
@@ -70,10 +70,11 @@ struct ChainTests {
         }
         player.currentItem = PlayerItem()
         // Equal values are delivered, as for any assignment: one prior, one after.
-        #expect(values.current == [
-            KeyValueObservedChange(oldValue: .some(.loading), isPrior: true),
-            KeyValueObservedChange(newValue: .some(.loading), oldValue: .some(.loading)),
-        ])
+        #expect(
+            values.current == [
+                KeyValueObservedChange(oldValue: .some(.loading), isPrior: true),
+                KeyValueObservedChange(newValue: .some(.loading), oldValue: .some(.loading)),
+            ])
         token.invalidate()
     }
 
@@ -86,10 +87,10 @@ struct ChainTests {
             distinct.append(change.newValue ?? nil)
         }
         let first = PlayerItem()
-        player.currentItem = first       // nil → loading
+        player.currentItem = first  // nil → loading
         player.currentItem = PlayerItem()  // loading → loading: dropped
         player.currentItem?.status = .ready
-        player.currentItem?.status = .ready   // ready → ready: dropped
+        player.currentItem?.status = .ready  // ready → ready: dropped
         #expect(distinct.current == [.loading, .ready])
         token.invalidate()
     }
@@ -132,13 +133,13 @@ struct ChainTests {
             durations.append(change.newValue ?? nil)
         }
         let item = PlayerItem()
-        player.currentItem = item                 // item without asset: nil
+        player.currentItem = item  // item without asset: nil
         let asset = Asset(duration: 3)
-        item.asset = asset                        // 3
-        asset.duration = 4                        // 4
-        item.asset = Asset(duration: 5)           // 5
-        asset.duration = 6                        // old asset: not reported
-        player.currentItem = nil                  // nil
+        item.asset = asset  // 3
+        asset.duration = 4  // 4
+        item.asset = Asset(duration: 5)  // 5
+        asset.duration = 6  // old asset: not reported
+        player.currentItem = nil  // nil
         #expect(durations.current == [nil, nil, 3, 4, 5, nil])
         token.invalidate()
     }
@@ -179,18 +180,19 @@ struct ChainTests {
         let token = state.observe(\.greeting, options: [.old, .new]) { _, change in
             greetings.append("\(change.oldValue!) ⇒ \(change.newValue!)")
         }
-        state.settings.username = "grace"          // a change inside the child notifies the parent's key
+        state.settings.username = "grace"  // a change inside the child notifies the parent's key
         let replacement = UserSettings()
         replacement.username = "linus"
         let old = state.settings
-        state.settings = replacement               // replacing the child notifies too
-        old.username = "nobody"                    // the old child no longer does
+        state.settings = replacement  // replacing the child notifies too
+        old.username = "nobody"  // the old child no longer does
         replacement.username = "ken"
-        #expect(greetings.current == [
-            "Hello, ada! ⇒ Hello, grace!",
-            "Hello, grace! ⇒ Hello, linus!",
-            "Hello, linus! ⇒ Hello, ken!",
-        ])
+        #expect(
+            greetings.current == [
+                "Hello, ada! ⇒ Hello, grace!",
+                "Hello, grace! ⇒ Hello, linus!",
+                "Hello, linus! ⇒ Hello, ken!",
+            ])
         token.invalidate()
         #expect(state.observationInfo.observerCountsByKeyPath.isEmpty)
         #expect(replacement.observationInfo.observerCountsByKeyPath.isEmpty)
@@ -212,12 +214,13 @@ struct ChainTests {
                 for step in 0..<1_500 {
                     switch step % 4 {
                     case 0:
-                        pool.append(player.observe(\.currentItem?.status, options: [.new]) { player, change in
-                            deliveries.increment()
-                            if change.newValue ?? nil != player.currentItem?.status {
-                                wrong.append("delivered \(String(describing: change.newValue))")
-                            }
-                        })
+                        pool.append(
+                            player.observe(\.currentItem?.status, options: [.new]) { player, change in
+                                deliveries.increment()
+                                if change.newValue ?? nil != player.currentItem?.status {
+                                    wrong.append("delivered \(String(describing: change.newValue))")
+                                }
+                            })
                     case 1:
                         player.currentItem = PlayerItem()
                     default:

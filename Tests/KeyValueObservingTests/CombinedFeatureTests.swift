@@ -96,7 +96,8 @@ struct CombinedFeatureTests {
 
     @Test func removingDuplicatesOnSequencesDoesNotCompileForNonEquatableValues() throws {
         guard SnippetCompiler.isSupported else { return }
-        let output = try SnippetCompiler.typecheck("""
+        let output = try SnippetCompiler.typecheck(
+            """
             import KeyValueObserving
             struct Opaque: Sendable { var value = 0 }
             final class Holder: KeyValueObservable { @Observed var thing = Opaque() }
@@ -123,8 +124,14 @@ struct CombinedConcurrencyTests {
         TestThread.run(4) { me in
             for step in 0..<500 {
                 switch me {
-                case 0: editor.coalescingChanges { editor.title = "a\(step)"; editor.title = "b\(step)" }
-                case 1: editor.coalescingChanges { editor.body = "a\(step)"; editor.body = "b\(step)" }
+                case 0:
+                    editor.coalescingChanges {
+                        editor.title = "a\(step)"; editor.title = "b\(step)"
+                    }
+                case 1:
+                    editor.coalescingChanges {
+                        editor.body = "a\(step)"; editor.body = "b\(step)"
+                    }
                 case 2: pool.append(editor.observeAnyKey { _, _ in })
                 default: pool.withLock { $0.isEmpty ? nil : $0.removeFirst() }?.invalidate()
                 }
@@ -132,7 +139,9 @@ struct CombinedConcurrencyTests {
         }
         #expect(titles.current == 500)
         #expect(bodies.current == 500)
-        pool.withLock { tokens in tokens.forEach { $0.invalidate() }; tokens = [] }
+        pool.withLock { tokens in
+            tokens.forEach { $0.invalidate() }; tokens = []
+        }
         title.invalidate()
         body.invalidate()
         #expect(editor.observationInfo.observerCountsByKeyPath.isEmpty)

@@ -19,55 +19,60 @@ struct CompileTimeTests {
         """
 
     @Test func aSendableHandlerCompiles() throws {
-        let output = try SnippetCompiler.typecheck(Self.model + """
-            @MainActor func bind(_ model: Model, to screen: Screen) -> KeyValueObservation {
-                model.observe(\\.count, options: [.new]) { _, change in
-                    let text = "\\(change.newValue!)"
-                    Task { @MainActor in screen.label = text }
+        let output = try SnippetCompiler.typecheck(
+            Self.model + """
+                @MainActor func bind(_ model: Model, to screen: Screen) -> KeyValueObservation {
+                    model.observe(\\.count, options: [.new]) { _, change in
+                        let text = "\\(change.newValue!)"
+                        Task { @MainActor in screen.label = text }
+                    }
                 }
-            }
-            """)
+                """)
         #expect(output.status == 0, "\(output.standardError)")
     }
 
     @Test func aMainActorHandlerIsACompileError() throws {
         // KVO and Combine accept this and trap at run time when the property is set off the main
         // thread; here the handler must be @Sendable and the conversion loses the global actor.
-        let output = try SnippetCompiler.typecheck(Self.model + """
-            @MainActor func bind(_ model: Model, to screen: Screen) -> KeyValueObservation {
-                model.observe(\\.count, options: [.new]) { @MainActor _, change in
-                    screen.label = "\\(change.newValue!)"
+        let output = try SnippetCompiler.typecheck(
+            Self.model + """
+                @MainActor func bind(_ model: Model, to screen: Screen) -> KeyValueObservation {
+                    model.observe(\\.count, options: [.new]) { @MainActor _, change in
+                        screen.label = "\\(change.newValue!)"
+                    }
                 }
-            }
-            """)
+                """)
         #expect(output.status != 0)
         #expect(output.standardError.contains("loses global actor 'MainActor'"), "\(output.standardError)")
     }
 
     @Test func touchingMainActorStateFromAnImplicitlyIsolatedHandlerIsACompileError() throws {
-        let output = try SnippetCompiler.typecheck(Self.model + """
-            @MainActor func bind(_ model: Model, to screen: Screen) -> KeyValueObservation {
-                model.observe(\\.count, options: [.new]) { _, change in
-                    screen.label = "\\(change.newValue!)"
+        let output = try SnippetCompiler.typecheck(
+            Self.model + """
+                @MainActor func bind(_ model: Model, to screen: Screen) -> KeyValueObservation {
+                    model.observe(\\.count, options: [.new]) { _, change in
+                        screen.label = "\\(change.newValue!)"
+                    }
                 }
-            }
-            """)
+                """)
         #expect(output.status != 0)
         #expect(output.standardError.contains("error: main actor-isolated property 'label' can not be mutated"), "\(output.standardError)")
     }
 
     @Test func droppingTheTokenIsACompilerWarning() throws {
-        let output = try SnippetCompiler.typecheck(Self.model + """
-            func start(_ model: Model) {
-                model.observe(\\.count) { _, _ in }
-            }
-            """)
+        let output = try SnippetCompiler.typecheck(
+            Self.model + """
+                func start(_ model: Model) {
+                    model.observe(\\.count) { _, _ in }
+                }
+                """)
         #expect(output.status == 0, "\(output.standardError)")
         #expect(output.standardError.contains("result of call to 'observe"), "\(output.standardError)")
     }
 
     @Test func observedOutsideAKeyValueObservableIsACompileError() throws {
-        let output = try SnippetCompiler.typecheck("""
+        let output = try SnippetCompiler.typecheck(
+            """
             import KeyValueObserving
             final class NotObservable {
                 @Observed var count = 0
@@ -105,7 +110,8 @@ struct CompileTimeTests {
     }
 
     @Test func byDefaultEachUnobservableKeyIsReportedOnceOnStandardError() throws {
-        let output = try SnippetCompiler.compileAndRun("""
+        let output = try SnippetCompiler.compileAndRun(
+            """
             import KeyValueObserving
             final class Player: KeyValueObservable {
                 @Observed var volume = 0.5
@@ -135,7 +141,7 @@ struct CompileTimeTests {
     /// The contents of the first fenced block of `language` in `text`, with its final newline.
     private static func fencedBlock(_ language: String, in text: String) -> String? {
         guard let start = text.range(of: "```\(language)\n"),
-              let end = text.range(of: "\n```", range: start.upperBound..<text.endIndex)
+            let end = text.range(of: "\n```", range: start.upperBound..<text.endIndex)
         else { return nil }
         return String(text[start.upperBound..<end.lowerBound]) + "\n"
     }

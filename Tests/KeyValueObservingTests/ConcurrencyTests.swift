@@ -60,7 +60,9 @@ struct ConcurrencyTests {
         for (index, key) in Counter8.keys.enumerated() {
             #expect(shared[keyPath: key] == sets.current[index])
         }
-        let remaining = pool.withLock { tokens in defer { tokens = [] }; return tokens }
+        let remaining = pool.withLock { tokens in
+            defer { tokens = [] }; return tokens
+        }
         #expect(shared.observationInfo.observerCountsByKeyPath.values.reduce(0, +) == remaining.count)
         remaining.forEach { $0.invalidate() }
         #expect(shared.observationInfo.observerCountsByKeyPath.isEmpty)

@@ -189,7 +189,7 @@ struct DependencyPathTests {
         let balances = Counter(0)
         let label = wallet.observe(\.label, options: [.new]) { _, change in labels.append(change.newValue) }
         let balance = wallet.settings.observe(\.balance) { _, _ in balances.increment() }
-        wallet.settings.balance = 5        // automatic notification is off for `balance`
+        wallet.settings.balance = 5  // automatic notification is off for `balance`
         wallet.settings.deposit(2)
         #expect(balances.current == 1)
         #expect(labels.current == ["balance 7"])
@@ -223,10 +223,11 @@ struct DependencyPathTests {
                 for step in 0..<1_500 {
                     switch step % 3 {
                     case 0:
-                        pool.append(state.observe(\.greeting, options: [.old, .new]) { state, change in
-                            deliveries.increment()
-                            if change.newValue != state.greeting { wrong.append(change.newValue ?? "nil") }
-                        })
+                        pool.append(
+                            state.observe(\.greeting, options: [.old, .new]) { state, change in
+                                deliveries.increment()
+                                if change.newValue != state.greeting { wrong.append(change.newValue ?? "nil") }
+                            })
                     case 1:
                         state.settings = UserSettings()
                     default:
@@ -242,6 +243,10 @@ struct DependencyPathTests {
         }
         #expect(wrong.current == [])
         #expect(deliveries.current > 0)
-        #expect(states.allSatisfy { $0.value.observationInfo.observerCountsByKeyPath.isEmpty && $0.value.settings.observationInfo.observerCountsByKeyPath.isEmpty })
+        #expect(
+            states.allSatisfy {
+                $0.value.observationInfo.observerCountsByKeyPath.isEmpty
+                    && $0.value.settings.observationInfo.observerCountsByKeyPath.isEmpty
+            })
     }
 }

@@ -87,13 +87,16 @@ struct DependentKeyTests {
         let contact = Contact()
         let log = Locked<[String]>([])
         let token = contact.observe(\.sortName, options: [.prior, .old, .new]) { contact, change in
-            log.append("\(change.isPrior ? "prior" : "after") old=\(change.oldValue ?? "-") new=\(change.newValue ?? "-") given=\(contact.givenName)")
+            log.append(
+                "\(change.isPrior ? "prior" : "after") old=\(change.oldValue ?? "-") new=\(change.newValue ?? "-") given=\(contact.givenName)"
+            )
         }
         contact.givenName = "Grace"
-        #expect(log.current == [
-            "prior old=Lovelace, Ada new=- given=Ada",
-            "after old=Lovelace, Ada new=Lovelace, Grace given=Grace",
-        ])
+        #expect(
+            log.current == [
+                "prior old=Lovelace, Ada new=- given=Ada",
+                "after old=Lovelace, Ada new=Lovelace, Grace given=Grace",
+            ])
         token.invalidate()
     }
 
@@ -176,13 +179,14 @@ struct DependentKeyTests {
                 for step in 0..<2_000 {
                     switch step % 3 {
                     case 0:
-                        pool.append(contact.observe(\.sortName, options: [.old, .new]) { contact, change in
-                            deliveries.increment()
-                            // Delivered on the setting thread, right after the store.
-                            if change.newValue != contact.sortName || change.oldValue == change.newValue {
-                                wrong.append("\(String(describing: change.oldValue)) → \(String(describing: change.newValue))")
-                            }
-                        })
+                        pool.append(
+                            contact.observe(\.sortName, options: [.old, .new]) { contact, change in
+                                deliveries.increment()
+                                // Delivered on the setting thread, right after the store.
+                                if change.newValue != contact.sortName || change.oldValue == change.newValue {
+                                    wrong.append("\(String(describing: change.oldValue)) → \(String(describing: change.newValue))")
+                                }
+                            })
                     case 1:
                         contact.givenName = "g\(step)"
                     default:

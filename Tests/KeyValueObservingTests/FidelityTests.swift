@@ -69,7 +69,8 @@ struct FidelityTests {
         let object = Mirrored()
         let changes = Locked<[String]>([])
         let token = object.observe(\.a, options: [.old, .new, .prior]) { _, change in
-            changes.append("\(change.isPrior ? "prior " : "")\(change.oldValue.map(String.init) ?? "-")→\(change.newValue.map(String.init) ?? "-")")
+            changes.append(
+                "\(change.isPrior ? "prior " : "")\(change.oldValue.map(String.init) ?? "-")→\(change.newValue.map(String.init) ?? "-")")
         }
         object.a = 7
         #expect(changes.current == ["prior 0→-", "0→7"])
@@ -104,7 +105,9 @@ struct FidelityTests {
         var token: KeyValueObservation?
         let reported = diagnostics {
             token = car.observe(\.engine.rpm, options: [.old, .new, .prior]) { _, change in
-                changes.append("\(change.isPrior ? "prior " : "")\(change.oldValue.map(String.init) ?? "-")→\(change.newValue.map(String.init) ?? "-")")
+                changes.append(
+                    "\(change.isPrior ? "prior " : "")\(change.oldValue.map(String.init) ?? "-")→\(change.newValue.map(String.init) ?? "-")"
+                )
             }
         }
         #expect(reported.isEmpty)

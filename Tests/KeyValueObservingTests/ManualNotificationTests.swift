@@ -60,7 +60,8 @@ struct ManualNotificationTests {
         var token: KeyValueObservation?
         let reported = diagnostics {
             token = settings.observe(\.theme, options: [.prior, .old, .new]) { settings, change in
-                log.append("\(change.isPrior ? "prior" : "after") \(change.oldValue ?? "-")→\(change.newValue ?? "-") now \(settings.theme)")
+                log.append(
+                    "\(change.isPrior ? "prior" : "after") \(change.oldValue ?? "-")→\(change.newValue ?? "-") now \(settings.theme)")
             }
         }
         // The class declares that it notifies `theme` itself: no diagnostic.
@@ -102,7 +103,7 @@ struct ManualNotificationTests {
         let reported = diagnostics {
             settings.willChangeValue(for: \.theme)
             settings.willChangeValue(for: \.language)
-            settings.didChangeValue(for: \.theme)   // wrong: `language` is innermost
+            settings.didChangeValue(for: \.theme)  // wrong: `language` is innermost
         }
         #expect(reported.map(\.kind) == [.unbalancedChangeNotification])
         #expect(reported.first?.message.contains("innermost pending") == true)
@@ -120,8 +121,8 @@ struct ManualNotificationTests {
         let token = settings.observe(\.balance, options: [.old, .new]) { _, change in
             changes.append("\(change.oldValue!)→\(change.newValue!)")
         }
-        settings.balance = 7          // automatic notification is off: silent
-        settings.deposit(0)           // no real change: silent
+        settings.balance = 7  // automatic notification is off: silent
+        settings.deposit(0)  // no real change: silent
         settings.deposit(5)
         #expect(changes.current == ["7→12"])
         token.invalidate()

@@ -42,10 +42,11 @@ struct OptionsTests {
         let token = player.observe(\.volume, options: [.old, .new]) { _, change in changes.append(change) }
         player.volume = 0.7
         player.volume = 0.9
-        #expect(changes.current == [
-            KeyValueObservedChange(kind: .setting, newValue: 0.7, oldValue: 0.5),
-            KeyValueObservedChange(kind: .setting, newValue: 0.9, oldValue: 0.7),
-        ])
+        #expect(
+            changes.current == [
+                KeyValueObservedChange(kind: .setting, newValue: 0.7, oldValue: 0.5),
+                KeyValueObservedChange(kind: .setting, newValue: 0.9, oldValue: 0.7),
+            ])
         token.invalidate()
     }
 
@@ -76,13 +77,16 @@ struct OptionsTests {
         let player = AudioPlayer()
         let log = Locked<[String]>([])
         let token = player.observe(\.volume, options: [.prior, .old, .new]) { player, change in
-            log.append("prior=\(change.isPrior) old=\(change.oldValue.map { "\($0)" } ?? "nil") new=\(change.newValue.map { "\($0)" } ?? "nil") stored=\(player.volume)")
+            log.append(
+                "prior=\(change.isPrior) old=\(change.oldValue.map { "\($0)" } ?? "nil") new=\(change.newValue.map { "\($0)" } ?? "nil") stored=\(player.volume)"
+            )
         }
         player.volume = 0.9
-        #expect(log.current == [
-            "prior=true old=0.5 new=nil stored=0.5",
-            "prior=false old=0.5 new=0.9 stored=0.9",
-        ])
+        #expect(
+            log.current == [
+                "prior=true old=0.5 new=nil stored=0.5",
+                "prior=false old=0.5 new=0.9 stored=0.9",
+            ])
         token.invalidate()
     }
 

@@ -137,11 +137,12 @@ struct PropertyKindsTests {
             values.append("base \(change.newValue!)")
         }
         car.speed = 5
-        #expect(values.current == [
-            "sub true Optional(0) nil",
-            "sub false Optional(0) Optional(5)",
-            "base 5",
-        ])
+        #expect(
+            values.current == [
+                "sub true Optional(0) nil",
+                "sub false Optional(0) Optional(5)",
+                "base 5",
+            ])
         #expect(car.observationInfo.observerCountsByKeyPath == [\Vehicle.speed: 2])
         viaSubclass.invalidate()
         viaBase.invalidate()

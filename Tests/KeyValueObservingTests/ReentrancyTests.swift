@@ -17,12 +17,13 @@ struct ReentrancyTests {
         #expect(player.volume == 1)
         // The nested change reaches every observer before the outer change reaches the second one,
         // and the outer delivery still carries its own values.
-        #expect(log.current == [
-            "clamp 0.5→3.0",
-            "clamp 3.0→1.0",
-            "watch 1.0 stored 1.0",
-            "watch 3.0 stored 1.0",
-        ])
+        #expect(
+            log.current == [
+                "clamp 0.5→3.0",
+                "clamp 3.0→1.0",
+                "watch 1.0 stored 1.0",
+                "watch 3.0 stored 1.0",
+            ])
         clamp.invalidate()
         watcher.invalidate()
     }

@@ -116,9 +116,9 @@ struct SequenceTests {
         let token = player.observe(\.volume, options: [.prior, .old, .new], removingDuplicates: true) { _, change in
             log.append("\(change.isPrior ? "prior" : "after") \(change.oldValue!)→\(change.newValue.map { "\($0)" } ?? "-")")
         }
-        player.volume = 0.5   // equal: nothing, not even .prior
+        player.volume = 0.5  // equal: nothing, not even .prior
         player.volume = 0.6
-        player.volume = 0.6   // equal
+        player.volume = 0.6  // equal
         #expect(log.current == ["prior 0.5→-", "after 0.5→0.6"])
         token.invalidate()
     }
@@ -139,7 +139,7 @@ struct SequenceTests {
         let token = contact.observe(\.sortName, options: [.new], removingDuplicates: true) { _, change in
             values.append(change.newValue)
         }
-        contact.givenName = "Ada"      // sortName unchanged
+        contact.givenName = "Ada"  // sortName unchanged
         contact.givenName = "Grace"
         #expect(values.current == ["Lovelace, Grace"])
         token.invalidate()
@@ -157,7 +157,8 @@ struct SequenceTests {
 
     @Test(.tags(.processes)) func removingDuplicatesDoesNotCompileForNonEquatableValues() throws {
         guard SnippetCompiler.isSupported else { return }
-        let output = try SnippetCompiler.typecheck("""
+        let output = try SnippetCompiler.typecheck(
+            """
             import KeyValueObserving
             struct Opaque: Sendable { var value = 0 }
             final class Holder: KeyValueObservable { @Observed var thing = Opaque() }

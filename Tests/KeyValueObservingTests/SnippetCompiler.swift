@@ -44,8 +44,12 @@ enum SnippetCompiler {
         let folder = try temporaryFolder()
         let file = folder.appendingPathComponent("snippet.swift")
         try source.write(to: file, atomically: true, encoding: .utf8)
-        return try run("/usr/bin/env", ["swiftc", "-typecheck", "-swift-version", "6",
-                                         "-I", buildFolder.appendingPathComponent("Modules").path, file.path])
+        return try run(
+            "/usr/bin/env",
+            [
+                "swiftc", "-typecheck", "-swift-version", "6",
+                "-I", buildFolder.appendingPathComponent("Modules").path, file.path,
+            ])
     }
 
     /// Compiles `source` as the `main.swift` of a program linked with `KeyValueObserving`, runs it and
@@ -59,8 +63,11 @@ enum SnippetCompiler {
             .filter { $0.hasSuffix(".swift.o") }
             .map { buildFolder.appendingPathComponent("KeyValueObserving.build").appendingPathComponent($0).path }
         let executable = folder.appendingPathComponent("snippet").path
-        var arguments = ["swiftc", "-swift-version", "6", "-I", buildFolder.appendingPathComponent("Modules").path,
-                         file.path] + objects + ["-o", executable]
+        var arguments =
+            [
+                "swiftc", "-swift-version", "6", "-I", buildFolder.appendingPathComponent("Modules").path,
+                file.path,
+            ] + objects + ["-o", executable]
         if isThreadSanitized { arguments.append("-sanitize=thread") }
         let build = try run("/usr/bin/env", arguments)
         guard build.status == 0 else {

@@ -43,7 +43,9 @@ struct ThrottleTests {
         let clock = ManualThrottleScheduler()
         let meter = Meter()
         let delivered = Locked<[Int]>([])
-        let token = meter._observe(\.count, throttledTo: .seconds(1), on: queue, isDuplicate: nil, scheduler: clock) { delivered.append($0) }
+        let token = meter._observe(\.count, throttledTo: .seconds(1), on: queue, isDuplicate: nil, scheduler: clock) {
+            delivered.append($0)
+        }
         clock.advance()
         #expect(delivered.current == [0])
         for value in 1...1_000 { meter.count = value }
@@ -70,11 +72,11 @@ struct ThrottleTests {
         let token = meter._observe(\.count, throttledTo: .seconds(1), on: queue, isDuplicate: nil, scheduler: clock) { value in
             delivered.append(value)
         }
-        clock.advance(by: .seconds(5))   // the first delivery, at 0
-        meter.count = 1                  // due at 1 s, long past: delivered at once
+        clock.advance(by: .seconds(5))  // the first delivery, at 0
+        meter.count = 1  // due at 1 s, long past: delivered at once
         clock.advance()
         #expect(delivered.current == [0, 1])
-        meter.count = 2                  // due 1 s after the previous delivery (at 5 s)
+        meter.count = 2  // due 1 s after the previous delivery (at 5 s)
         clock.advance(by: .milliseconds(999))
         #expect(delivered.current == [0, 1])
         clock.advance(by: .milliseconds(1))
@@ -88,7 +90,9 @@ struct ThrottleTests {
         let clock = ManualThrottleScheduler()
         let meter = Meter()
         let delivered = Locked<[Int]>([])
-        let token = meter._observe(\.doubled, throttledTo: .seconds(1), on: queue, isDuplicate: nil, scheduler: clock) { delivered.append($0) }
+        let token = meter._observe(\.doubled, throttledTo: .seconds(1), on: queue, isDuplicate: nil, scheduler: clock) {
+            delivered.append($0)
+        }
         meter.count = 1
         meter.count = 2
         clock.advance()
@@ -124,9 +128,9 @@ struct ThrottleTests {
         meter.label = "busy"
         clock.advance(by: .seconds(1))
         meter.label = "idle"
-        meter.label = "busy"          // back to the value delivered last
+        meter.label = "busy"  // back to the value delivered last
         clock.advance(by: .seconds(1))
-        meter.label = "busy"          // an assignment of the same value
+        meter.label = "busy"  // an assignment of the same value
         clock.advance(by: .seconds(1))
         #expect(delivered.current == ["idle", "busy"])
         token.invalidate()
@@ -136,7 +140,9 @@ struct ThrottleTests {
         let clock = ManualThrottleScheduler()
         let sensor = Sensor()
         let delivered = Locked<[Int]>([])
-        let token = sensor._observe(\.reading, throttledTo: .seconds(1), on: queue, isDuplicate: nil, scheduler: clock) { delivered.append($0.value) }
+        let token = sensor._observe(\.reading, throttledTo: .seconds(1), on: queue, isDuplicate: nil, scheduler: clock) {
+            delivered.append($0.value)
+        }
         clock.advance()
         sensor.reading = Reading(value: 0)
         clock.advance(by: .seconds(1))
@@ -163,7 +169,9 @@ struct ThrottleTests {
         let clock = ManualThrottleScheduler()
         let meter = Meter()
         let delivered = Locked<[Int]>([])
-        let token = meter._observe(\.count, throttledTo: .seconds(1), on: queue, isDuplicate: nil, scheduler: clock) { delivered.append($0) }
+        let token = meter._observe(\.count, throttledTo: .seconds(1), on: queue, isDuplicate: nil, scheduler: clock) {
+            delivered.append($0)
+        }
         clock.advance()
         meter.count = 1
         token.invalidate()
@@ -195,8 +203,12 @@ struct ThrottleTests {
         let overlaps = Counter(0)
         let done = DispatchSemaphore(value: 0)
         let token = meter.observe(\.count, throttledTo: .zero, on: concurrent) { value in
-            if running.withLock({ $0 += 1; return $0 }) > 1 { overlaps.increment() }
-            usleep(50)   // a handler that takes time, so an overlap would be seen
+            if running.withLock({
+                $0 += 1; return $0
+            }) > 1 {
+                overlaps.increment()
+            }
+            usleep(50)  // a handler that takes time, so an overlap would be seen
             running.withLock { $0 -= 1 }
             if value == 10_000 { done.signal() }
         }
@@ -218,20 +230,20 @@ struct ThrottleTests {
             report.finish()
         }
         var receivedValues = received.makeAsyncIterator()
-        #expect(await receivedValues.next() == 0)     // the current value, at once
+        #expect(await receivedValues.next() == 0)  // the current value, at once
         for value in 1...100 { meter!.count = value }
-        await clock.waitUntilScheduled()              // the consumer waits for the next value
+        await clock.waitUntilScheduled()  // the consumer waits for the next value
         clock.advance(by: .milliseconds(999))
-        #expect(clock.scheduledCount == 1)            // not due yet
+        #expect(clock.scheduledCount == 1)  // not due yet
         clock.advance(by: .milliseconds(1))
-        #expect(await receivedValues.next() == 100)   // the latest, once
-        meter!.count = 100                            // equal to the last value: not returned
+        #expect(await receivedValues.next() == 100)  // the latest, once
+        meter!.count = 100  // equal to the last value: not returned
         meter!.count = 101
         await clock.waitUntilScheduled()
         clock.advance(by: .seconds(1))
         #expect(await receivedValues.next() == 101)
         meter!.count = 102
-        meter = nil                                   // the last value still comes, then the end
+        meter = nil  // the last value still comes, then the end
         await clock.waitUntilScheduled()
         clock.advance(by: .seconds(1))
         #expect(await receivedValues.next() == 102)
@@ -245,10 +257,10 @@ struct ThrottleTests {
         var values = meter._values(for: \.count, throttledTo: .seconds(1), isDuplicate: nil, scheduler: clock).makeAsyncIterator()
         #expect(await values.next() == 0)
         meter.count = 1
-        clock.advance(by: .seconds(5))                // the consumer was busy: nothing was scheduled
+        clock.advance(by: .seconds(5))  // the consumer was busy: nothing was scheduled
         #expect(clock.scheduledCount == 0)
         meter.count = 2
-        #expect(await values.next() == 2)             // past the interval: at once, the latest
+        #expect(await values.next() == 2)  // past the interval: at once, the latest
     }
 
     @Test func cancellingTheConsumingTaskEndsTheSequence() async {

@@ -40,10 +40,11 @@ struct ToManyTests {
         let token = queue.observe(\.items, options: [.prior, .old, .new]) { _, change in changes.append(change) }
         queue.replace(at: RangeSet(1..<2), with: ["B"], in: \.items)
         #expect(queue.items == ["a", "B", "c"])
-        #expect(changes.current == [
-            KeyValueObservedChange(kind: .replacement, oldValue: ["b"], indexes: RangeSet(1..<2), isPrior: true),
-            KeyValueObservedChange(kind: .replacement, newValue: ["B"], oldValue: ["b"], indexes: RangeSet(1..<2)),
-        ])
+        #expect(
+            changes.current == [
+                KeyValueObservedChange(kind: .replacement, oldValue: ["b"], indexes: RangeSet(1..<2), isPrior: true),
+                KeyValueObservedChange(kind: .replacement, newValue: ["B"], oldValue: ["b"], indexes: RangeSet(1..<2)),
+            ])
         token.invalidate()
     }
 
@@ -81,10 +82,11 @@ struct ToManyTests {
         queue.insert([], at: 0, into: \.items)
         #expect(changes.current.isEmpty)
         queue.replace(at: RangeSet(1..<2), with: ["B"], in: \.items)
-        #expect(changes.current == [
-            KeyValueObservedChange(kind: .replacement, oldValue: ["b"], indexes: RangeSet(1..<2), isPrior: true),
-            KeyValueObservedChange(kind: .replacement, newValue: ["B"], oldValue: ["b"], indexes: RangeSet(1..<2)),
-        ])
+        #expect(
+            changes.current == [
+                KeyValueObservedChange(kind: .replacement, oldValue: ["b"], indexes: RangeSet(1..<2), isPrior: true),
+                KeyValueObservedChange(kind: .replacement, newValue: ["B"], oldValue: ["b"], indexes: RangeSet(1..<2)),
+            ])
         token.invalidate()
     }
 }

@@ -131,7 +131,8 @@ struct CrossProcessTests {
         let seen = Locked<[DefaultsChange<String>]>([])
         let token = store.observe(key, options: [.old, .new]) { _, change in seen.append(change) }
         let temporary = directory.path + "/.s.json.swp"
-        try runShell("printf '{\"theme\": \"dark\"}\\n' > \(shellQuoted(temporary)) && mv \(shellQuoted(temporary)) \(shellQuoted(url.path))")
+        try runShell(
+            "printf '{\"theme\": \"dark\"}\\n' > \(shellQuoted(temporary)) && mv \(shellQuoted(temporary)) \(shellQuoted(url.path))")
         #expect(waitUntil { !seen.current.isEmpty })
         #expect(seen.current == [DefaultsChange(key: "theme", newValue: "dark", oldValue: "light", origin: .anotherProcess)])
         token.invalidate()

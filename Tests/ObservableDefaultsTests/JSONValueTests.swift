@@ -4,13 +4,16 @@ import Testing
 @Suite("JSON values")
 struct JSONValueTests {
     @Test func parsingKeepsNumbersAsWrittenAndDecodesEscapes() throws {
-        let value = try JSONValue.parse(#"{"a": [1, -2.50, 3e+2, 12345678901234567890], "s": "\u00e9\ud83d\ude00\n\/", "t": true, "n": null}"#)
-        #expect(value == .object([
-            "a": .array([.number("1"), .number("-2.50"), .number("3e+2"), .number("12345678901234567890")]),
-            "s": .string("é😀\n/"),
-            "t": .bool(true),
-            "n": .null,
-        ]))
+        let value = try JSONValue.parse(
+            #"{"a": [1, -2.50, 3e+2, 12345678901234567890], "s": "\u00e9\ud83d\ude00\n\/", "t": true, "n": null}"#)
+        #expect(
+            value
+                == .object([
+                    "a": .array([.number("1"), .number("-2.50"), .number("3e+2"), .number("12345678901234567890")]),
+                    "s": .string("é😀\n/"),
+                    "t": .bool(true),
+                    "n": .null,
+                ]))
     }
 
     @Test func parseErrorsNameLineColumnAndCause() {

@@ -22,11 +22,12 @@ struct ResourceTests {
     func manyStoresShareAFewThreadsAndDescriptors(polling: Bool) throws {
         let result = try runTool(["resources", directory.path + "/s", "300"] + (polling ? ["polling"] : []), executable: testToolPath)
         #expect(result.status == 0, "\(result.error)")
-        let figures = Dictionary(uniqueKeysWithValues: result.output.split(whereSeparator: \.isWhitespace).compactMap { field -> (String, Int)? in
-            let parts = field.split(separator: "=")
-            guard parts.count == 2, let value = Int(parts[1]) else { return nil }
-            return (String(parts[0]), value)
-        })
+        let figures = Dictionary(
+            uniqueKeysWithValues: result.output.split(whereSeparator: \.isWhitespace).compactMap { field -> (String, Int)? in
+                let parts = field.split(separator: "=")
+                guard parts.count == 2, let value = Int(parts[1]) else { return nil }
+                return (String(parts[0]), value)
+            })
         let threads = try #require(figures["threads-peak"])
         let descriptors = try #require(figures["descriptors-peak"])
         let descriptorsBefore = try #require(figures["descriptors-before"])

@@ -52,10 +52,11 @@ struct StoreTests {
             seen.append(change)
         }
         store[key] = 0.8
-        #expect(seen.current == [
-            DefaultsChange(key: "volume", newValue: nil, oldValue: 0.5, isPrior: true, origin: .thisProcess),
-            DefaultsChange(key: "volume", newValue: 0.8, oldValue: 0.5, isPrior: false, origin: .thisProcess),
-        ])
+        #expect(
+            seen.current == [
+                DefaultsChange(key: "volume", newValue: nil, oldValue: 0.5, isPrior: true, origin: .thisProcess),
+                DefaultsChange(key: "volume", newValue: 0.8, oldValue: 0.5, isPrior: false, origin: .thisProcess),
+            ])
         #expect(valueDuringPrior.current == 0.5)
         #expect(seen.current[1].keyValueChange == KeyValueObservedChange(kind: .setting, newValue: 0.8, oldValue: 0.5))
         token.invalidate()
@@ -163,46 +164,49 @@ struct StoreTests {
         store[DefaultsKey("settings", default: Settings(name: "", volume: 0, tags: []))] = Settings(name: "x", volume: 0.25, tags: ["t"])
         store[DefaultsKey("missing", default: Optional<String>.none)] = nil
         try store.flush()
-        #expect(contents(of: url) == """
-            {
-              "count": 3,
-              "enabled": true,
-              "list": [
-                1,
-                2
-              ],
-              "map": {
-                "a": 1,
-                "b": 2
-              },
-              "missing": null,
-              "settings": {
-                "name": "x",
-                "tags": [
-                  "t"
-                ],
-                "volume": 0.25
-              },
-              "speed": 1.5,
-              "title": "Hello \\"you\\""
-            }
+        #expect(
+            contents(of: url) == """
+                {
+                  "count": 3,
+                  "enabled": true,
+                  "list": [
+                    1,
+                    2
+                  ],
+                  "map": {
+                    "a": 1,
+                    "b": 2
+                  },
+                  "missing": null,
+                  "settings": {
+                    "name": "x",
+                    "tags": [
+                      "t"
+                    ],
+                    "volume": 0.25
+                  },
+                  "speed": 1.5,
+                  "title": "Hello \\"you\\""
+                }
 
-            """)
+                """)
     }
 
     @Test func handWrittenValuesDecodeAsTheirKeysTypes() throws {
         let url = directory.file("s.json")
         try """
-            {"speed": 2, "count": 3, "enabled": false, "title": "caf\\u00e9", "list": [1, 2.5],
-             "settings": {"name": "n", "volume": 1e-1, "tags": []}, "missing": null}
-            """.write(to: url, atomically: false, encoding: .utf8)
+        {"speed": 2, "count": 3, "enabled": false, "title": "caf\\u00e9", "list": [1, 2.5],
+         "settings": {"name": "n", "volume": 1e-1, "tags": []}, "missing": null}
+        """.write(to: url, atomically: false, encoding: .utf8)
         let store = DefaultsStore(fileURL: url)
         #expect(store[DefaultsKey("speed", default: 0.0)] == 2.0)
         #expect(store[DefaultsKey("count", default: 0)] == 3)
         #expect(store[DefaultsKey("enabled", default: true)] == false)
         #expect(store[DefaultsKey("title", default: "")] == "café")
         #expect(store[DefaultsKey("list", default: [Double]())] == [1, 2.5])
-        #expect(store[DefaultsKey("settings", default: Settings(name: "", volume: 0, tags: ["d"]))] == Settings(name: "n", volume: 0.1, tags: []))
+        #expect(
+            store[DefaultsKey("settings", default: Settings(name: "", volume: 0, tags: ["d"]))]
+                == Settings(name: "n", volume: 0.1, tags: []))
         #expect(store[DefaultsKey("missing", default: Optional("default"))] == nil)
         #expect(store[DefaultsKey("absent", default: 9)] == 9)
     }
@@ -255,13 +259,17 @@ struct StoreTests {
 struct LocationTests {
     @Test func xdgConfigHomeWinsWhenAbsolute() {
         #if os(Linux)
-        #expect(DefaultsStore.defaultDirectoryPath(environment: ["XDG_CONFIG_HOME": "/x/conf", "HOME": "/home/u"], homeDirectory: "/pw") == "/x/conf")
+        #expect(
+            DefaultsStore.defaultDirectoryPath(environment: ["XDG_CONFIG_HOME": "/x/conf", "HOME": "/home/u"], homeDirectory: "/pw")
+                == "/x/conf")
         #endif
     }
 
     @Test func aRelativeOrMissingXDGConfigHomeFallsBackToHomeConfig() {
         #if os(Linux)
-        #expect(DefaultsStore.defaultDirectoryPath(environment: ["XDG_CONFIG_HOME": "conf", "HOME": "/home/u/"], homeDirectory: "/pw") == "/home/u/.config")
+        #expect(
+            DefaultsStore.defaultDirectoryPath(environment: ["XDG_CONFIG_HOME": "conf", "HOME": "/home/u/"], homeDirectory: "/pw")
+                == "/home/u/.config")
         #expect(DefaultsStore.defaultDirectoryPath(environment: ["HOME": "/home/u"], homeDirectory: "/pw") == "/home/u/.config")
         #expect(DefaultsStore.defaultDirectoryPath(environment: [:], homeDirectory: "/pw") == "/pw/.config")
         #else

@@ -19,18 +19,19 @@ struct ToolTests {
         #expect(try runTool(["write", "--file", path, "list", "[1, true, null]"]).status == 0)
         #expect(try runTool(["read", "--file", path, "speed"]).output == "1.5\n")
         #expect(try runTool(["read", "--file", path, "greeting"]).output == "\"hello world\"\n")
-        #expect(try runTool(["read", "--file", path]).output == """
-            {
-              "greeting": "hello world",
-              "list": [
-                1,
-                true,
-                null
-              ],
-              "speed": 1.5
-            }
+        #expect(
+            try runTool(["read", "--file", path]).output == """
+                {
+                  "greeting": "hello world",
+                  "list": [
+                    1,
+                    true,
+                    null
+                  ],
+                  "speed": 1.5
+                }
 
-            """)
+                """)
         #expect(try runTool(["delete", "--file", path, "speed"]).status == 0)
         let missing = try runTool(["read", "--file", path, "speed"])
         #expect(missing.status == 1)
@@ -72,7 +73,9 @@ struct ToolTests {
     }
 
     @Test func usageErrorsExitWithTwo() throws {
-        for arguments in [[], ["frobnicate", "s"], ["read"], ["write", "--file", "/tmp/x.json", "k"], ["read", "a/b"], ["read", "s", "--bogus"]] {
+        for arguments in [
+            [], ["frobnicate", "s"], ["read"], ["write", "--file", "/tmp/x.json", "k"], ["read", "a/b"], ["read", "s", "--bogus"],
+        ] {
             let result = try runTool(arguments)
             #expect(result.status == 2, "\(arguments)")
             #expect(result.error.hasPrefix("kvo-defaults: "), "\(arguments)")
@@ -112,12 +115,13 @@ struct ToolTests {
         let ready = DefaultsKey("ready", default: 0)
         // The watcher is ready once it reports a change: write until it does.
         var attempt = 0
-        #expect(waitUntil {
-            attempt += 1
-            store[ready] = attempt
-            try? store.flush()
-            return contents(of: outputURL)?.contains("ready: ") == true
-        })
+        #expect(
+            waitUntil {
+                attempt += 1
+                store[ready] = attempt
+                try? store.flush()
+                return contents(of: outputURL)?.contains("ready: ") == true
+            })
         let before = contents(of: outputURL) ?? ""
         store[DefaultsKey("speed", default: 0.0)] = 1.5
         try store.flush()

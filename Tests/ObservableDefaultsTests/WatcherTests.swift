@@ -22,7 +22,8 @@ struct WatcherTests {
         defer { watcher.stop() }
         let events = Locked<[FileWatcher.Event]>([])
         let subscription = try #require(watcher.watch(directory: directory.path, name: "s.json") { events.append($0) })
-        let limit = (try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))
+        let limit =
+            (try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))
             .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 16_384
         try #require(limit <= 200_000, "max_queued_events is \(limit): too many events to overflow in a test")
         // Identical consecutive events are coalesced by the kernel: alternate two names.
@@ -32,7 +33,9 @@ struct WatcherTests {
             let descriptor = open(others[index & 1], O_WRONLY | O_CREAT, 0o644)
             close(descriptor)
         }
-        try runShell("printf '{}' > \(shellQuoted(directory.path + "/s.tmp")) && mv \(shellQuoted(directory.path + "/s.tmp")) \(shellQuoted(directory.path + "/s.json"))")
+        try runShell(
+            "printf '{}' > \(shellQuoted(directory.path + "/s.tmp")) && mv \(shellQuoted(directory.path + "/s.tmp")) \(shellQuoted(directory.path + "/s.json"))"
+        )
         watcher.start()
         #expect(waitUntil { events.current.contains(.overflow) })
         #expect(!events.current.contains(.changed))
@@ -90,10 +93,12 @@ struct WatcherTests {
         }
         let reacted = Locked(false)
         let reaction = store.observeJSON { _, _, _, origin in
-            guard origin == .anotherProcess, reacted.withLock({ first in
-                defer { first = true }
-                return !first
-            }) else { return }
+            guard origin == .anotherProcess,
+                reacted.withLock({ first in
+                    defer { first = true }
+                    return !first
+                })
+            else { return }
             store[a] = 3
             store[b] = 3
         }
@@ -114,10 +119,12 @@ struct WatcherTests {
         try "{\"a\": 1,,}".write(to: url, atomically: false, encoding: .utf8)
         let foreignWrites = Locked(0)
         let store = DefaultsStore(fileURL: url, watching: .polling(interval: .seconds(3600))) { error in
-            guard error.corruptCopyPath != nil, foreignWrites.withLock({ count in
-                defer { count += 1 }
-                return count == 0
-            }) else { return }
+            guard error.corruptCopyPath != nil,
+                foreignWrites.withLock({ count in
+                    defer { count += 1 }
+                    return count == 0
+                })
+            else { return }
             try? #"{"a": 7, "b": 1}"#.write(to: url, atomically: true, encoding: .utf8)
         }
         let seen = Locked<[Int?]>([])

@@ -20,7 +20,8 @@ struct DependentProgressKeyTests {
         let job = PercentJob()
         let changes = Locked<[String]>([])
         let token = job.observe(\.percent, options: [.prior, .old, .new]) { _, change in
-            changes.append("\(change.isPrior ? "prior " : "")\(change.oldValue.map(String.init) ?? "-")→\(change.newValue.map(String.init) ?? "-")")
+            changes.append(
+                "\(change.isPrior ? "prior " : "")\(change.oldValue.map(String.init) ?? "-")→\(change.newValue.map(String.init) ?? "-")")
         }
         job.progress.completedUnitCount = 2
         job.progress.completedUnitCount = 3

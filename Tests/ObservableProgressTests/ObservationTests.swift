@@ -31,10 +31,10 @@ struct ObservationTests {
         let child = ObservableProgress(totalUnitCount: -1, parent: root, pendingUnitCount: 5)
         let fractions = Locked<[Double]>([])
         let token = root.observe(\.fractionCompleted, options: [.new]) { _, change in fractions.append(change.newValue!) }
-        child.completedUnitCount = 3      // indeterminate child: contributes nothing
+        child.completedUnitCount = 3  // indeterminate child: contributes nothing
         child.completedUnitCount = 4
-        root.totalUnitCount = 10          // same total
-        root.completedUnitCount = 0       // same count
+        root.totalUnitCount = 10  // same total
+        root.completedUnitCount = 0  // same count
         #expect(fractions.current.isEmpty)
         root.completedUnitCount = 1
         #expect(fractions.current == [0.1])
@@ -81,9 +81,10 @@ struct ObservationTests {
         #expect(log.current == ["leaf 0.5", "middle 0.5", "root 0.5"])
         log.withLock { $0.removeAll() }
         leaf.complete()
-        #expect(log.current == [
-            "leaf 1.0", "middle 1.0", "root completed 0→1", "root 1.0", "root finished true",
-        ])
+        #expect(
+            log.current == [
+                "leaf 1.0", "middle 1.0", "root completed 0→1", "root 1.0", "root finished true",
+            ])
         tokens.forEach { $0.invalidate() }
     }
 
@@ -104,9 +105,10 @@ struct ObservationTests {
         progress.pause()
         progress.resume()
         progress.cancel()
-        #expect(log.current == [
-            "total 3", "indeterminate false", "pausable true", "cancellable false", "paused true", "paused false", "cancelled true",
-        ])
+        #expect(
+            log.current == [
+                "total 3", "indeterminate false", "pausable true", "cancellable false", "paused true", "paused false", "cancelled true",
+            ])
         tokens.forEach { $0.invalidate() }
     }
 
@@ -173,32 +175,39 @@ struct ObservationTests {
         let child = ObservableProgress(totalUnitCount: 2, parent: root, pendingUnitCount: 1)
         child.complete()
         let log = Locked<[String]>([])
-        func record<Value>(_ node: ObservableProgress, _ name: String, _ key: KeyPath<ObservableProgress, Value> & Sendable) -> KeyValueObservation {
+        func record<Value>(_ node: ObservableProgress, _ name: String, _ key: KeyPath<ObservableProgress, Value> & Sendable)
+            -> KeyValueObservation
+        {
             node.observe(key, options: [.prior, .new]) { _, change in
                 log.append("\(node === root ? "root" : "child") \(change.isPrior ? "prior " : "")\(name)")
             }
         }
         let anyKey = root.observeAnyKey(options: [.prior]) { _, change in
-            let name = switch change.keyPath {
-            case \ObservableProgress.completedUnitCount: "completed"
-            case \ObservableProgress.fractionCompleted: "fraction"
-            case \ObservableProgress.isFinished: "finished"
-            default: "\(change.keyPath)"
-            }
+            let name =
+                switch change.keyPath {
+                case \ObservableProgress.completedUnitCount: "completed"
+                case \ObservableProgress.fractionCompleted: "fraction"
+                case \ObservableProgress.isFinished: "finished"
+                default: "\(change.keyPath)"
+                }
             log.append("root \(change.isPrior ? "will" : "did") \(name)")
         }
         let tokens = [child, root].flatMap { node in
-            [record(node, "finished", \.isFinished), record(node, "fraction", \.fractionCompleted), record(node, "completed", \.completedUnitCount)]
+            [
+                record(node, "finished", \.isFinished), record(node, "fraction", \.fractionCompleted),
+                record(node, "completed", \.completedUnitCount),
+            ]
         }
         child.complete()
-        #expect(log.current == [
-            "child prior completed", "child completed",
-            "child prior fraction", "child fraction",
-            "child prior finished", "child finished",
-            "root will completed", "root prior completed", "root completed", "root did completed",
-            "root will fraction", "root prior fraction", "root fraction", "root did fraction",
-            "root will finished", "root prior finished", "root finished", "root did finished",
-        ])
+        #expect(
+            log.current == [
+                "child prior completed", "child completed",
+                "child prior fraction", "child fraction",
+                "child prior finished", "child finished",
+                "root will completed", "root prior completed", "root completed", "root did completed",
+                "root will fraction", "root prior fraction", "root fraction", "root did fraction",
+                "root will finished", "root prior finished", "root finished", "root did finished",
+            ])
         for token in tokens { token.invalidate() }
         anyKey.invalidate()
     }

@@ -29,9 +29,9 @@ struct PrecisionTests {
             let child = ObservableProgress(totalUnitCount: 7, parent: root, pendingUnitCount: pending)
             child.completedUnitCount = 3
             root.completedUnitCount = Int64.random(in: 0..<(total - pending), using: &random)
-            child.completedUnitCount = 0      // the child is at zero: no contribution left
+            child.completedUnitCount = 0  // the child is at zero: no contribution left
             #expect(root.fractionCompleted == Double(root.completedUnitCount) / Double(total))
-            child.completedUnitCount = 7      // the child finishes and credits its pending units
+            child.completedUnitCount = 7  // the child finishes and credits its pending units
             #expect(root.fractionCompleted == Double(root.completedUnitCount) / Double(total))
         }
     }
@@ -51,10 +51,13 @@ struct PrecisionTests {
                 }
             }
             for node in tree.nodes {
-                let ulps = try #require(node.ulpsFromExactFraction(upTo: 4), "\(node.progress.fractionCompleted) is more than 4 ulp from the exact fraction in \(node.shape)")
+                let ulps = try #require(
+                    node.ulpsFromExactFraction(upTo: 4),
+                    "\(node.progress.fractionCompleted) is more than 4 ulp from the exact fraction in \(node.shape)")
                 worst = max(worst, ulps)
                 if node.children.isEmpty {
-                    #expect(node.progress.fractionCompleted == Double(node.progress.completedUnitCount) / Double(node.progress.totalUnitCount))
+                    #expect(
+                        node.progress.fractionCompleted == Double(node.progress.completedUnitCount) / Double(node.progress.totalUnitCount))
                 }
             }
         }
@@ -135,7 +138,8 @@ final class RandomTree {
 
         /// The subtree, for a failure message: completed/total, then the children with their pending counts.
         var shape: String {
-            "\(progress.completedUnitCount)/\(progress.totalUnitCount) [" + children.map { "\($0.pendingInParent): \($0.shape)" }.joined(separator: ", ") + "]"
+            "\(progress.completedUnitCount)/\(progress.totalUnitCount) ["
+                + children.map { "\($0.pendingInParent): \($0.shape)" }.joined(separator: ", ") + "]"
         }
 
         /// How many ulp (rounded up, 0 if exact) `fractionCompleted` is from the exact fraction, or

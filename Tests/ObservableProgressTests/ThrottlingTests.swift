@@ -19,11 +19,13 @@ struct ThrottlingTests {
         queue.setSpecific(key: key, value: true)
         let delivered = Locked<[Double]>([])
         let offQueue = Counter(0)
-        let token = progress.observe(\.fractionCompleted, throttledTo: .milliseconds(10), on: queue, isDuplicate: { $0 == $1 }, scheduler: clock) { fraction in
+        let token = progress.observe(
+            \.fractionCompleted, throttledTo: .milliseconds(10), on: queue, isDuplicate: { $0 == $1 }, scheduler: clock
+        ) { fraction in
             if DispatchQueue.getSpecific(key: key) != true { offQueue.increment() }
             delivered.append(fraction)
         }
-        clock.advance()   // the current value, at once
+        clock.advance()  // the current value, at once
         // A million updates over 1 s of the manual clock: the clock moves 1 ms every 1,000 updates.
         for update in 1...1_000_000 {
             progress.complete()
@@ -49,7 +51,8 @@ struct ThrottlingTests {
             let leaves = (0..<4).map { _ in ObservableProgress(totalUnitCount: 1_000, parent: root, pendingUnitCount: 1) }
             let queue = DispatchQueue(label: "display")
             let delivered = Locked<[Double]>([])
-            let token = root.observe(\.fractionCompleted, throttledTo: .zero, on: queue, isDuplicate: { $0 == $1 }, scheduler: clock) { fraction in
+            let token = root.observe(\.fractionCompleted, throttledTo: .zero, on: queue, isDuplicate: { $0 == $1 }, scheduler: clock) {
+                fraction in
                 delivered.append(fraction)
             }
             let finished = Counter(0)
@@ -75,8 +78,12 @@ struct ThrottlingTests {
         let overlaps = Counter(0)
         let done = DispatchSemaphore(value: 0)
         let token = progress.observe(\.fractionCompleted, throttledTo: .zero, on: concurrent) { fraction in
-            if running.withLock({ $0 += 1; return $0 }) > 1 { overlaps.increment() }
-            usleep(200)   // a handler that takes time, so an overlap would be seen
+            if running.withLock({
+                $0 += 1; return $0
+            }) > 1 {
+                overlaps.increment()
+            }
+            usleep(200)  // a handler that takes time, so an overlap would be seen
             running.withLock { $0 -= 1 }
             if fraction == 1 { done.signal() }
         }
@@ -96,7 +103,7 @@ struct ThrottlingTests {
         let token = progress.observe(\.fractionCompleted, throttledTo: .milliseconds(20), on: queue, isDuplicate: nil, scheduler: clock) {
             delivered.append($0)
         }
-        clock.advance()   // the initial value goes out at once; the next one 20 ms after it
+        clock.advance()  // the initial value goes out at once; the next one 20 ms after it
         progress.complete()
         token.invalidate()
         clock.advance(by: .seconds(1))
@@ -139,13 +146,16 @@ struct ThrottlingTests {
         let clock = ManualThrottleScheduler()
         let queue = DispatchQueue(label: "display")
         let delivered = Locked<[Int]>([])
-        let throttle = _Throttle<Int>(interval: .zero, queue: queue, scheduler: clock, isDuplicate: { $0 == $1 }, read: { 5 }, target: .handler { delivered.append($0) })
+        let throttle = _Throttle<Int>(
+            interval: .zero, queue: queue, scheduler: clock, isDuplicate: { $0 == $1 }, read: { 5 },
+            target: .handler { delivered.append($0) })
         throttle.notify(0)
         clock.advance()
         throttle.notify(0)
         clock.advance()
         #expect(delivered.current == [5])
-        let plain = _Throttle<Int>(interval: .zero, queue: queue, scheduler: clock, isDuplicate: nil, read: { 7 }, target: .handler { delivered.append($0) })
+        let plain = _Throttle<Int>(
+            interval: .zero, queue: queue, scheduler: clock, isDuplicate: nil, read: { 7 }, target: .handler { delivered.append($0) })
         plain.notify(0)
         clock.advance()
         plain.notify(0)
@@ -158,7 +168,8 @@ struct ThrottlingTests {
         let queue = DispatchQueue(label: "display")
         let delivered = Locked<[Double]>([])
         var progress: ObservableProgress? = ObservableProgress(totalUnitCount: 4)
-        let token = progress!.observe(\.fractionCompleted, throttledTo: .seconds(1), on: queue, isDuplicate: { $0 == $1 }, scheduler: clock) {
+        let token = progress!.observe(\.fractionCompleted, throttledTo: .seconds(1), on: queue, isDuplicate: { $0 == $1 }, scheduler: clock)
+        {
             delivered.append($0)
         }
         clock.advance()

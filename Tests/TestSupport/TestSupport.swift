@@ -41,11 +41,13 @@ public final class TestThread: @unchecked Sendable {
         #else
         var thread: pthread_t?
         #endif
-        let result = pthread_create(&thread, nil, { raw in
-            let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
-            box.body()
-            return nil
-        }, box)
+        let result = pthread_create(
+            &thread, nil,
+            { raw in
+                let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
+                box.body()
+                return nil
+            }, box)
         precondition(result == 0, "pthread_create failed with error \(result)")
         #if canImport(Glibc)
         self.thread = thread

@@ -57,7 +57,9 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         line: UInt = #line,
         changeHandler: @escaping @Sendable (Self, KeyValueObservedChange<Value>) -> Void
     ) -> KeyValueObservation {
-        observe(first.appending(path: second).appending(path: third), options: options, fileID: fileID, line: line, changeHandler: changeHandler)
+        observe(
+            first.appending(path: second).appending(path: third), options: options, fileID: fileID, line: line, changeHandler: changeHandler
+        )
     }
 
     /// The values reached through an observable intermediate, as an `AsyncSequence`.

@@ -96,7 +96,8 @@ public struct KeyValueObservingDiagnostic: @unchecked Sendable, CustomStringConv
         let inputs = (declared.map { _KeyNames.knownName(of: $0) ?? "<input>" } + missing.map(\.1)).map { "\\\(root).\($0)" }
         // A computed key has no name at run time on Linux unless `keyPathNames` gives it one.
         let keyName = _KeyNames.knownName(of: keyPath) ?? "<key>"
-        self.detail = "reads \(missing.map { "`\($0.1)`" }.joined(separator: ", ")), which its declared inputs do not "
+        self.detail =
+            "reads \(missing.map { "`\($0.1)`" }.joined(separator: ", ")), which its declared inputs do not "
             + "cover, so its observers are not notified when \(missing.count == 1 ? "it changes" : "they change"). "
             + "Fix: declare [\\\(root).\(keyName): [\(inputs.joined(separator: ", "))]] in keyPathsAffecting, "
             + "or list the omission in keyPathsNotAffecting if it is deliberate."

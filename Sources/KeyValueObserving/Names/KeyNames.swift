@@ -32,7 +32,7 @@ enum _KeyNames {
     /// instances of its root class.
     static func learn(_ key: AnyKeyPath, storageOffset: Int) {
         guard lock.withLock({ names[key] }) == nil, explicitName(of: key) == nil,
-              let name = fieldName(of: key, storageOffset: storageOffset)
+            let name = fieldName(of: key, storageOffset: storageOffset)
         else { return }
         lock.withLock { names[key] = name }
     }

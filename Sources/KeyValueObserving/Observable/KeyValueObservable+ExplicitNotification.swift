@@ -36,7 +36,8 @@ extension KeyValueObservable {
         guard let registry = _kvoRegistry.load(ordering: .acquiring) else { return }
         registry._withUnsafeGuaranteedRef { registry in
             let anyKey = registry.hasAnyKeyObservers ? registry.anyKeySnapshot() : nil
-            let snapshot: _ObserverSnapshot? = registry.mayHaveObservers(atOffset: offset)
+            let snapshot: _ObserverSnapshot? =
+                registry.mayHaveObservers(atOffset: offset)
                 ? registry.snapshot(forStorageAt: offset, key: key)
                 : nil
             guard anyKey != nil || snapshot != nil else { return }
@@ -65,7 +66,9 @@ extension KeyValueObservable {
             if _slowPath(registry.probeCount.load(ordering: .relaxed) != 0) {
                 let keyPath = key()
                 registry.declareOffset(offset, for: keyPath)
-                registry.recordRead(key: { keyPath }, storageType: Value.self, valueType: Value.self, isZeroSized: false, storageKey: nil, storageOffset: nil)
+                registry.recordRead(
+                    key: { keyPath }, storageType: Value.self, valueType: Value.self, isZeroSized: false, storageKey: nil,
+                    storageOffset: nil)
             }
         }
     }

@@ -24,14 +24,15 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         let oldValue: Value? = needsOld ? self[keyPath: keyPath] : nil
         registry.anyKeySnapshot()?.willChange(self, keyPath)
         let pending = snapshots.map { $0.willChange(on: self, oldValue: oldValue) }
-        registry.pushPendingChange(_ObserverRegistry.PendingChange(
-            keyPath: keyPath,
-            fileID: fileID,
-            line: line,
-            snapshots: snapshots,
-            oldValue: oldValue,
-            pending: pending
-        ))
+        registry.pushPendingChange(
+            _ObserverRegistry.PendingChange(
+                keyPath: keyPath,
+                fileID: fileID,
+                line: line,
+                snapshots: snapshots,
+                oldValue: oldValue,
+                pending: pending
+            ))
     }
 
     /// Announces that the value of `keyPath` has changed, notifying its observers (see
@@ -42,28 +43,30 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     /// `KeyValueObservingDiagnosticCenter`.
     public func didChangeValue<Value>(for keyPath: KeyPath<Self, Value>, fileID: String = #fileID, line: UInt = #line) {
         guard let registry = _existingRegistry, let change = registry.innermostPendingChange() else {
-            KeyValueObservingDiagnosticCenter.report(KeyValueObservingDiagnostic(
-                kind: .unbalancedChangeNotification,
-                objectType: type(of: self),
-                keyPath: keyPath,
-                detail: "didChangeValue(for:) without a matching willChangeValue(for:) on this thread; "
-                    + "no notification was sent. Fix: call willChangeValue(for:) before changing the value.",
-                fileID: fileID,
-                line: line
-            ))
+            KeyValueObservingDiagnosticCenter.report(
+                KeyValueObservingDiagnostic(
+                    kind: .unbalancedChangeNotification,
+                    objectType: type(of: self),
+                    keyPath: keyPath,
+                    detail: "didChangeValue(for:) without a matching willChangeValue(for:) on this thread; "
+                        + "no notification was sent. Fix: call willChangeValue(for:) before changing the value.",
+                    fileID: fileID,
+                    line: line
+                ))
             return
         }
         guard _sameKey(change.keyPath, keyPath) else {
-            KeyValueObservingDiagnosticCenter.report(KeyValueObservingDiagnostic(
-                kind: .unbalancedChangeNotification,
-                objectType: type(of: self),
-                keyPath: keyPath,
-                detail: "didChangeValue(for:) while the innermost pending willChangeValue(for:) on this thread is "
-                    + "for \(KeyValueObservingDiagnostic.describe(change.keyPath)); no notification was sent. "
-                    + "Fix: close nested changes innermost first.",
-                fileID: fileID,
-                line: line
-            ))
+            KeyValueObservingDiagnosticCenter.report(
+                KeyValueObservingDiagnostic(
+                    kind: .unbalancedChangeNotification,
+                    objectType: type(of: self),
+                    keyPath: keyPath,
+                    detail: "didChangeValue(for:) while the innermost pending willChangeValue(for:) on this thread is "
+                        + "for \(KeyValueObservingDiagnostic.describe(change.keyPath)); no notification was sent. "
+                        + "Fix: close nested changes innermost first.",
+                    fileID: fileID,
+                    line: line
+                ))
             return
         }
         registry.popPendingChange()
@@ -92,7 +95,8 @@ extension _ObservationRoute {
         }
         let reads = registry.probe { _ = object[keyPath: keyPath] }
         if let read = reads.first, reads.allSatisfy({ _sameKey($0.key, read.key) }),
-           read.key == keyPath || (isInherited(read.key, by: keyPath) && keyPath is ReferenceWritableKeyPath<Root, Value>) {
+            read.key == keyPath || (isInherited(read.key, by: keyPath) && keyPath is ReferenceWritableKeyPath<Root, Value>)
+        {
             slots.append(.observedProperty(read.key, isZeroSized: read.isZeroSized))
         }
         return slots

@@ -109,11 +109,13 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
                 initialValue: { self[keyPath: keyPath] }
             ) { object, change in
                 if !change.isPrior, let old = change.oldValue, let new = change.newValue, isDuplicate(old, new) { return }
-                changeHandler(object, KeyValueObservedChange(
-                    settingNew: options.contains(.new) || change.isPrior ? change.newValue : nil,
-                    old: wantsOld ? change.oldValue : nil,
-                    isPrior: change.isPrior
-                ))
+                changeHandler(
+                    object,
+                    KeyValueObservedChange(
+                        settingNew: options.contains(.new) || change.isPrior ? change.newValue : nil,
+                        old: wantsOld ? change.oldValue : nil,
+                        isPrior: change.isPrior
+                    ))
             }
         } else {
             entry = _readingObserver(

@@ -208,7 +208,8 @@ public struct Observed<Value> {
                 return {
                     // Phase 2: the delivery.
                     guard let current else { return }
-                    let currentPending = pendingByID.isEmpty
+                    let currentPending =
+                        pendingByID.isEmpty
                         ? nil
                         : ContiguousArray(current.entries.map { pendingByID[$0.id] ?? nil })
                     current.didChange(finalValue, oldValue: oldValue, pending: currentPending, on: object, batch: delivery)

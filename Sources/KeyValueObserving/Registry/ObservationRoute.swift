@@ -81,13 +81,14 @@ enum _ObservationRoute {
         // A key the class declares it notifies itself (`automaticallyNotifiesObservers(for:)` returns
         // false) is no mistake.
         if type(of: object).automaticallyNotifiesObservers(for: keyPath) {
-            KeyValueObservingDiagnosticCenter.report(KeyValueObservingDiagnostic(
-                objectType: type(of: object),
-                keyPath: keyPath,
-                reads: reads.map { ($0.key, _KeyNames.name(of: $0.key)) },
-                fileID: fileID,
-                line: line
-            ))
+            KeyValueObservingDiagnosticCenter.report(
+                KeyValueObservingDiagnostic(
+                    objectType: type(of: object),
+                    keyPath: keyPath,
+                    reads: reads.map { ($0.key, _KeyNames.name(of: $0.key)) },
+                    fileID: fileID,
+                    line: line
+                ))
         }
         return .throughKeyPath([.keyPath(keyPath)])
     }
@@ -126,12 +127,13 @@ enum _ObservationRoute {
         }
         func expand(_ key: AnyKeyPath, path: [AnyKeyPath]) {
             if let cycleStart = path.firstIndex(of: key) {
-                KeyValueObservingDiagnosticCenter.report(KeyValueObservingDiagnostic(
-                    dependencyCycle: Array(path[cycleStart...]) + [key],
-                    objectType: type(of: object),
-                    fileID: fileID,
-                    line: line
-                ))
+                KeyValueObservingDiagnosticCenter.report(
+                    KeyValueObservingDiagnostic(
+                        dependencyCycle: Array(path[cycleStart...]) + [key],
+                        objectType: type(of: object),
+                        fileID: fileID,
+                        line: line
+                    ))
                 return
             }
             guard !expanded.contains(key) else { return }
@@ -164,13 +166,14 @@ enum _ObservationRoute {
                 return
             }
             if reads.isEmpty, type(of: object).automaticallyNotifiesObservers(for: key) {
-                KeyValueObservingDiagnosticCenter.report(KeyValueObservingDiagnostic(
-                    objectType: type(of: object),
-                    keyPath: key,
-                    reads: [],
-                    fileID: fileID,
-                    line: line
-                ))
+                KeyValueObservingDiagnosticCenter.report(
+                    KeyValueObservingDiagnostic(
+                        objectType: type(of: object),
+                        keyPath: key,
+                        reads: [],
+                        fileID: fileID,
+                        line: line
+                    ))
             }
             for read in reads {
                 add(.observedProperty(read.key, isZeroSized: read.isZeroSized))
@@ -209,17 +212,18 @@ enum _ObservationRoute {
         let inputs = dependencyInputs(of: keyPath, in: table, object: object)
         let keyRoot = type(of: keyPath).rootType
         for input in inputs where !isRelated(type(of: input).rootType, keyRoot) {
-            KeyValueObservingDiagnosticCenter.report(KeyValueObservingDiagnostic(
-                kind: .invalidDependency,
-                objectType: objectType,
-                keyPath: keyPath,
-                detail: "keyPathsAffecting declares an input of `\(_KeyNames.name(of: keyPath))` whose root type, "
-                    + "\(type(of: input).rootType), is unrelated to \(keyRoot): it is never read from a \(objectType) "
-                    + "and its changes never notify. Fix: declare inputs as key paths of \(keyRoot) "
-                    + "(\\\(keyRoot).<property>).",
-                fileID: fileID,
-                line: line
-            ))
+            KeyValueObservingDiagnosticCenter.report(
+                KeyValueObservingDiagnostic(
+                    kind: .invalidDependency,
+                    objectType: objectType,
+                    keyPath: keyPath,
+                    detail: "keyPathsAffecting declares an input of `\(_KeyNames.name(of: keyPath))` whose root type, "
+                        + "\(type(of: input).rootType), is unrelated to \(keyRoot): it is never read from a \(objectType) "
+                        + "and its changes never notify. Fix: declare inputs as key paths of \(keyRoot) "
+                        + "(\\\(keyRoot).<property>).",
+                    fileID: fileID,
+                    line: line
+                ))
         }
         let registry = registry(of: object)
         let keyReads = unique(registry.probe { _ = object[keyPath: keyPath] })
@@ -230,21 +234,23 @@ enum _ObservationRoute {
             covered.append(contentsOf: registry.probe { _ = object[keyPath: input] }.map(\.key))
         }
         let deliberate = _DependencyTable.notAffecting(for: objectType)
-        let excluded = (deliberate[keyPath] ?? []) + equivalentKeys(of: keyPath, in: deliberate, object: object).flatMap { deliberate[$0] ?? [] }
+        let excluded =
+            (deliberate[keyPath] ?? []) + equivalentKeys(of: keyPath, in: deliberate, object: object).flatMap { deliberate[$0] ?? [] }
         let missing = keyReads.filter { read in
             !_sameKey(read.key, keyPath)
                 && !covered.contains { _sameKey($0, read.key) }
                 && !excluded.contains { _sameKey($0, read.key) || isInherited(read.key, by: $0) }
         }
         guard !missing.isEmpty else { return }
-        KeyValueObservingDiagnosticCenter.report(KeyValueObservingDiagnostic(
-            incompleteDependenciesOf: keyPath,
-            declared: inputs,
-            missing: missing.map { ($0.key, _KeyNames.name(of: $0.key)) },
-            objectType: objectType,
-            fileID: fileID,
-            line: line
-        ))
+        KeyValueObservingDiagnosticCenter.report(
+            KeyValueObservingDiagnostic(
+                incompleteDependenciesOf: keyPath,
+                declared: inputs,
+                missing: missing.map { ($0.key, _KeyNames.name(of: $0.key)) },
+                objectType: objectType,
+                fileID: fileID,
+                line: line
+            ))
     }
 
     /// Whether one of two types is the other or a subclass of it.
@@ -298,7 +304,8 @@ enum _ObservationRoute {
             }
             let candidateReads = unique(registry(of: object).probe { _ = object[keyPath: candidate] })
             if let keyReads, candidateReads.count == keyReads.count,
-               zip(candidateReads, keyReads).allSatisfy({ _sameKey($0.key, $1.key) }) {
+                zip(candidateReads, keyReads).allSatisfy({ _sameKey($0.key, $1.key) })
+            {
                 equivalents.append(candidate)
             }
         }
@@ -319,9 +326,9 @@ enum _ObservationRoute {
 
     static func isInherited(_ read: AnyKeyPath, by keyPath: AnyKeyPath) -> Bool {
         guard type(of: read).valueType == type(of: keyPath).valueType,
-              let declaring = type(of: read).rootType as? AnyClass,
-              let observing = type(of: keyPath).rootType as? AnyClass,
-              declaring != observing
+            let declaring = type(of: read).rootType as? AnyClass,
+            let observing = type(of: keyPath).rootType as? AnyClass,
+            declaring != observing
         else { return false }
         var current: AnyClass? = _getSuperclass(observing)
         while let candidate = current {

@@ -59,7 +59,8 @@ extension _ObserverRegistry {
         let thread = pthread_self()
         mutex.lock()
         if let index = state.threads.firstIndex(where: { pthread_equal($0.thread, thread) != 0 }),
-           !state.threads[index].probes.isEmpty {
+            !state.threads[index].probes.isEmpty
+        {
             state.threads[index].probes[state.threads[index].probes.endIndex - 1].append(read)
         }
         mutex.unlock()

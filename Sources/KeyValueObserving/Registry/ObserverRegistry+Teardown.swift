@@ -37,15 +37,16 @@ extension _ObserverRegistry {
         withExtendedLifetime((torn.slots, torn.anyKey)) {}
         for (_, handler) in torn.deinitHandlers { handler() }
         for change in torn.unfinishedChanges {
-            KeyValueObservingDiagnosticCenter.report(KeyValueObservingDiagnostic(
-                kind: .unbalancedChangeNotification,
-                objectType: KeyValueObservable.self,
-                keyPath: change.keyPath,
-                detail: "willChangeValue(for:) was never followed by didChangeValue(for:) before the object was "
-                    + "deallocated; its observers were never notified of that change.",
-                fileID: change.fileID,
-                line: change.line
-            ))
+            KeyValueObservingDiagnosticCenter.report(
+                KeyValueObservingDiagnostic(
+                    kind: .unbalancedChangeNotification,
+                    objectType: KeyValueObservable.self,
+                    keyPath: change.keyPath,
+                    detail: "willChangeValue(for:) was never followed by didChangeValue(for:) before the object was "
+                        + "deallocated; its observers were never notified of that change.",
+                    fileID: change.fileID,
+                    line: change.line
+                ))
         }
     }
 }

@@ -130,7 +130,8 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         fileID: String = #fileID,
         line: UInt = #line
     ) -> KeyValueObservationValues<Value> {
-        KeyValueObservationValues(stream: _valueStream(for: keyPath, options: options, isDuplicate: nil, buffering: buffering, fileID: fileID, line: line))
+        KeyValueObservationValues(
+            stream: _valueStream(for: keyPath, options: options, isDuplicate: nil, buffering: buffering, fileID: fileID, line: line))
     }
 
     /// `values(for:options:buffering:)` without the values equal to the previous one.
@@ -146,14 +147,15 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         if removingDuplicates {
             isDuplicate = { (old: Value, new: Value) in old == new }
         }
-        return KeyValueObservationValues(stream: _valueStream(
-            for: keyPath,
-            options: options,
-            isDuplicate: isDuplicate,
-            buffering: buffering,
-            fileID: fileID,
-            line: line
-        ))
+        return KeyValueObservationValues(
+            stream: _valueStream(
+                for: keyPath,
+                options: options,
+                isDuplicate: isDuplicate,
+                buffering: buffering,
+                fileID: fileID,
+                line: line
+            ))
     }
 
     /// The changes of `keyPath` as an `AsyncSequence` of `KeyValueObservedChange`, with the given

@@ -96,9 +96,11 @@ package struct LockPrimitive: @unchecked Sendable {
         os_unfair_lock_lock(pointer)
         #else
         let error = pthread_mutex_lock(pointer)
-        precondition(error == 0, error == EDEADLK
-            ? "Lock.lock(): this thread already holds the lock; it is not recursive (release it before calling code that takes it again)"
-            : "pthread_mutex_lock failed with error \(error)")
+        precondition(
+            error == 0,
+            error == EDEADLK
+                ? "Lock.lock(): this thread already holds the lock; it is not recursive (release it before calling code that takes it again)"
+                : "pthread_mutex_lock failed with error \(error)")
         #endif
     }
 
@@ -108,9 +110,11 @@ package struct LockPrimitive: @unchecked Sendable {
         os_unfair_lock_unlock(pointer)
         #else
         let error = pthread_mutex_unlock(pointer)
-        precondition(error == 0, error == EPERM
-            ? "Lock.unlock(): this thread does not hold the lock (unlock it on the thread that locked it, once)"
-            : "pthread_mutex_unlock failed with error \(error)")
+        precondition(
+            error == 0,
+            error == EPERM
+                ? "Lock.unlock(): this thread does not hold the lock (unlock it on the thread that locked it, once)"
+                : "pthread_mutex_unlock failed with error \(error)")
         #endif
     }
 }

@@ -38,7 +38,9 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         line: UInt = #line,
         handler: @escaping @Sendable (Value) -> Void
     ) -> KeyValueObservation {
-        _observe(keyPath, throttledTo: interval, on: queue, isDuplicate: nil, scheduler: _DispatchThrottleScheduler(), fileID: fileID, line: line, handler: handler)
+        _observe(
+            keyPath, throttledTo: interval, on: queue, isDuplicate: nil, scheduler: _DispatchThrottleScheduler(), fileID: fileID,
+            line: line, handler: handler)
     }
 
     /// `observe(_:throttledTo:on:handler:)` for `Equatable` values: a value equal to the one
@@ -67,7 +69,9 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         line: UInt = #line,
         handler: @escaping @Sendable (Value) -> Void
     ) -> KeyValueObservation {
-        _observe(keyPath, throttledTo: interval, on: queue, isDuplicate: { $0 == $1 }, scheduler: _DispatchThrottleScheduler(), fileID: fileID, line: line, handler: handler)
+        _observe(
+            keyPath, throttledTo: interval, on: queue, isDuplicate: { $0 == $1 }, scheduler: _DispatchThrottleScheduler(), fileID: fileID,
+            line: line, handler: handler)
     }
 
     /// The values of `keyPath` for a display, as an `AsyncSequence`: the current value first, then
@@ -121,7 +125,9 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         fileID: String = #fileID,
         line: UInt = #line
     ) -> KeyValueThrottledValues<Value> {
-        _values(for: keyPath, throttledTo: interval, isDuplicate: { $0 == $1 }, scheduler: _DispatchThrottleScheduler(), fileID: fileID, line: line)
+        _values(
+            for: keyPath, throttledTo: interval, isDuplicate: { $0 == $1 }, scheduler: _DispatchThrottleScheduler(), fileID: fileID,
+            line: line)
     }
 
     /// `observe(_:throttledTo:on:handler:)` with its parts exposed: the duplicate test, the
@@ -139,7 +145,8 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         handler: @escaping @Sendable (Value) -> Void
     ) -> KeyValueObservation {
         precondition(interval >= .zero, "observe(_:throttledTo:on:handler:): the interval must not be negative (got \(interval))")
-        let throttle = _Throttle(interval: interval, queue: queue, scheduler: scheduler, isDuplicate: isDuplicate, read: read, target: .handler(handler))
+        let throttle = _Throttle(
+            interval: interval, queue: queue, scheduler: scheduler, isDuplicate: isDuplicate, read: read, target: .handler(handler))
         let token = _feed(throttle, from: keyPath, fileID: fileID, line: line)
         return KeyValueObservation(ending: token) { throttle.stop() }
     }
@@ -156,7 +163,8 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     ) -> KeyValueThrottledValues<Value> {
         precondition(interval >= .zero, "values(for:throttledTo:): the interval must not be negative (got \(interval))")
         // Deliveries due later run on a global queue; all they do is resume the waiting task.
-        let throttle = _Throttle(interval: interval, queue: .global(), scheduler: scheduler, isDuplicate: isDuplicate, read: read, target: .demand)
+        let throttle = _Throttle(
+            interval: interval, queue: .global(), scheduler: scheduler, isDuplicate: isDuplicate, read: read, target: .demand)
         let token = _feed(throttle, from: keyPath, fileID: fileID, line: line)
         let source = _ThrottledValuesSource(throttle: throttle, token: token)
         if let registry = token.registry, !registry.onObjectDeinit(id: token.id, { throttle.end() }) {

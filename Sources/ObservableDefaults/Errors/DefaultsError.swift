@@ -105,7 +105,8 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
     /// A broken file seen under the lock file that may be another program's in-place rewrite (truncate,
     /// then write, taking no lock) caught half-way: the write did not start (it looks again shortly).
     static func suspectedCorruption(path: String) -> DefaultsError {
-        DefaultsError(.corruptFile, path: path, errno: EBUSY, reason: "the file is broken, perhaps half-way through another program's rewrite")
+        DefaultsError(
+            .corruptFile, path: path, errno: EBUSY, reason: "the file is broken, perhaps half-way through another program's rewrite")
     }
 
     /// Whether this is `suspectedCorruption`: not reported, a reason to look again shortly.

@@ -116,14 +116,15 @@ struct DefaultsFile: Sendable, Hashable {
     private func requireRegularFile(_ info: stat) throws(DefaultsError) {
         let type = info.st_mode & S_IFMT
         guard type != S_IFREG else { return }
-        let name = switch type {
-        case S_IFIFO: "a FIFO (named pipe)"
-        case S_IFCHR: "a character device"
-        case S_IFBLK: "a block device"
-        case S_IFDIR: "a directory"
-        case S_IFSOCK: "a socket"
-        default: "a special file"
-        }
+        let name =
+            switch type {
+            case S_IFIFO: "a FIFO (named pipe)"
+            case S_IFCHR: "a character device"
+            case S_IFBLK: "a block device"
+            case S_IFDIR: "a directory"
+            case S_IFSOCK: "a socket"
+            default: "a special file"
+            }
         throw DefaultsError(
             .unsupportedFile, path: path, errno: EINVAL,
             reason: "it is \(name), not a regular file; a defaults file must be a regular file or a symbolic link to one"
@@ -178,18 +179,21 @@ struct DefaultsFile: Sendable, Hashable {
             (error.line, error.column + (error.line == 1 ? skipped : 0), error.offset + skipped)
         }
         if bytes.dropFirst(skipped).allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
-            let error = DefaultsError(.corruptFile, path: path, line: 1, column: 1, byteOffset: 0, reason: "the file is empty (expected a JSON object, e.g. {})")
+            let error = DefaultsError(
+                .corruptFile, path: path, line: 1, column: 1, byteOffset: 0, reason: "the file is empty (expected a JSON object, e.g. {})")
             return .corrupt(error, identity, bytes)
         }
         do throws(JSONParseError) {
             let (value, duplicate) = try JSONValue.parseFindingDuplicateKeys(bytes.dropFirst(skipped))
             guard case .object(let values) = value else {
-                let error = DefaultsError(.corruptFile, path: path, line: 1, column: 1, byteOffset: 0, reason: "the top-level value is not a JSON object")
+                let error = DefaultsError(
+                    .corruptFile, path: path, line: 1, column: 1, byteOffset: 0, reason: "the top-level value is not a JSON object")
                 return .corrupt(error, identity, bytes)
             }
             if let duplicate {
                 let (line, column, offset) = place(duplicate)
-                let error = DefaultsError(.duplicateKey, path: path, line: line, column: column, byteOffset: offset, reason: duplicate.reason)
+                let error = DefaultsError(
+                    .duplicateKey, path: path, line: line, column: column, byteOffset: offset, reason: duplicate.reason)
                 return .duplicateKeys(values, identity, error, bytes)
             }
             return .values(values, identity)
@@ -235,7 +239,9 @@ struct DefaultsFile: Sendable, Hashable {
             if mkdir(current, 0o755) != 0 {
                 let error = errno
                 if error == EEXIST, stat(current, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR { continue }
-                let cause = error == EEXIST ? "\(current) exists and is not a directory" : "cannot create directory \(current): \(Self.describe(error))"
+                let cause =
+                    error == EEXIST
+                    ? "\(current) exists and is not a directory" : "cannot create directory \(current): \(Self.describe(error))"
                 throw failure(.writeFailed, cause, errno: error == EEXIST ? ENOTDIR : error)
             }
         }
@@ -392,7 +398,8 @@ struct DefaultsFile: Sendable, Hashable {
             let digits = String(number)
             return String(repeating: "0", count: max(0, width - digits.count)) + digits
         }
-        let stamp = padded(parts.tm_year + 1900, 4) + padded(parts.tm_mon + 1, 2) + padded(parts.tm_mday, 2) + "-"
+        let stamp =
+            padded(parts.tm_year + 1900, 4) + padded(parts.tm_mon + 1, 2) + padded(parts.tm_mday, 2) + "-"
             + padded(parts.tm_hour, 2) + padded(parts.tm_min, 2) + padded(parts.tm_sec, 2)
         var attempt = 0
         while true {

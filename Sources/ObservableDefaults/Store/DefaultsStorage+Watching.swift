@@ -7,7 +7,9 @@ extension DefaultsStorage {
     /// Starts watching the file: the process's inotify (kqueue) watcher, or polling if that is not
     /// available or `pollingInterval` is given.
     func startWatching(pollingInterval: Duration?) {
-        if pollingInterval == nil, let subscription = FileWatcher.shared.watch(directory: file.directory, name: file.name, handler: watchHandler()) {
+        if pollingInterval == nil,
+            let subscription = FileWatcher.shared.watch(directory: file.directory, name: file.name, handler: watchHandler())
+        {
             lock.withLock { self.subscription = subscription }
             watchTarget()
             return

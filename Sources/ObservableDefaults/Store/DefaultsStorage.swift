@@ -264,10 +264,11 @@ final class DefaultsStorage: @unchecked Sendable {
             let found = json.compactText
             let isNew = lock.withLock { state.reportedMismatches.insert(key.name + "\u{0}" + found).inserted }
             if isNew {
-                report(DefaultsError(
-                    .typeMismatch, path: file.path, key: key.name, found: found,
-                    reason: "which does not decode as \(Value.self) (\(Self.describe(error)))"
-                ))
+                report(
+                    DefaultsError(
+                        .typeMismatch, path: file.path, key: key.name, found: found,
+                        reason: "which does not decode as \(Value.self) (\(Self.describe(error)))"
+                    ))
             }
             return key.defaultValue
         }

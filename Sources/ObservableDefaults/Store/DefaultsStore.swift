@@ -102,7 +102,8 @@ public final class DefaultsStore: Sendable {
         guard Self.isValidSuiteName(suiteName) else {
             throw DefaultsError(
                 .invalidSuiteName, path: directory.appendingPathComponent(suiteName + ".json").path,
-                reason: "'\(suiteName)' is not a valid suite name (it must be a file name without its extension: not empty, no '/', no NUL, not '.' or '..')"
+                reason:
+                    "'\(suiteName)' is not a valid suite name (it must be a file name without its extension: not empty, no '/', no NUL, not '.' or '..')"
             )
         }
         self.init(suiteName: suiteName, directory: directory, watching: watching, errorHandler: errorHandler)

@@ -16,8 +16,11 @@ extension JSONValue {
         do {
             return try JSONDecoder().decode(Value.self, from: Data(compactText.utf8))
         } catch DecodingError.dataCorrupted(let context) where context.debugDescription.contains("not valid JSON") {
-            let reason = numberMismatch(as: Value.self) ?? "a number in it does not fit the type of its property (not a whole number, or out of range)"
-            throw DecodingError.dataCorrupted(DecodingError.Context(codingPath: context.codingPath, debugDescription: reason, underlyingError: context.underlyingError))
+            let reason =
+                numberMismatch(as: Value.self)
+                ?? "a number in it does not fit the type of its property (not a whole number, or out of range)"
+            throw DecodingError.dataCorrupted(
+                DecodingError.Context(codingPath: context.codingPath, debugDescription: reason, underlyingError: context.underlyingError))
         }
     }
 
@@ -25,7 +28,8 @@ extension JSONValue {
     private func numberMismatch<Value>(as type: Value.Type) -> String? {
         guard case .number(let text) = self else { return nil }
         let name = "\(Value.self)"
-        let isWhole = !text.contains { $0 == "." || $0 == "e" || $0 == "E" } || Double(text).map { $0.isInfinite || $0.rounded() == $0 } == true
+        let isWhole =
+            !text.contains { $0 == "." || $0 == "e" || $0 == "E" } || Double(text).map { $0.isInfinite || $0.rounded() == $0 } == true
         if Value.self is any BinaryInteger.Type, !isWhole {
             return "\(text) is not \(name.hasPrefix("I") ? "an" : "a") \(name)"
         }

@@ -26,7 +26,9 @@ extension JSONValue {
     /// parse keeps the last value, as most JSON parsers do), as a position and a reason.
     ///
     /// - Complexity: O(*n*) in the length of `bytes`.
-    package static func parseFindingDuplicateKeys(_ bytes: some Collection<UInt8>) throws(JSONParseError) -> (JSONValue, duplicate: JSONParseError?) {
+    package static func parseFindingDuplicateKeys(_ bytes: some Collection<UInt8>) throws(JSONParseError) -> (
+        JSONValue, duplicate: JSONParseError?
+    ) {
         var parser = JSONParser(bytes: Array(bytes))
         let value = try parser.parseDocument()
         return (value, parser.firstDuplicate)
@@ -132,9 +134,10 @@ private struct JSONParser {
             let key = try parseString()
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else {
-                throw error(index < bytes.count
-                    ? "unexpected \(describe(bytes[index])) after the key \"\(key)\", expected ':'"
-                    : "unexpected end of file after the key \"\(key)\", expected ':'")
+                throw error(
+                    index < bytes.count
+                        ? "unexpected \(describe(bytes[index])) after the key \"\(key)\", expected ':'"
+                        : "unexpected end of file after the key \"\(key)\", expected ':'")
             }
             index += 1
             skipWhitespace()

@@ -107,7 +107,8 @@ final class InotifyWatches: @unchecked Sendable {
             let watchDescriptor = buffer.loadUnaligned(fromByteOffset: offset, as: Int32.self)
             let mask = buffer.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self)
             let nameLength = Int(buffer.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
-            let nameBytes = UnsafeRawBufferPointer(rebasing: buffer[(offset + headerSize)..<min(offset + headerSize + nameLength, buffer.count)])
+            let nameBytes = UnsafeRawBufferPointer(
+                rebasing: buffer[(offset + headerSize)..<min(offset + headerSize + nameLength, buffer.count)])
             offset += headerSize + nameLength
             if mask & Self.queueOverflow != 0 {
                 overflowed = true
