@@ -372,3 +372,31 @@ struct DependencyCheckTests {
         tokens.forEach { $0.invalidate() }
     }
 }
+
+final class PlainEnd: KeyValueObservable, @unchecked Sendable {
+    var plain = 0
+}
+
+final class PlainEndHolder: KeyValueObservable, @unchecked Sendable {
+    @Observed var end = PlainEnd()
+}
+
+@Suite("Paths that end on a key that cannot notify")
+struct UnobservablePathEndTests {
+    @Test func aPathEndingOnAPlainPropertyIsReportedAndStillFollowsItsObservedSteps() {
+        let holder = PlainEndHolder()
+        let collected = Locked<[KeyValueObservingDiagnostic]>([])
+        let values = Locked<[Int?]>([])
+        var token: KeyValueObservation?
+        KeyValueObservingDiagnosticCenter.withHandler({ collected.append($0) }) {
+            token = holder.observe(\.end.plain, options: [.new]) { _, change in values.append(change.newValue) }
+        }
+        #expect(collected.current.map(\.kind) == [.unobservableKey])
+        #expect(collected.current.first?.message.contains("PlainEnd") == true)
+        let replacement = PlainEnd()
+        replacement.plain = 7
+        holder.end = replacement
+        #expect(values.current == [7])
+        token?.invalidate()
+    }
+}

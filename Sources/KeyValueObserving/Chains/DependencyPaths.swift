@@ -98,6 +98,16 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
         return steps
     }
 
+    /// The object at which reading `path` from `root` ends without reading any `@Observed` property
+    /// of it (`\.engine.rpm` with a plain `var rpm`), if it does: its last segment can never notify.
+    static func unobservableEnd(of path: AnyKeyPath, from root: KeyValueObservable) -> KeyValueObservable? {
+        let steps = steps(of: path, from: root)
+        guard steps.count > 1, let last = steps.last, last.reads.isEmpty,
+            childRead(by: path, from: root, in: last.object) == nil
+        else { return nil }
+        return last.object
+    }
+
     /// Names the path `path` of `root` after its steps (`"engine.rpm"`), if every step is one
     /// `@Observed` property and the path ends on one that holds no object.
     static func recordName(of path: AnyKeyPath, from root: KeyValueObservable) {

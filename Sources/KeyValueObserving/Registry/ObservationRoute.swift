@@ -76,6 +76,21 @@ enum _ObservationRoute {
         if isPath(keyPath, reads: reads, object: object) {
             // `\.engine.rpm`: followed through the objects on the way, like a dependent key's input.
             _DependencyPaths.recordName(of: keyPath, from: object)
+            if let end = _DependencyPaths.unobservableEnd(of: keyPath, from: object),
+                type(of: end).automaticallyNotifiesObservers(for: keyPath)
+            {
+                KeyValueObservingDiagnosticCenter.report(
+                    KeyValueObservingDiagnostic(
+                        kind: .unobservableKey,
+                        objectType: type(of: object),
+                        keyPath: keyPath,
+                        detail: "the path reaches a \(type(of: end)), where it reads no @Observed property, so a change "
+                            + "there never notifies its observers (only changes of the objects on the way do). Fix: "
+                            + "declare the property @Observed in \(type(of: end)).",
+                        fileID: fileID,
+                        line: line
+                    ))
+            }
             return .throughKeyPath([.keyPath(keyPath)], paths: [keyPath])
         }
         // A key the class declares it notifies itself (`automaticallyNotifiesObservers(for:)` returns
