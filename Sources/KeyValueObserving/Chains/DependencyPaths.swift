@@ -98,32 +98,31 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
         return steps
     }
 
-    /// The object at which reading `path` from `root` ends without reading any `@Observed` property
-    /// of it (`\.engine.rpm` with a plain `var rpm`), if it does: its last segment can never notify.
-    static func unobservableEnd(of path: AnyKeyPath, from root: KeyValueObservable) -> KeyValueObservable? {
-        let steps = steps(of: path, from: root)
-        guard steps.count > 1, let last = steps.last, last.reads.isEmpty,
-            childRead(by: path, from: root, in: last.object) == nil
-        else { return nil }
-        return last.object
-    }
-
-    /// Names the path `path` of `root` after its steps (`"engine.rpm"`), if every step is one
-    /// `@Observed` property and the path ends on one that holds no object.
-    static func recordName(of path: AnyKeyPath, from root: KeyValueObservable) {
+    /// What a registration learns from one walk along the path `path` of `root`: its name after its
+    /// steps (`"engine.rpm"`), if every step is one `@Observed` property (or a constant child) and it
+    /// ends on a value, not an object; and the object past the root where it ends without reading any
+    /// `@Observed` property (`\.engine.rpm` with a plain `var rpm`), whose last segment can never notify.
+    static func describe(
+        _ path: AnyKeyPath,
+        from root: KeyValueObservable
+    ) -> (name: String?, unobservableEnd: KeyValueObservable?) {
         var names: [String] = []
-        var isComplete = false
-        for (object, reads) in steps(of: path, from: root) {
-            if reads.isEmpty, let child = childRead(by: path, from: root, in: object) {
-                guard let name = fieldName(of: child, in: object) else { return }
-                names.append(name)
+        var isNameable = true
+        var endsOnValue = false
+        for (index, step) in steps(of: path, from: root).enumerated() {
+            guard !step.reads.isEmpty else {
+                // A constant child, or the end of what can be observed.
+                guard let child = childRead(by: path, from: root, in: step.object) else {
+                    return (nil, index > 0 ? step.object : nil)
+                }
+                if let name = fieldName(of: child, in: step.object) { names.append(name) } else { isNameable = false }
                 continue
             }
-            guard reads.count == 1 else { return }
-            names.append(_KeyNames.name(of: reads[0].key))
-            isComplete = !reads[0].holdsObservableObject
+            isNameable = isNameable && step.reads.count == 1
+            names.append(_KeyNames.name(of: step.reads[0].key))
+            endsOnValue = !step.reads[0].holdsObservableObject
         }
-        if isComplete { _KeyNames.record(path, name: names.joined(separator: ".")) }
+        return (isNameable && endsOnValue ? names.joined(separator: ".") : nil, nil)
     }
 
     /// The label of the stored property of `object` that holds `child`.

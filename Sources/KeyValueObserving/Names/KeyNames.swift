@@ -20,11 +20,8 @@ enum _KeyNames {
     /// Records the name of the `@Observed` property `key`, whose wrapper is stored at `storageKey`
     /// (`\Car._speed`: key paths of stored properties carry their field names, on Linux too).
     static func learn(_ key: AnyKeyPath, storageKey: AnyKeyPath) {
-        guard lock.withLock({ names[key] }) == nil else { return }
-        let description = "\(storageKey)"
-        guard !description.contains("<computed"), let dot = description.lastIndex(of: ".") else { return }
-        let field = description[description.index(after: dot)...]
-        let name = String(field.hasPrefix("_") ? field.dropFirst() : field)
+        guard lock.withLock({ names[key] }) == nil, let field = describedName(of: storageKey) else { return }
+        let name = String(field.hasPrefix("_") ? field.dropFirst() : Substring(field))
         lock.withLock { names[key] = name }
     }
 
@@ -43,7 +40,14 @@ enum _KeyNames {
     }
 
     /// The name of `key`; `storageOffset`, when known, finds an `@Observed` property not seen yet.
+    /// Without a real name, its types: `"computed Int property of Car"`.
     static func name(of key: AnyKeyPath, storageOffset: Int? = nil) -> String {
+        knownName(of: key, storageOffset: storageOffset)
+            ?? "computed \(type(of: key).valueType) property of \(type(of: key).rootType)"
+    }
+
+    /// The name of `key` if it has a real one, `nil` where only its types describe it.
+    static func knownName(of key: AnyKeyPath, storageOffset: Int? = nil) -> String? {
         if let explicit = explicitName(of: key) { return explicit }
         if let known = lock.withLock({ names[key] }) { return known }
         if let declared = declaredName(of: key) { return declared }
@@ -51,13 +55,7 @@ enum _KeyNames {
             lock.withLock { names[key] = name }
             return name
         }
-        return fallbackName(of: key)
-    }
-
-    /// The name of `key` if it has a real one (not the typed fallback).
-    static func knownName(of key: AnyKeyPath, storageOffset: Int? = nil) -> String? {
-        let name = name(of: key, storageOffset: storageOffset)
-        return name == fallbackName(of: key) && "\(key)".contains("<") ? nil : name
+        return describedName(of: key)
     }
 
     /// The name a class that notifies its own keys gives `key`.
@@ -90,13 +88,14 @@ enum _KeyNames {
         return found
     }
 
-    /// A name from the key path's description where the runtime has one (Apple platforms), else its
-    /// types: `"computed Int property of Car"`.
-    static func fallbackName(of key: AnyKeyPath) -> String {
+    /// What the key path's description says after its root type (`_speed` of `\Car._speed`,
+    /// `engine.rpm` on Apple platforms), where the runtime names every component: stored properties
+    /// always, computed ones only on Apple platforms (`\Car.<computed 0x…>` on Linux).
+    private static func describedName(of key: AnyKeyPath) -> String? {
+        let prefix = "\\\(type(of: key).rootType)."
         let description = "\(key)"
-        if !description.contains("<"), let dot = description.firstIndex(of: ".") {
-            return String(description[description.index(after: dot)...])
-        }
-        return "computed \(type(of: key).valueType) property of \(type(of: key).rootType)"
+        guard description.hasPrefix(prefix) else { return nil }
+        let components = description.dropFirst(prefix.count)
+        return components.isEmpty || components.contains("<computed") ? nil : String(components)
     }
 }

@@ -75,10 +75,9 @@ enum _ObservationRoute {
         }
         if isPath(keyPath, reads: reads, object: object) {
             // `\.engine.rpm`: followed through the objects on the way, like a dependent key's input.
-            _DependencyPaths.recordName(of: keyPath, from: object)
-            if let end = _DependencyPaths.unobservableEnd(of: keyPath, from: object),
-                type(of: end).automaticallyNotifiesObservers(for: keyPath)
-            {
+            let (name, end) = _DependencyPaths.describe(keyPath, from: object)
+            if let name { _KeyNames.record(keyPath, name: name) }
+            if let end, type(of: end).automaticallyNotifiesObservers(for: keyPath) {
                 KeyValueObservingDiagnosticCenter.report(
                     KeyValueObservingDiagnostic(
                         kind: .unobservableKey,

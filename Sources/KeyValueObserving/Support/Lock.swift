@@ -143,8 +143,3 @@ package final class Locked<Value>: @unchecked Sendable {
         withLock { $0 }
     }
 }
-
-/// The old name of `Locked`, kept only for `KeyValueObservable+Chains.swift`, which is being
-/// rewritten on another branch: remove it when that file says `Locked`.
-@usableFromInline
-package typealias _Locked<Value> = Locked<Value>
