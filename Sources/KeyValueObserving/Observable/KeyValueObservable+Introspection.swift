@@ -37,6 +37,16 @@ extension KeyValueObservable {
     package var hasObserverRegistry: Bool {
         _existingRegistry != nil
     }
+
+    /// How many replaced set tables still wait until no set can be reading them
+    /// (`ObserverRegistry+ReadPath.swift`): 0 once no set is running. A hook for the tests of the
+    /// reclamation, not API.
+    package var retiredSetTableCount: Int {
+        guard let registry = _existingRegistry else { return 0 }
+        registry.mutex.lock()
+        defer { registry.mutex.unlock() }
+        return registry.state.retiredTables.count
+    }
 }
 
 /// The observers of one object at one moment (`KeyValueObservable.observationInfo`).

@@ -126,11 +126,13 @@ extension _ObserverRegistry {
                 )
                 publish()
                 mutex.unlock()
+                reclaimIfNeeded()
                 withExtendedLifetime((old, match)) {}
                 return true
             }
             publish()
             mutex.unlock()
+            reclaimIfNeeded()
             withExtendedLifetime(old) {}
             return true
         }

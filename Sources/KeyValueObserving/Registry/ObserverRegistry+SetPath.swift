@@ -76,8 +76,6 @@ extension _ObserverRegistry {
     /// `offset`, so its slot is resolved from the start and no set ever has to reveal it.
     @usableFromInline
     func declareOffset(_ offset: Int, for key: AnyKeyPath) {
-        mutex.lock()
-        state.recordOffset(offset, for: key)
-        mutex.unlock()
+        withState { $0.recordOffset(offset, for: key) }
     }
 }

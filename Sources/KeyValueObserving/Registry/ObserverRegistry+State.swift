@@ -14,10 +14,21 @@ extension _ObserverRegistry {
     /// mutation takes out is returned, for the registry to release or call after unlocking.
     struct State {
         /// The observed keys, each with its current observers.
-        var slots: ContiguousArray<Slot> = []
+        var slots: ContiguousArray<Slot> = [] {
+            didSet { setTableVersion &+= 1 }
+        }
         /// The storage offsets of this object's `@Observed` properties that have been set while it
         /// had a registry and something was waiting to learn them, with their keys.
-        var learnedOffsets: ContiguousArray<(offset: Int, key: AnyKeyPath)> = []
+        var learnedOffsets: ContiguousArray<(offset: Int, key: AnyKeyPath)> = [] {
+            didSet { setTableVersion &+= 1 }
+        }
+        /// Changes with every change of `slots` or `learnedOffsets`: the set table is rebuilt when it
+        /// differs from `publishedSetTableVersion` (`ObserverRegistry+ReadPath.swift`).
+        var setTableVersion = 0
+        var publishedSetTableVersion = 0
+        /// Set tables replaced since, waiting until no reader can be using them, with the reader
+        /// counters seen at zero since (bit 0: the first, bit 1: the second).
+        var retiredTables: [(table: Unmanaged<_ObserverSetTable>, quietCounters: UInt8)] = []
         /// Changes whenever a slot of kind `.keyPath` is added or removed.
         var keyPathSlotsVersion = 0
         var isTornDown = false

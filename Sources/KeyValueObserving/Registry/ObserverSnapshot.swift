@@ -51,6 +51,7 @@ final class _ObserverSnapshot: @unchecked Sendable {
 extension _ObserverSnapshot {
     /// Delivers a change to a snapshot of direct observers that want no old value.
     @inlinable
+    @inline(__always)
     func deliverPlain<Value>(_ newValue: Value, on object: AnyObject) {
         for index in entries.indices {
             Unmanaged.passUnretained(entries[index])._withUnsafeGuaranteedRef { entry in
