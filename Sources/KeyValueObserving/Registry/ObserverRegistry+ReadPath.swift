@@ -127,7 +127,7 @@ extension _ObserverRegistry {
 extension _ObserverRegistry.State {
     /// Whether a set of the property at `offset` must reveal its key: some observed `@Observed`
     /// property's offset is still unknown and `offset` is not known to be another property.
-    func needsLearning(offset: Int) -> Bool {
+    mutating func needsLearning(offset: Int) -> Bool {
         slots.contains { $0.kind == .storage && $0.offset == nil } && !learnedOffsets.contains { $0.offset == offset }
     }
 }

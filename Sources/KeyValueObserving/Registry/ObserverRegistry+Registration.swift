@@ -27,11 +27,11 @@ extension _ObserverRegistry.State {
 
     /// The key paths of the slots of keys that are not `@Observed`, for comparing outside the lock.
     var keyPathSlotKeys: [AnyKeyPath] {
-        slots.lazy.filter { $0.kind == .keyPath }.map(\.keyPath)
+        mutating get { slots.lazy.filter { $0.kind == .keyPath }.map(\.keyPath) }
     }
 
     /// The slot whose key path is the object `match` (found by `keyPathSlotKeys`), by identity.
-    func keyPathSlotIndex(identicalTo match: AnyKeyPath) -> Int? {
+    mutating func keyPathSlotIndex(identicalTo match: AnyKeyPath) -> Int? {
         slots.firstIndex { $0.kind == .keyPath && $0.keyPath === match }
     }
 

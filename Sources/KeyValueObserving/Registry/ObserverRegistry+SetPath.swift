@@ -24,7 +24,7 @@ extension _ObserverRegistry.State {
     }
 
     /// The slot of the `@Observed` property `keyPath`.
-    func observedPropertySlotIndex(_ keyPath: AnyKeyPath, isZeroSized: Bool) -> Int? {
+    mutating func observedPropertySlotIndex(_ keyPath: AnyKeyPath, isZeroSized: Bool) -> Int? {
         let kind: _ObserverRegistry.Slot.Kind = isZeroSized ? .zeroSizedStorage : .storage
         return slots.firstIndex { $0.kind == kind && _sameKey($0.keyPath, keyPath) }
     }

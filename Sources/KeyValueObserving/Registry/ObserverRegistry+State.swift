@@ -41,29 +41,35 @@ extension _ObserverRegistry {
         var threads: [ThreadRecord] = []
 
         /// The value of `_ObserverRegistry.observedMask` for this state.
+        // `mutating` here and below: called on the registry's stored state, a non-mutating member
+        // would copy the whole state (retaining every field) first.
         var observedMask: UInt64 {
-            // Every set must reach the observers of every key.
-            guard anyKeyObservers.observers.isEmpty else { return .max }
-            var mask: UInt64 = 0
-            for index in slots.indices where slots[index].kind == .storage {
-                guard let offset = slots[index].offset else { return .max }
-                mask |= _maskBit(forOffset: offset)
+            mutating get {
+                // Every set must reach the observers of every key.
+                guard anyKeyObservers.observers.isEmpty else { return .max }
+                var mask: UInt64 = 0
+                for index in slots.indices where slots[index].kind == .storage {
+                    guard let offset = slots[index].offset else { return .max }
+                    mask |= _maskBit(forOffset: offset)
+                }
+                return mask
             }
-            return mask
         }
 
         /// The value of `_ObserverRegistry.slowPathFlags` for this state.
         var slowPathFlags: UInt8 {
-            var flags: UInt8 = anyKeyObservers.observers.isEmpty ? 0 : _SlowPath.anyKey
-            for record in threads {
-                if record.batch != nil { flags |= _SlowPath.batch }
-                if !record.silencedKeys.isEmpty { flags |= _SlowPath.silencedSetter }
+            mutating get {
+                var flags: UInt8 = anyKeyObservers.observers.isEmpty ? 0 : _SlowPath.anyKey
+                for record in threads {
+                    if record.batch != nil { flags |= _SlowPath.batch }
+                    if !record.silencedKeys.isEmpty { flags |= _SlowPath.silencedSetter }
+                }
+                return flags
             }
-            return flags
         }
 
         /// The record of `thread`, if it is in the middle of something on this object.
-        func record(of thread: pthread_t) -> ThreadRecord? {
+        mutating func record(of thread: pthread_t) -> ThreadRecord? {
             threads.first { pthread_equal($0.thread, thread) != 0 }
         }
 

@@ -111,7 +111,7 @@ extension _ObserverRegistry.State {
     /// The set table for this state, or `nil` when no offset is known (then `observedMask` keeps
     /// every set away from the table or, while an observed offset is unknown, the set path asks the
     /// registry under its lock).
-    func makeSetTable() -> _ObserverSetTable? {
+    mutating func makeSetTable() -> _ObserverSetTable? {
         var known: [(offset: Int, snapshot: _ObserverSnapshot?)] = []
         var hasUnresolvedSlots = false
         for slot in slots where slot.kind == .storage {
