@@ -71,30 +71,34 @@ final class _ObserverSetTable: ManagedBuffer<_ObserverSetTable.Header, _Observer
         }
     }
 
-    /// A table of `known` (offset, observers) pairs, each offset once. Retains the snapshots.
-    static func make(
-        known: [(offset: Int, snapshot: _ObserverSnapshot?)],
-        hasUnresolvedSlots: Bool
-    ) -> _ObserverSetTable {
+    /// An empty table with room for `count` offsets, to be filled by `insert` before it is published.
+    static func make(count: Int, hasUnresolvedSlots: Bool) -> _ObserverSetTable {
         // At most half full, so that a search for an absent offset ends quickly.
         var capacity = 2
         var shift = 63
-        while capacity < known.count * 2 {
+        while capacity < count * 2 {
             capacity *= 2
             shift -= 1
         }
         let header = Header(mask: capacity - 1, shift: shift, hasUnresolvedSlots: hasUnresolvedSlots)
-        let buffer = create(minimumCapacity: capacity) { _ in header }
-        let table = unsafeDowncast(buffer, to: _ObserverSetTable.self)
+        let table = unsafeDowncast(create(minimumCapacity: capacity) { _ in header }, to: _ObserverSetTable.self)
         table.withUnsafeMutablePointers { _, elements in
             elements.initialize(repeating: Element(offset: emptyOffset, snapshot: nil), count: capacity)
-            for (offset, snapshot) in known {
-                var index = home(of: offset, header: header)
-                while elements[index].offset != emptyOffset { index = (index + 1) & header.mask }
-                elements[index] = Element(offset: offset, snapshot: snapshot.map { Unmanaged.passRetained($0) })
-            }
         }
         return table
+    }
+
+    /// Adds `offset` with its observers (retained), unless the table has it already. Only before the
+    /// table is published.
+    func insert(offset: Int, snapshot: _ObserverSnapshot?) {
+        withUnsafeMutablePointers { header, elements in
+            var index = Self.home(of: offset, header: header.pointee)
+            while elements[index].offset != Self.emptyOffset {
+                if elements[index].offset == offset { return }
+                index = (index + 1) & header.pointee.mask
+            }
+            elements[index] = Element(offset: offset, snapshot: snapshot.map { Unmanaged.passRetained($0) })
+        }
     }
 
     deinit {
@@ -112,19 +116,21 @@ extension _ObserverRegistry.State {
     /// every set away from the table or, while an observed offset is unknown, the set path asks the
     /// registry under its lock).
     mutating func makeSetTable() -> _ObserverSetTable? {
-        var known: [(offset: Int, snapshot: _ObserverSnapshot?)] = []
+        var resolved = 0
         var hasUnresolvedSlots = false
-        for slot in slots where slot.kind == .storage {
-            if let offset = slot.offset {
-                known.append((offset, slot.snapshot))
-            } else {
-                hasUnresolvedSlots = true
-            }
+        for index in slots.indices where slots[index].kind == .storage {
+            if slots[index].offset == nil { hasUnresolvedSlots = true } else { resolved += 1 }
         }
-        for (offset, _) in learnedOffsets where !known.contains(where: { $0.offset == offset }) {
-            known.append((offset, nil))
+        // Without an observed `@Observed` property the mask keeps every set away from the table.
+        guard resolved > 0 || hasUnresolvedSlots else { return nil }
+        guard resolved + learnedOffsets.count > 0 else { return nil }
+        let table = _ObserverSetTable.make(count: resolved + learnedOffsets.count, hasUnresolvedSlots: hasUnresolvedSlots)
+        for index in slots.indices where slots[index].kind == .storage {
+            if let offset = slots[index].offset { table.insert(offset: offset, snapshot: slots[index].snapshot) }
         }
-        guard !known.isEmpty else { return nil }
-        return _ObserverSetTable.make(known: known, hasUnresolvedSlots: hasUnresolvedSlots)
+        for index in learnedOffsets.indices {
+            table.insert(offset: learnedOffsets[index].offset, snapshot: nil)
+        }
+        return table
     }
 }
