@@ -121,3 +121,48 @@ struct SetTableTests {
         withExtendedLifetime(stable) {}
     }
 }
+
+class DirectBase: KeyValueObservable, @unchecked Sendable {
+    @Observed var x = 0
+}
+
+final class DirectSub: DirectBase, @unchecked Sendable {}
+
+final class DirectBox<T: Sendable>: KeyValueObservable, @unchecked Sendable {
+    @Observed var value: T
+    init(_ value: T) { self.value = value }
+}
+
+@Suite("Direct delivery to the user's handler")
+struct DirectDeliveryTests {
+    /// The set path calls a handler registered with the declaring class directly, and one
+    /// registered through a subclass's key path through its adapter: both get the object.
+    @Test func handlersRegisteredWithTheDeclaringClassOrASubclassGetTheObject() {
+        let sub = DirectSub()
+        let seen = Locked<[String]>([])
+        let base: DirectBase = sub
+        let direct = base.observe(\.x, options: [.new]) { object, change in
+            seen.append("base \(object === sub) \(change.newValue!)")
+        }
+        let inherited = sub.observe(\.x, options: [.new]) { object, change in
+            seen.append("sub \(object === sub) \(change.newValue!)")
+        }
+        sub.x = 1
+        #expect(seen.current == ["base true 1", "sub true 1"])
+        withExtendedLifetime((direct, inherited)) {}
+    }
+
+    @Test func aGenericClassDeliversToItsHandlers() {
+        let ints = DirectBox(1)
+        let strings = DirectBox("a")
+        let seen = Locked<[String]>([])
+        let tokens = [
+            ints.observe(\.value, options: [.old, .new]) { _, change in seen.append("\(change.oldValue!)→\(change.newValue!)") },
+            strings.observe(\.value, options: [.new]) { object, change in seen.append("\(object.value) \(change.newValue!)") },
+        ]
+        ints.value = 2
+        strings.value = "b"
+        #expect(seen.current == ["1→2", "b b"])
+        withExtendedLifetime(tokens) {}
+    }
+}

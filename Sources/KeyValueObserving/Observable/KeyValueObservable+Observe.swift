@@ -96,9 +96,8 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         let registration = _Registration.begin(observing: keyPath, of: self, fileID: fileID, line: line)
         let entry: _ObserverEntry
         if registration.isDirect {
-            entry = _DirectObserver<Value>(id: registration.id, options: options, isDuplicate: isDuplicate) { object, change in
-                changeHandler(unsafeDowncast(object, to: Self.self), change)
-            }
+            entry = _RootedDirectObserver<Self, Value>(
+                id: registration.id, options: options, isDuplicate: isDuplicate, handler: changeHandler)
         } else if let isDuplicate {
             // Read through the key path: compare the values read before and after.
             let wantsOld = options.contains(.old)

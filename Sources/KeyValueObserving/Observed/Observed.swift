@@ -102,12 +102,13 @@ public struct Observed<Value> {
     }
 
     /// The set path of an object that has a registry: find the property's observers, deliver
-    /// `.prior`, store, deliver. Specialised per value type in the client, never inlined.
+    /// `.prior`, store, deliver. Specialised per declaring class and value type in the client, never
+    /// inlined: knowing the class lets observers registered with it be called directly.
     @inlinable
     @inline(never)
-    static func _setObserved(
+    static func _setObserved<EnclosingSelf: KeyValueObservable>(
         _ newValue: Value,
-        on object: KeyValueObservable,
+        on object: EnclosingSelf,
         storageOffset: Int,
         key: () -> AnyKeyPath,
         registry: Unmanaged<_ObserverRegistry>
@@ -146,11 +147,11 @@ public struct Observed<Value> {
     /// unretained: the caller keeps it alive (a read section of the set table, or a reference).
     @inlinable
     @inline(__always)
-    static func _deliver(
+    static func _deliver<EnclosingSelf: KeyValueObservable>(
         _ newValue: Value,
         to found: Unmanaged<_ObserverSnapshot>?,
         storage: UnsafeMutablePointer<Observed<Value>>,
-        on object: KeyValueObservable
+        on object: EnclosingSelf
     ) {
         guard let found else {
             storage.pointee._value = newValue

@@ -15,9 +15,10 @@ import Synchronization
 class _ObserverEntry: @unchecked Sendable {
     // Invariant: every stored property is immutable after init except `_active`, which is atomic;
     // handlers are `@Sendable` closures.
+    // The id first, then the one-byte fields together: the subclasses' fields start at 32 bytes.
+    @usableFromInline final let id: UInt64
     @usableFromInline final let options: KeyValueObservingOptions
     @usableFromInline final let isDirect: Bool
-    @usableFromInline final let id: UInt64
     @usableFromInline final let _active = Atomic<Bool>(true)
 
     @usableFromInline
@@ -59,35 +60,63 @@ class _ObserverEntry: @unchecked Sendable {
     func didChange(_ object: AnyObject, old: Any?) {}
 }
 
-/// An observer of an `@Observed` key that receives values straight from the setter.
+/// An observer of an `@Observed` key that receives values straight from the setter. The handler is
+/// called through `handler(_:_:)`; the one subclass, `_RootedDirectObserver`, keeps it with its own
+/// object type.
 @usableFromInline
-final class _DirectObserver<Value>: _ObserverEntry, @unchecked Sendable {
+class _DirectObserver<Value>: _ObserverEntry, @unchecked Sendable {
     // Invariant: immutable after init (see `_ObserverEntry`).
-    @usableFromInline let handler: @Sendable (AnyObject, KeyValueObservedChange<Value>) -> Void
     /// For observers that asked to remove duplicates: whether an assignment changes nothing.
-    @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
+    @usableFromInline final let isDuplicate: (@Sendable (Value, Value) -> Bool)?
+    /// The class of the objects the handler takes (`_RootedDirectObserver`'s `Root`): the set path of
+    /// that class's properties calls `rootedHandler` directly, with one indirect call instead of two.
+    @usableFromInline final let rootType: ObjectIdentifier
 
     @usableFromInline
-    init(
-        id: UInt64,
-        options: KeyValueObservingOptions,
-        isDuplicate: (@Sendable (Value, Value) -> Bool)? = nil,
-        handler: @escaping @Sendable (AnyObject, KeyValueObservedChange<Value>) -> Void
-    ) {
-        self.handler = handler
+    init(id: UInt64, options: KeyValueObservingOptions, isDuplicate: (@Sendable (Value, Value) -> Bool)?, rootType: ObjectIdentifier) {
         self.isDuplicate = isDuplicate
+        self.rootType = rootType
         super.init(id: id, options: options, isDirect: true)
     }
 
-    override var removesDuplicates: Bool {
+    /// Calls the user's handler with `object`.
+    @usableFromInline
+    func handler(_ object: AnyObject, _ change: KeyValueObservedChange<Value>) {
+        preconditionFailure("_DirectObserver is abstract: only _RootedDirectObserver is instantiated")
+    }
+
+    override final var removesDuplicates: Bool {
         isDuplicate != nil
     }
 
     /// Whether this observer skips the assignment of `newValue` over `oldValue`.
     @inlinable
-    func skips(_ oldValue: Value?, _ newValue: Value) -> Bool {
+    final func skips(_ oldValue: Value?, _ newValue: Value) -> Bool {
         guard let isDuplicate, let oldValue else { return false }
         return isDuplicate(oldValue, newValue)
+    }
+}
+
+/// A direct observer with the user's handler, which takes objects of class `Root`.
+@usableFromInline
+final class _RootedDirectObserver<Root: AnyObject, Value>: _DirectObserver<Value>, @unchecked Sendable {
+    // Invariant: immutable after init (see `_ObserverEntry`).
+    @usableFromInline let rootedHandler: @Sendable (Root, KeyValueObservedChange<Value>) -> Void
+
+    @usableFromInline
+    init(
+        id: UInt64,
+        options: KeyValueObservingOptions,
+        isDuplicate: (@Sendable (Value, Value) -> Bool)?,
+        handler: @escaping @Sendable (Root, KeyValueObservedChange<Value>) -> Void
+    ) {
+        rootedHandler = handler
+        super.init(id: id, options: options, isDuplicate: isDuplicate, rootType: ObjectIdentifier(Root.self))
+    }
+
+    @usableFromInline
+    override func handler(_ object: AnyObject, _ change: KeyValueObservedChange<Value>) {
+        rootedHandler(unsafeDowncast(object, to: Root.self), change)
     }
 }
 
