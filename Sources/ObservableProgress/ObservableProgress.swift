@@ -37,10 +37,10 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
     // Invariant: `state` is accessed only with `lock` held, except in `deinit`, when no other
     // thread can reach the object. Each node's state is guarded by its own lock only: what a parent
     // knows of a child is in the parent's state (`_ProgressChildren`). No code but this module's
-    // bookkeeping runs under a lock: no handler, no user closure, no other node's lock. `lock` is
-    // destroyed in `deinit`. The lock makes every access exclusive, so the dynamic exclusivity
-    // checks are redundant (`@exclusivity(unchecked)`).
-    let lock = LockPrimitive()
+    // bookkeeping runs under a lock: no handler, no user closure, no other node's lock. The lock
+    // makes every access exclusive, so the dynamic exclusivity checks are redundant
+    // (`@exclusivity(unchecked)`).
+    let lock = _ProgressLock()
     @exclusivity(unchecked) var state: _ProgressState
     /// Where the node reads the time (for its throughput and time remaining). Immutable.
     let clock: _ProgressClock
@@ -76,7 +76,6 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
             parent.state.children.detach(record)
             parent.lock.unlock()
         }
-        lock.destroy()
     }
 
     // MARK: Units
