@@ -1,4 +1,5 @@
 import KeyValueObserving
+import Synchronization
 
 /// A thread-safe, observable progress tree with the semantics of Foundation's `Progress`, for
 /// server and command-line Swift: every key (`fractionCompleted`, `completedUnitCount`,
@@ -42,6 +43,10 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
     // (`@exclusivity(unchecked)`).
     let lock = _ProgressLock()
     @exclusivity(unchecked) var state: _ProgressState
+    /// The parent, for the walk up that asks whether an ancestor is observed without taking a
+    /// lock (`isObservedAbove`): stored once (releasing), when the node starts reporting to it,
+    /// and never changed (as `state.parent`).
+    let parentLink = Atomic<Unmanaged<ObservableProgress>?>(nil)
     /// Where the node reads the time (for its throughput and time remaining). Immutable.
     let clock: _ProgressClock
 
@@ -72,6 +77,12 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
         // A child dropped before finishing leaves the parent's record of its children (its
         // contribution stays, as in Foundation, where the parent would have kept the child alive).
         if let parent = state.parent, let record = state.recordInParent {
+            if state.isOutdatedInParent {
+                // The parent has not applied the latest contribution: it does now, and keeps it.
+                var message = _ChildMessage(to: parent)
+                _ = state.fillForParent(&message, now: state.latestTime)
+                deliver(&message, exact: isObservedAbove)
+            }
             parent.lock.lock()
             parent.state.children.detach(record)
             parent.lock.unlock()
@@ -119,7 +130,7 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
     /// over-completed. Observable; notified only when it changes.
     public var fractionCompleted: Double {
         reportRead(.fractionCompleted, Double.self)
-        return withLock { $0.values.fraction }
+        return withRefreshedLock { $0.values.fraction }
     }
 
     /// Whether the completed or total count is below zero, or both are zero. Observable.
