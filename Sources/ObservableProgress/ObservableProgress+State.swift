@@ -37,6 +37,9 @@ struct _ProgressState {
     /// for its contribution (`refresh()`). Set by the first change not sent, so later changes
     /// cost nothing more.
     var isOutdatedInParent = false
+    /// Whether an ancestor was found to have an observer registry (`isObservedAbove`), which it
+    /// keeps for life: then every change is sent up at once.
+    var hasObservedAncestor = false
     /// The latest time this node knows of: of its own updates, or carried by its children's
     /// messages (for the message it sends when its parent asks).
     var latestTime: UInt64

@@ -45,7 +45,7 @@ extension ObservableProgress {
             child.parentLink.store(Unmanaged.passUnretained(self), ordering: .releasing)
             return state.fillForParent(&message, now: now)
         }
-        child.deliver(&message, exact: child.isObservedAbove)
+        child.deliver(&message, exact: child.isObservedAbove, notifying: true)
         if listAgain { Self.markOutdated(message) }
         if inheritsCancel { child.cancel() }
         if inheritsPause { child.setPaused(true, parentGeneration: pauseStamp) }
@@ -75,11 +75,15 @@ extension ObservableProgress {
     /// Applies `mutate` to this node's counts under its lock, then notifies and propagates.
     @inline(__always)
     func update(_ mutate: (inout _ProgressCounts) -> Void) {
-        let exact = isObservedAbove
         var message = _ChildMessage(to: self)
         lock.lock()
+        var exact = state.hasObservedAncestor
+        if !exact, isObservedAbove {
+            exact = true
+            startSendingEveryChange()
+        }
         if state.children.hasOutdated, exact || _mayHaveObservers {
-            // Observed: the values notified must include every descendant's latest change.
+            // Observed here: the values notified must include every descendant's latest change.
             lock.unlock()
             refresh()
             lock.lock()
@@ -89,13 +93,30 @@ extension ObservableProgress {
         notifyObservers(from: before, to: after)
         switch propagation {
         case .none: break
-        case .send: deliver(&message, exact: exact)
+        case .send: deliver(&message, exact: exact, notifying: true)
         case .markOutdated: Self.markOutdated(message)
         }
     }
 
+    /// Called under the lock by the first update that finds an observed ancestor: remembers it
+    /// (an object's observer registry, once created, lives as long as the object, and every
+    /// ancestor outlives this node), and brings the whole tree up to date before the update, so
+    /// the first change the observers hear of starts from the value a read would have returned.
+    /// Doing it later, once the update is made, would take the update in with the catching up,
+    /// which nobody hears of.
+    @inline(never)
+    private func startSendingEveryChange() {
+        state.hasObservedAncestor = true
+        lock.unlock()
+        var root = Unmanaged.passUnretained(self)
+        while let parent = root._withUnsafeGuaranteedRef({ $0.parentLink.load(ordering: .acquiring) }) { root = parent }
+        root._withUnsafeGuaranteedRef { $0.refresh() }
+        lock.lock()
+    }
+
     /// Delivers a child's message to its parent, then the parent's to its own parent, and so on:
-    /// one lock at a time, each node's observers notified before the next node is updated.
+    /// one lock at a time, each node's observers notified (unless not `notifying`) before the next
+    /// node is updated.
     ///
     /// No node on the way is retained: the caller holds the first child, each child holds its
     /// parent (and its record in the parent), and a child's `parent` never changes once set (see
@@ -103,9 +124,9 @@ extension ObservableProgress {
     /// them would cost more than the update itself: a node that is weakly referenced (every child
     /// is, by its parent) keeps its reference counts in a side table, where each retain and
     /// release is several times slower.
-    func deliver(_ message: inout _ChildMessage, exact: Bool) {
+    func deliver(_ message: inout _ChildMessage, exact: Bool, notifying: Bool) {
         while true {
-            switch message.parent._withUnsafeGuaranteedRef({ parent in parent.apply(&message, exact: exact) }) {
+            switch message.parent._withUnsafeGuaranteedRef({ parent in parent.apply(&message, exact: exact, notifying: notifying) }) {
             case .none: return
             case .send: continue
             case .markOutdated:
@@ -115,28 +136,23 @@ extension ObservableProgress {
         }
     }
 
-    /// Applies a child's message under this node's lock and notifies this node's observers. Returns
-    /// what this node's parent must hear, with `message` rewritten for it.
+    /// Applies a child's message under this node's lock and notifies this node's observers (if
+    /// `notifying`). Returns what this node's parent must hear, with `message` rewritten for it.
     @inline(__always)
-    private func apply(_ message: inout _ChildMessage, exact: Bool) -> _Propagation {
+    private func apply(_ message: inout _ChildMessage, exact: Bool, notifying: Bool) -> _Propagation {
         lock.lock()
-        if exact, state.children.hasOutdated {
-            lock.unlock()
-            refresh()
-            lock.lock()
-        }
         guard let (before, after, propagation) = state.apply(&message, exact: exact) else {
             lock.unlock()
             return .none
         }
         lock.unlock()
-        notifyObservers(from: before, to: after)
+        if notifying { notifyObservers(from: before, to: after) }
         return propagation
     }
 
     /// Lists the node that `message` comes from as outdated in its parent (the message's
     /// addressee), then the parent in its own parent, and so on up to the first node listed
-    /// already: one lock at a time, nothing retained (see `deliver(_:exact:)`).
+    /// already: one lock at a time, nothing retained (see `deliver(_:exact:notifying:)`).
     static func markOutdated(_ message: _ChildMessage) {
         var parent = message.parent
         var record = message.record.unsafelyUnwrapped
@@ -156,6 +172,12 @@ extension ObservableProgress {
     /// contribution, after bringing the child up to date the same way. Depth first, one lock at
     /// a time. What changes while it runs is listed again, for the next read.
     ///
+    /// Nobody is notified: what it applies is already in the values a read returns (which
+    /// refreshes first). Observers see it as part of the next change they hear of: an observed
+    /// node has no outdated children, except those listed before its first observer registered,
+    /// which the first update after that brings in before it changes anything
+    /// (`startSendingEveryChange()`), and those of an update racing with the registration.
+    ///
     /// - Complexity: O(number of outdated descendants).
     @inline(never)
     func refresh() {
@@ -166,7 +188,7 @@ extension ObservableProgress {
             child.refresh()
             var message = _ChildMessage(to: self)
             let listAgain = child.withLock { state in state.fillForParent(&message, now: state.latestTime) }
-            child.deliver(&message, exact: exact)
+            child.deliver(&message, exact: exact, notifying: false)
             if listAgain { Self.markOutdated(message) }
         }
     }
@@ -187,7 +209,7 @@ extension ObservableProgress {
 }
 
 /// What a child tells its parent: its latest contribution (fixed point, in the parent's units), or
-/// that it finished. Unretained references: see `deliver(_:exact:)` for why both outlive the message.
+/// that it finished. Unretained references: see `deliver(_:exact:notifying:)` for why both outlive the message.
 struct _ChildMessage {
     var parent: Unmanaged<ObservableProgress>
     /// The parent's record of the child; `nil` only until the message is filled in.

@@ -81,7 +81,7 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
                 // The parent has not applied the latest contribution: it does now, and keeps it.
                 var message = _ChildMessage(to: parent)
                 _ = state.fillForParent(&message, now: state.latestTime)
-                deliver(&message, exact: isObservedAbove)
+                deliver(&message, exact: isObservedAbove, notifying: false)
             }
             parent.lock.lock()
             parent.state.children.detach(record)
