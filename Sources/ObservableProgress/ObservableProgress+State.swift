@@ -40,9 +40,6 @@ struct _ProgressState {
     /// Whether an ancestor was found to have an observer registry (`isObservedAbove`), which it
     /// keeps for life: then every change is sent up at once.
     var hasObservedAncestor = false
-    /// The latest time this node knows of: of its own updates, or carried by its children's
-    /// messages (for the message it sends when its parent asks).
-    var latestTime: UInt64
 
     // The tree, seen from this node as a parent.
     var children = _ProgressChildren()
@@ -63,7 +60,6 @@ struct _ProgressState {
         counts = _ProgressCounts(total: totalUnitCount, completed: 0)
         values = counts.values
         rate = _ProgressRate(fraction: 0, now: now)
-        latestTime = now
     }
 
     // MARK: Units
@@ -78,7 +74,6 @@ struct _ProgressState {
         message: inout _ChildMessage
     ) -> (before: _ProgressValues, after: _ProgressValues, propagation: _Propagation) {
         let now = rate.time(clock)
-        latestTime = now
         let before = values
         mutate(&counts)
         let after = counts.values
@@ -100,7 +95,6 @@ struct _ProgressState {
         let after = counts.values
         values = after
         let time = message.time
-        if time > latestTime { latestTime = time }
         if after.fraction != before.fraction { rate.record(fraction: after.fraction, now: time) }
         return (before, after, propagation(&message, after: after, changedFrom: before, now: time, exact: exact))
     }

@@ -140,13 +140,17 @@ extension ObservableProgress {
     /// `notifying`). Returns what this node's parent must hear, with `message` rewritten for it.
     @inline(__always)
     private func apply(_ message: inout _ChildMessage, exact: Bool, notifying: Bool) -> _Propagation {
+        let finishing = message.isFinished
         lock.lock()
         guard let (before, after, propagation) = state.apply(&message, exact: exact) else {
             lock.unlock()
             return .none
         }
         lock.unlock()
-        if notifying { notifyObservers(from: before, to: after) }
+        if notifying {
+            // A child that does not finish changes this node's fraction only.
+            if finishing { notifyObservers(from: before, to: after) } else { notifyObservers(fractionFrom: before.fraction, to: after.fraction) }
+        }
         return propagation
     }
 
@@ -187,7 +191,10 @@ extension ObservableProgress {
         for child in outdated {
             child.refresh()
             var message = _ChildMessage(to: self)
-            let listAgain = child.withLock { state in state.fillForParent(&message, now: state.latestTime) }
+            // Stamped with the time it is asked: its fraction then is the one it has had since its
+            // last update, and the parent's throughput sample is the later for it.
+            let now = child.clock.now()
+            let listAgain = child.withLock { state in state.fillForParent(&message, now: now) }
             child.deliver(&message, exact: exact, notifying: false)
             if listAgain { Self.markOutdated(message) }
         }

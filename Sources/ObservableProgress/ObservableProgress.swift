@@ -80,7 +80,7 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
             if state.isOutdatedInParent {
                 // The parent has not applied the latest contribution: it does now, and keeps it.
                 var message = _ChildMessage(to: parent)
-                _ = state.fillForParent(&message, now: state.latestTime)
+                _ = state.fillForParent(&message, now: clock.now())
                 deliver(&message, exact: isObservedAbove, notifying: false)
             }
             parent.lock.lock()
