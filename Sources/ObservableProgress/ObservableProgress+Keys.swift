@@ -66,7 +66,8 @@ extension ObservableProgress: _ExplicitlyNotifiedKeys {
 
     @inline(never)
     private func notifyObserversOfFraction(from old: Double, to new: Double) {
-        _notifyExplicitChange(offset: _ProgressKey.fractionCompleted.offset, key: { _ProgressKey.fractionCompleted.keyPath }, from: old, to: new)
+        _notifyExplicitChange(
+            offset: _ProgressKey.fractionCompleted.offset, key: { _ProgressKey.fractionCompleted.keyPath }, from: old, to: new)
     }
 
     /// The five notifications, out of line: inlined, they made the update's code so large that the

@@ -143,7 +143,9 @@ struct _ProgressState {
         let values = self.values
         message.parent = parentReference
         message.record = recordReference
-        fill(&message, contributing: values.isFinished || values.isIndeterminate ? 0 : values.fraction, isFinished: values.isFinished, now: now)
+        fill(
+            &message, contributing: values.isFinished || values.isIndeterminate ? 0 : values.fraction, isFinished: values.isFinished,
+            now: now)
         isOutdatedInParent = children.hasOutdated
         return isOutdatedInParent
     }
@@ -163,7 +165,9 @@ struct _ProgressState {
 
     /// Lists the child of `record` as outdated; returns this node's parent and record in it if
     /// this node must now be listed as outdated there too (it was not listed yet).
-    mutating func markOutdated(_ record: Unmanaged<_ChildRecord>) -> (parent: Unmanaged<ObservableProgress>, record: Unmanaged<_ChildRecord>)? {
+    mutating func markOutdated(_ record: Unmanaged<_ChildRecord>) -> (
+        parent: Unmanaged<ObservableProgress>, record: Unmanaged<_ChildRecord>
+    )? {
         children.markOutdated(record)
         guard !isOutdatedInParent, let parentReference, let recordReference else { return nil }
         isOutdatedInParent = true

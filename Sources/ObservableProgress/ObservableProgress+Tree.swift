@@ -149,7 +149,11 @@ extension ObservableProgress {
         lock.unlock()
         if notifying {
             // A child that does not finish changes this node's fraction only.
-            if finishing { notifyObservers(from: before, to: after) } else { notifyObservers(fractionFrom: before.fraction, to: after.fraction) }
+            if finishing {
+                notifyObservers(from: before, to: after)
+            } else {
+                notifyObservers(fractionFrom: before.fraction, to: after.fraction)
+            }
         }
         return propagation
     }
@@ -165,7 +169,9 @@ extension ObservableProgress {
         }
     }
 
-    private func markOutdated(_ record: Unmanaged<_ChildRecord>) -> (parent: Unmanaged<ObservableProgress>, record: Unmanaged<_ChildRecord>)? {
+    private func markOutdated(_ record: Unmanaged<_ChildRecord>) -> (
+        parent: Unmanaged<ObservableProgress>, record: Unmanaged<_ChildRecord>
+    )? {
         lock.lock()
         defer { lock.unlock() }
         return state.markOutdated(record)
@@ -191,8 +197,8 @@ extension ObservableProgress {
         for child in outdated {
             child.refresh()
             var message = _ChildMessage(to: self)
-            // Stamped with the time it is asked: its fraction then is the one it has had since its
-            // last update, and the parent's throughput sample is the later for it.
+            // Stamped with the time it is asked: its fraction is still that of its last update, so
+            // a throughput sample the parent takes from it is right for that time.
             let now = child.clock.now()
             let listAgain = child.withLock { state in state.fillForParent(&message, now: now) }
             child.deliver(&message, exact: exact, notifying: false)

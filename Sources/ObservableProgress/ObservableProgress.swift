@@ -19,7 +19,13 @@ import Synchronization
 /// child, the child's fraction times the units of this node it was given (its *pending* units), over
 /// its total. A child that finishes credits its pending units to the parent's `completedUnitCount`
 /// and leaves the tree; an indeterminate child contributes nothing. An update changes the node it is
-/// made on and then each ancestor in turn, each under its own lock (never two at once): O(depth).
+/// made on and, when an ancestor is observed, each ancestor in turn, each under its own lock (never
+/// two at once): O(depth). When no ancestor is observed, the change is not sent up: the node lists
+/// itself once as changed with its parent (and the parent with its own), and reading an ancestor's
+/// fraction (or its throughput, time remaining or description) first asks the listed descendants for
+/// their contributions. An update below ancestors nobody observes thus costs about what an update of
+/// a lone node costs. A node that finishes still tells its parent at once, and while updates go on,
+/// one every quarter of a second is sent up, so the ancestors' throughput keeps its samples.
 ///
 /// **Observation.** Progress keys notify only when their value actually changes. A node's observers
 /// are notified after the node's lock is released and before its parent is updated, on the thread
@@ -128,6 +134,9 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
 
     /// The fraction of the work completed, children included: 0 when indeterminate, above 1 when
     /// over-completed. Observable; notified only when it changes.
+    ///
+    /// - Complexity: O(1) when nothing below changed since the last read or while an observer
+    ///   watches this node or an ancestor; otherwise O(number of descendants that changed since).
     public var fractionCompleted: Double {
         reportRead(.fractionCompleted, Double.self)
         return withRefreshedLock { $0.values.fraction }

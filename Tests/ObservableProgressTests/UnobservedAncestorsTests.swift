@@ -8,12 +8,15 @@ import TestSupport
 /// passed (see `ancestorsKeepTheirThroughputSamplesWhileNobodyReadsThem`).
 @Suite("Ancestors nobody observes")
 struct UnobservedAncestorsTests {
-    private let frozen = _ProgressClock { 1_000_000_000 }
+    /// A node whose clock does not move.
+    private func node(_ totalUnitCount: Int64) -> ObservableProgress {
+        ObservableProgress(totalUnitCount: totalUnitCount, clock: _ProgressClock { 1_000_000_000 })
+    }
 
     @Test func anUpdateLeavesAncestorsNobodyObservesUntilTheyAreRead() {
-        let root = ObservableProgress(totalUnitCount: 1, clock: frozen)
-        let middle = ObservableProgress(totalUnitCount: 2, clock: frozen)
-        let leaf = ObservableProgress(totalUnitCount: 4, clock: frozen)
+        let root = node(1)
+        let middle = node(2)
+        let leaf = node(4)
         root.addChild(middle, withPendingUnitCount: 1)
         middle.addChild(leaf, withPendingUnitCount: 1)
         leaf.complete()
@@ -25,9 +28,9 @@ struct UnobservedAncestorsTests {
     }
 
     @Test func anObserverThatStartsWithoutReadingGetsExactValuesOnce() {
-        let root = ObservableProgress(totalUnitCount: 2, clock: frozen)
-        let first = ObservableProgress(totalUnitCount: 10, clock: frozen)
-        let second = ObservableProgress(totalUnitCount: 4, clock: frozen)
+        let root = node(2)
+        let first = node(10)
+        let second = node(4)
         root.addChild(first, withPendingUnitCount: 1)
         root.addChild(second, withPendingUnitCount: 1)
         first.completedUnitCount = 3
@@ -44,8 +47,8 @@ struct UnobservedAncestorsTests {
     }
 
     @Test func anObservedNodeHearsOfItsOwnUpdateWithItsChildrensChangesIncluded() {
-        let parent = ObservableProgress(totalUnitCount: 2, clock: frozen)
-        let child = ObservableProgress(totalUnitCount: 4, clock: frozen)
+        let parent = node(2)
+        let child = node(4)
         parent.addChild(child, withPendingUnitCount: 1)
         child.complete()
         let changes = Locked<[String]>([])
@@ -58,9 +61,9 @@ struct UnobservedAncestorsTests {
     }
 
     @Test func aDroppedChildLeavesItsLatestContribution() {
-        let root = ObservableProgress(totalUnitCount: 2, clock: frozen)
+        let root = node(2)
         do {
-            let child = ObservableProgress(totalUnitCount: 10, clock: frozen)
+            let child = node(10)
             root.addChild(child, withPendingUnitCount: 1)
             child.completedUnitCount = 3
         }
@@ -68,9 +71,9 @@ struct UnobservedAncestorsTests {
     }
 
     @Test func aSubtreeThatJoinsBringsItsDescendantsChanges() {
-        let root = ObservableProgress(totalUnitCount: 1, clock: frozen)
-        let middle = ObservableProgress(totalUnitCount: 2, clock: frozen)
-        let leaf = ObservableProgress(totalUnitCount: 4, clock: frozen)
+        let root = node(1)
+        let middle = node(2)
+        let leaf = node(4)
         middle.addChild(leaf, withPendingUnitCount: 1)
         leaf.complete()
         root.addChild(middle, withPendingUnitCount: 1)
