@@ -69,7 +69,8 @@ struct _ProgressChildren {
 
     /// The listed children still in the tree, retained, and an empty list.
     mutating func takeOutdated() -> [ObservableProgress] {
-        defer { outdated = [] }
+        // The storage stays, for the children that list themselves again.
+        defer { outdated.removeAll(keepingCapacity: true) }
         return outdated.compactMap { record in
             record.isListedOutdated = false
             return record.isAttached ? record.node : nil
