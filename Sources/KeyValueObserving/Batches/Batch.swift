@@ -1,14 +1,47 @@
-/// Which observers a batch has already reached (see `_ObserverSnapshot.willChange`/`didChange`).
+/// One object's batch on one thread (`coalescingChanges`).
+///
+/// While it is open, only the thread that opened it touches it; once finished it is emptied and kept
+/// by the registry for the next batch (its buffers keep their capacity, its shortcut and finishers
+/// stay valid), so that a batch allocates nothing and takes no lock per change in the steady state.
 @usableFromInline
-final class _BatchDelivery {
-    // Linear searches: a batch reaches few observers, and hashing costs more than scanning them.
-    // Only the thread of the batch touches these, one access at a time: `@exclusivity(unchecked)`.
+final class _BatchState {
+    // `depth` is only accessed with the registry's lock held. The other variables are only accessed
+    // by the thread of the batch, one access at a time (the registry's lock orders the hand-over of
+    // a reused batch from one thread to the next): `@exclusivity(unchecked)`.
+    @exclusivity(unchecked) var depth = 1
+    /// The keys changed so far (`changeCount` of them, in the order of their first change), in a
+    /// buffer of `changeCapacity`. Plain values: appending one copies a few words and retains nothing.
+    @exclusivity(unchecked) @usableFromInline var changes: UnsafeMutablePointer<_BatchedChange>
+    @exclusivity(unchecked) @usableFromInline var changeCount = 0
+    @exclusivity(unchecked) var changeCapacity = 16
+    /// One bit per storage offset class (`_maskBit(forOffset:)`) of the changes: a clear bit means the
+    /// property at that offset has not changed yet.
+    @exclusivity(unchecked) var changedMask: UInt64 = 0
+    /// What some changes also need (`_BatchedChange.extra`).
+    @exclusivity(unchecked) @usableFromInline var extras: ContiguousArray<_BatchedExtra> = []
+    /// How to finish a change, one per value type (`_BatchedChange.finisher`); kept across batches.
+    @exclusivity(unchecked) @usableFromInline var finishers: ContiguousArray<_BatchFinisher> = []
+    @exclusivity(unchecked) @usableFromInline var anyKeyPriorSent = false
+    // The indirect observers (dependent keys, chains) the batch has primed and notified: one may
+    // observe several of its keys. Linear searches: a batch reaches few, and hashing costs more than
+    // scanning them. Direct observers need no record: each observes one key, changed once per batch.
     @exclusivity(unchecked) @usableFromInline var primed: ContiguousArray<UInt64> = []
     @exclusivity(unchecked) @usableFromInline var delivered: ContiguousArray<UInt64> = []
+    /// What lets a change skip the registry's lock, while the registry's state is unchanged.
+    @exclusivity(unchecked) var shortcut: _BatchShortcut
 
-    init() {}
+    init() {
+        changes = .allocate(capacity: changeCapacity)
+        shortcut = _BatchShortcut()
+    }
 
-    /// Records that `id` was primed; `false` if it already was.
+    deinit {
+        // The changes are plain values, and every one was delivered (which released its snapshot).
+        changes.deallocate()
+        shortcut.deallocate()
+    }
+
+    /// Records that the indirect observer `id` was primed; `false` if it already was.
     @inlinable
     func prime(_ id: UInt64) -> Bool {
         if primed.contains(id) { return false }
@@ -16,37 +49,285 @@ final class _BatchDelivery {
         return true
     }
 
-    /// Records that `id` was notified; `false` if it already was.
+    /// Records that the indirect observer `id` was notified; `false` if it already was.
     @inlinable
     func deliver(_ id: UInt64) -> Bool {
         if delivered.contains(id) { return false }
         delivered.append(id)
         return true
     }
+
+    /// Appends a change whose old value is still to be written; returns it.
+    @usableFromInline
+    @inline(__always)
+    func append(offset: Int, storage: UnsafeMutableRawPointer, slotIndex: Int, finisher: Int, extra: Int, trivialSize: Int)
+        -> UnsafeMutablePointer<_BatchedChange>
+    {
+        if changeCount == changeCapacity { grow() }
+        let change = changes + changeCount
+        change.initialize(
+            to: _BatchedChange(offset: offset, storage: storage, slotIndex: slotIndex, finisher: finisher, extra: extra, trivialSize: trivialSize))
+        changeCount += 1
+        if offset >= 0 { changedMask |= _maskBit(forOffset: offset) }
+        anyKeyPriorSent = true
+        return change
+    }
+
+    private func grow() {
+        let grown = UnsafeMutablePointer<_BatchedChange>.allocate(capacity: changeCapacity * 2)
+        grown.moveInitialize(from: changes, count: changeCount)
+        changes.deallocate()
+        changes = grown
+        changeCapacity *= 2
+    }
+
+    /// Whether the property stored at `offset` (or, for a zero-sized one, named `key`) already changed
+    /// in this batch.
+    @inline(__always)
+    func hasChanged(offset: Int, key: AnyKeyPath?) -> Bool {
+        if offset >= 0 {
+            guard changedMask & _maskBit(forOffset: offset) != 0 else { return false }
+            for index in 0..<changeCount where changes[index].offset == offset { return true }
+            return false
+        }
+        guard let key else { return false }
+        for index in 0..<changeCount where changes[index].offset < 0 {
+            if let changed = extras[changes[index].extra].key, _sameKey(changed, key) { return true }
+        }
+        return false
+    }
+
+    /// The index in `finishers` of the finisher for values of `type`, or -1.
+    @usableFromInline
+    @inline(__always)
+    func finisher(for type: ObjectIdentifier) -> Int {
+        for index in finishers.indices where finishers[index].type == type { return index }
+        return -1
+    }
+
+    /// Adds the finisher of a value type; returns its index.
+    @usableFromInline
+    func addFinisher(_ finisher: _BatchFinisher) -> Int {
+        finishers.append(finisher)
+        return finishers.endIndex - 1
+    }
+
+    /// Adds what a change also needs; returns its index for `_BatchedChange.extra`.
+    @usableFromInline
+    func addExtra(key: AnyKeyPath?) -> Int {
+        extras.append(_BatchedExtra(key: key, pending: nil))
+        return extras.endIndex - 1
+    }
+
+    /// Empties the batch for reuse, once every change was delivered. Releases what the changes held:
+    /// call it without the registry's lock. Returns `false` if the batch grew too large to keep.
+    func reset() -> Bool {
+        changeCount = 0
+        changedMask = 0
+        if !extras.isEmpty { extras.removeAll(keepingCapacity: true) }
+        if !primed.isEmpty { primed.removeAll(keepingCapacity: true) }
+        if !delivered.isEmpty { delivered.removeAll(keepingCapacity: true) }
+        anyKeyPriorSent = false
+        return changeCapacity <= 64 && extras.capacity <= 64 && primed.capacity <= 64 && delivered.capacity <= 64
+            && finishers.count <= 16
+    }
 }
 
-/// One object's batch on one thread (`coalescingChanges`). Only the thread that opened it touches it.
-@usableFromInline
-final class _BatchState {
-    // `depth` is only accessed with the registry's lock held; the other variables only by the thread
-    // of the batch, one access at a time: `@exclusivity(unchecked)`.
-    @exclusivity(unchecked) var depth = 1
-    @usableFromInline let delivery = _BatchDelivery()
-    /// The keys changed so far, in the order of their first change, with what ends their change.
-    @exclusivity(unchecked) @usableFromInline var changedKeys: [AnyKeyPath] = []
-    /// Per changed key: reads its final value and current observers, and returns its delivery.
-    @exclusivity(unchecked) @usableFromInline var finishers: [() -> () -> Void] = []
-    /// The storage offsets of `changedKeys`, in the same order (-1 for a zero-sized property).
-    @exclusivity(unchecked) @usableFromInline var changedOffsets: [Int] = []
-    @exclusivity(unchecked) @usableFromInline var anyKeyPriorSent = false
+/// What a batch knows of its object's observers, taken under the registry's lock and valid while the
+/// registry's `stateVersion` is `version`: then no observed `@Observed` property needs anything at
+/// the first change of its key (no `.prior`, no observer reading its value through a key path, no
+/// manual-only notification, no observer of every key asking for `.prior`), and the table says
+/// where each one's observers are. A change recorded through it takes no lock.
+struct _BatchShortcut {
+    /// The registry's `stateVersion` when this was taken; `nil` if never.
+    var version: UInt?
+    /// Whether changes may be recorded without the lock at `version`.
+    var isUsable = false
+    /// By offset class (`_maskBit(forOffset:)`'s bit number): the offset and slot index of the first
+    /// observed property of that class (-1: none). Later ones of the same class are in `overflow`.
+    let table: UnsafeMutablePointer<(offset: Int32, slot: Int32)>
+    var overflow: ContiguousArray<(offset: Int, slot: Int)> = []
 
+    init() {
+        table = .allocate(capacity: 64)
+        table.initialize(repeating: (-1, -1), count: 64)
+    }
+
+    func deallocate() {
+        table.deallocate()
+    }
+
+    /// The index of the slot of the property stored at `offset`, or -1 if it has none.
+    @inline(__always)
+    func slotIndex(ofPropertyAt offset: Int) -> Int {
+        let entry = table[(offset &>> 3) & 63]
+        if Int(entry.offset) == offset { return Int(entry.slot) }
+        if entry.offset < 0 { return -1 }
+        for other in overflow where other.offset == offset { return other.slot }
+        return -1
+    }
+
+    mutating func clear() {
+        isUsable = false
+        table.update(repeating: (-1, -1), count: 64)
+        overflow.removeAll(keepingCapacity: true)
+    }
+
+    mutating func add(offset: Int, slot: Int) {
+        let entry = table + ((offset &>> 3) & 63)
+        if entry.pointee.offset < 0, let offset = Int32(exactly: offset), let slot = Int32(exactly: slot) {
+            entry.pointee = (offset, slot)
+        } else {
+            overflow.append((offset, slot))
+        }
+    }
+}
+
+/// Finishes the change at an index of a batch's `changes` (`_BatchStep`), for one value type:
+/// specialised for it by the setter that recorded the change.
+@usableFromInline
+final class _BatchFinisher {
+    @usableFromInline let type: ObjectIdentifier
+    @usableFromInline let finish: (_ batch: _BatchState, _ index: Int, _ step: _BatchStep, _ object: AnyObject) -> Void
+
+    @inlinable
+    init(type: ObjectIdentifier, finish: @escaping (_ batch: _BatchState, _ index: Int, _ step: _BatchStep, _ object: AnyObject) -> Void) {
+        self.type = type
+        self.finish = finish
+    }
+}
+
+/// What a batch remembers of one changed key: where it is, its value before the batch and, once read,
+/// its final value. A plain value: what only some changes need is in `_BatchState.extras`.
+@usableFromInline
+struct _BatchedChange {
+    /// The storage offset of the property, or -1 for a zero-sized one (found by its key).
+    @usableFromInline let offset: Int
+    /// The property's storage in the object. The object outlives its batch: `coalescingChanges`
+    /// runs on it.
+    @usableFromInline let storage: UnsafeMutableRawPointer
+    /// Where the key's observers were found in the registry's slots at its first change (a hint for
+    /// the end of the batch), or -1.
+    @usableFromInline let slotIndex: Int
+    /// The index of its finisher in `_BatchState.finishers`.
+    @usableFromInline let finisher: Int
+    /// The index of its `_BatchedExtra` in `_BatchState.extras`, or -1 (then a slot names its key).
+    @usableFromInline let extra: Int
+    /// The size of the value when it is trivial and fits in a cell (its final value is then read by
+    /// copying bytes, with no call of the finisher), else -1.
+    @usableFromInline let trivialSize: Int
+    /// At the end of the batch: the key's observers then (retained), which the delivery releases.
+    @usableFromInline var current: Unmanaged<_ObserverSnapshot>?
+    @usableFromInline var oldValue = _ValueCell()
+    @usableFromInline var finalValue = _ValueCell()
+
+    @usableFromInline
+    @inline(__always)
+    init(offset: Int, storage: UnsafeMutableRawPointer, slotIndex: Int, finisher: Int, extra: Int, trivialSize: Int) {
+        self.offset = offset
+        self.storage = storage
+        self.slotIndex = slotIndex
+        self.finisher = finisher
+        self.extra = extra
+        self.trivialSize = trivialSize
+    }
+}
+
+/// What only some batched changes need: the key, when no slot names it (a property nobody observes
+/// by key, a zero-sized one), and the values observers reading through key paths read before it.
+@usableFromInline
+struct _BatchedExtra {
+    @usableFromInline var key: AnyKeyPath?
+    @usableFromInline var pending: _BatchedPending?
+
+    @inlinable
+    init(key: AnyKeyPath?, pending: _BatchedPending?) {
+        self.key = key
+        self.pending = pending
+    }
+}
+
+/// The values that observers reading through key paths read at the first change of a key, indexed
+/// like the entries of `observers`, the key's observers then.
+@usableFromInline
+final class _BatchedPending {
+    let observers: _ObserverSnapshot
+    let values: ContiguousArray<Any?>
+
+    @usableFromInline
+    init(observers: _ObserverSnapshot, values: ContiguousArray<Any?>) {
+        self.observers = observers
+        self.values = values
+    }
+
+    /// The values indexed like the entries of `now`.
+    @usableFromInline
+    func values(for now: _ObserverSnapshot) -> ContiguousArray<Any?> {
+        if now === observers { return values }
+        return ContiguousArray(now.entries.map { entry in observers.entries.firstIndex { $0.id == entry.id }.flatMap { values[$0] } })
+    }
+}
+
+/// The steps that end a batched change: every final value is read before any handler runs, so that a
+/// handler changing another key of the batch cannot make that key's notification report its change.
+@usableFromInline
+enum _BatchStep {
+    case readFinalValue
+    case deliver
+}
+
+/// Room for one value whose type only the code that stores it knows: in place when it fits in three
+/// words and moves bitwise (an `Int`, a `String`, most small structs), else in a box whose reference
+/// the first word holds. The cell owns the value but does not release it: `take` moves it out,
+/// exactly once.
+@usableFromInline
+struct _ValueCell {
+    @usableFromInline var words: (UInt, UInt, UInt) = (0, 0, 0)
+
+    @inlinable
     init() {}
 
-    /// Whether the property stored at `offset` (or named `key`, for zero-sized ones) already
-    /// changed in this batch.
-    @usableFromInline
-    func hasChanged(offset: Int, key: AnyKeyPath, isZeroSized: Bool) -> Bool {
-        isZeroSized ? changedKeys.contains { _sameKey($0, key) } : changedOffsets.contains(offset)
+    @inlinable
+    static func fitsInPlace<Value>(_: Value.Type) -> Bool {
+        MemoryLayout<Value>.size <= MemoryLayout<(UInt, UInt, UInt)>.size
+            && MemoryLayout<Value>.alignment <= MemoryLayout<UInt>.alignment
+            && _isBitwiseTakable(Value.self)
+    }
+
+    /// The size of a value of `Value` if it is trivial (no references to count) and fits in place;
+    /// else -1.
+    @inlinable
+    static func trivialSize<Value>(_: Value.Type) -> Int {
+        _isPOD(Value.self) && fitsInPlace(Value.self) ? MemoryLayout<Value>.size : -1
+    }
+
+    @inlinable
+    init<Value>(_ value: Value) {
+        if Self.fitsInPlace(Value.self) {
+            withUnsafeMutableBytes(of: &words) { _ = $0.baseAddress!.initializeMemory(as: Value.self, to: value) }
+        } else {
+            words.0 = UInt(bitPattern: Unmanaged.passRetained(_ValueBox(value)).toOpaque())
+        }
+    }
+
+    /// Moves the value out; the cell must not be read again.
+    @inlinable
+    mutating func take<Value>(_: Value.Type) -> Value {
+        if Self.fitsInPlace(Value.self) {
+            return withUnsafeMutableBytes(of: &words) { $0.baseAddress!.assumingMemoryBound(to: Value.self).move() }
+        }
+        let box = Unmanaged<_ValueBox<Value>>.fromOpaque(UnsafeRawPointer(bitPattern: words.0)!)
+        return box.takeRetainedValue().value
+    }
+}
+
+@usableFromInline
+final class _ValueBox<Value> {
+    @usableFromInline let value: Value
+
+    @inlinable
+    init(_ value: Value) {
+        self.value = value
     }
 }
 
@@ -73,6 +354,10 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     /// - An assignment of an equal value still counts as a change (KVO's rule), unless the observer
     ///   removes duplicates: then the values before and after the batch are compared.
     /// - Manual notifications (`willChangeValue`/`didChangeValue`) inside a batch are not batched.
+    ///
+    /// - Complexity: A batch costs no more than the same changes made without it: a change records
+    ///   its key and old value (O(*k*) in the keys changed so far, to find a repeated one), and the
+    ///   end delivers once per key.
     public func coalescingChanges<Result>(_ body: () throws -> Result) rethrows -> Result {
         let registry = _registryCreatingIfNeeded()
         registry.beginBatch()

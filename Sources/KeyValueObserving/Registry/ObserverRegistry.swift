@@ -47,6 +47,14 @@ final class _ObserverRegistry: @unchecked Sendable {
     /// getter reads it (relaxed) and only takes the lock when it is non-zero.
     @usableFromInline let probeCount = Atomic<Int>(0)
     private let nextID = Atomic<UInt64>(1)
+    /// Changes on every `publish()`: whatever a batch learned of the state under the lock
+    /// (`_BatchShortcut`) holds while it is unchanged. Only changed with `mutex` held.
+    let stateVersion = Atomic<UInt>(0)
+    /// The thread (`_threadID`) whose open batch `ownedBatch` is (unretained: that thread's record
+    /// holds it), or 0: lets that thread find its batch without the lock. Only changed with `mutex`
+    /// held, and only read by a thread to compare with itself.
+    let batchOwner = Atomic<UInt>(0)
+    let ownedBatch = Atomic<UnsafeMutableRawPointer?>(nil)
 
     init() {}
 
@@ -80,6 +88,7 @@ final class _ObserverRegistry: @unchecked Sendable {
     func publish() {
         observedMask.store(state.observedMask, ordering: .releasing)
         slowPathFlags.store(state.slowPathFlags, ordering: .releasing)
+        stateVersion.wrappingAdd(1, ordering: .releasing)
     }
 }
 
