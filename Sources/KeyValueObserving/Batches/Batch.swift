@@ -1,3 +1,5 @@
+import Synchronization
+
 /// One object's batch on one thread (`coalescingChanges`).
 ///
 /// While it is open, only the thread that opened it touches it; once finished it is emptied and kept
@@ -6,39 +8,62 @@
 @usableFromInline
 final class _BatchState {
     // `depth` is only accessed with the registry's lock held. The other variables are only accessed
-    // by the thread of the batch, one access at a time (the registry's lock orders the hand-over of
-    // a reused batch from one thread to the next): `@exclusivity(unchecked)`.
+    // by the thread of the batch, one access at a time (the registry's lock, or `isDelivering`, orders
+    // the hand-over of a reused batch from one thread to the next): `@exclusivity(unchecked)`.
     @exclusivity(unchecked) var depth = 1
     /// The keys changed so far (`changeCount` of them, in the order of their first change), in a
     /// buffer of `changeCapacity`. Plain values: appending one copies a few words and retains nothing.
     @exclusivity(unchecked) @usableFromInline var changes: UnsafeMutablePointer<_BatchedChange>
     @exclusivity(unchecked) @usableFromInline var changeCount = 0
-    @exclusivity(unchecked) var changeCapacity = 16
+    @exclusivity(unchecked) @usableFromInline var changeCapacity = 16
     /// One bit per storage offset class (`_maskBit(forOffset:)`) of the changes: a clear bit means the
     /// property at that offset has not changed yet.
-    @exclusivity(unchecked) var changedMask: UInt64 = 0
+    @exclusivity(unchecked) @usableFromInline var changedMask: UInt64 = 0
     /// What some changes also need (`_BatchedChange.extra`).
     @exclusivity(unchecked) @usableFromInline var extras: ContiguousArray<_BatchedExtra> = []
     /// How to finish a change, one per value type (`_BatchedChange.finisher`); kept across batches.
-    @exclusivity(unchecked) @usableFromInline var finishers: ContiguousArray<_BatchFinisher> = []
+    @exclusivity(unchecked) var finishers: ContiguousArray<_BatchFinisher> = []
+    /// The finisher found last (the changes of a batch often have one value type).
+    @exclusivity(unchecked) @usableFromInline var lastFinisher: Unmanaged<_BatchFinisher>?
     @exclusivity(unchecked) @usableFromInline var anyKeyPriorSent = false
     // The indirect observers (dependent keys, chains) the batch has primed and notified: one may
     // observe several of its keys. Linear searches: a batch reaches few, and hashing costs more than
     // scanning them. Direct observers need no record: each observes one key, changed once per batch.
     @exclusivity(unchecked) @usableFromInline var primed: ContiguousArray<UInt64> = []
     @exclusivity(unchecked) @usableFromInline var delivered: ContiguousArray<UInt64> = []
-    /// What lets a change skip the registry's lock, while the registry's state is unchanged.
-    @exclusivity(unchecked) var shortcut: _BatchShortcut
+
+    // The shortcut: what the batch knows of its object's observers, taken under the registry's lock
+    // (`refreshShortcut`) and valid while the registry's `stateVersion` is `shortcutVersion`. It is
+    // only taken when no observed `@Observed` property needs anything at the first change of its key
+    // (no `.prior`, no observer reading its value through a key path, no manual-only notification,
+    // no observer of every key asking for `.prior`); then a change takes no lock.
+
+    /// The registry's `stateVersion` at which the slot indices of all the changes are right; `.max`
+    /// if they were recorded at different versions (then the end of the batch checks each one).
+    @exclusivity(unchecked) @usableFromInline var slotIndicesVersion = UInt.max
+    /// The registry's `stateVersion` the shortcut is valid at; `.max` (never reached) for none.
+    @exclusivity(unchecked) @usableFromInline var shortcutVersion = UInt.max
+    /// The version the shortcut was last computed at, usable or not.
+    @exclusivity(unchecked) var shortcutCheckedVersion = UInt.max
+    /// By storage offset class (`_maskBit(forOffset:)`'s bit number): the offset and slot index of
+    /// the first observed property of that class (-1: none); the others are in `shortcutOverflow`.
+    @usableFromInline let shortcutTable: UnsafeMutablePointer<(offset: Int32, slot: Int32)>
+    @exclusivity(unchecked) var shortcutOverflow: ContiguousArray<(offset: Int, slot: Int)> = []
+
+    /// Set while a finished batch that the registry already keeps for reuse is still delivering:
+    /// until it is cleared (releasing), the next batch must not take this one.
+    let isDelivering = Atomic<Bool>(false)
 
     init() {
         changes = .allocate(capacity: changeCapacity)
-        shortcut = _BatchShortcut()
+        shortcutTable = .allocate(capacity: 64)
+        shortcutTable.initialize(repeating: (-1, -1), count: 64)
     }
 
     deinit {
         // The changes are plain values, and every one was delivered (which released its snapshot).
         changes.deallocate()
-        shortcut.deallocate()
+        shortcutTable.deallocate()
     }
 
     /// Records that the indirect observer `id` was primed; `false` if it already was.
@@ -57,13 +82,20 @@ final class _BatchState {
         return true
     }
 
-    /// Appends a change whose old value is still to be written; returns it.
-    @usableFromInline
+    /// Appends a change whose old value is still to be written; returns it. `slotIndex` is right at
+    /// the registry's `stateVersion` `version`.
+    @inlinable
     @inline(__always)
-    func append(offset: Int, storage: UnsafeMutableRawPointer, slotIndex: Int, finisher: Int, extra: Int, trivialSize: Int)
-        -> UnsafeMutablePointer<_BatchedChange>
-    {
+    func append(
+        offset: Int, storage: UnsafeMutableRawPointer, slotIndex: Int, version: UInt, finisher: Unmanaged<_BatchFinisher>, extra: Int,
+        trivialSize: Int
+    ) -> UnsafeMutablePointer<_BatchedChange> {
         if changeCount == changeCapacity { grow() }
+        if changeCount == 0 {
+            slotIndicesVersion = version
+        } else if slotIndicesVersion != version {
+            slotIndicesVersion = .max
+        }
         let change = changes + changeCount
         change.initialize(
             to: _BatchedChange(offset: offset, storage: storage, slotIndex: slotIndex, finisher: finisher, extra: extra, trivialSize: trivialSize))
@@ -73,7 +105,8 @@ final class _BatchState {
         return change
     }
 
-    private func grow() {
+    @usableFromInline
+    func grow() {
         let grown = UnsafeMutablePointer<_BatchedChange>.allocate(capacity: changeCapacity * 2)
         grown.moveInitialize(from: changes, count: changeCount)
         changes.deallocate()
@@ -83,7 +116,7 @@ final class _BatchState {
 
     /// Whether the property stored at `offset` (or, for a zero-sized one, named `key`) already changed
     /// in this batch.
-    @inline(__always)
+    @usableFromInline
     func hasChanged(offset: Int, key: AnyKeyPath?) -> Bool {
         if offset >= 0 {
             guard changedMask & _maskBit(forOffset: offset) != 0 else { return false }
@@ -97,19 +130,23 @@ final class _BatchState {
         return false
     }
 
-    /// The index in `finishers` of the finisher for values of `type`, or -1.
+    /// The finisher for values of `type`, if the batch has one (it keeps it).
     @usableFromInline
-    @inline(__always)
-    func finisher(for type: ObjectIdentifier) -> Int {
-        for index in finishers.indices where finishers[index].type == type { return index }
-        return -1
+    func finisher(for type: ObjectIdentifier) -> Unmanaged<_BatchFinisher>? {
+        if let lastFinisher, lastFinisher._withUnsafeGuaranteedRef({ $0.type == type }) { return lastFinisher }
+        for index in finishers.indices where finishers[index].type == type {
+            lastFinisher = Unmanaged.passUnretained(finishers[index])
+            return lastFinisher
+        }
+        return nil
     }
 
-    /// Adds the finisher of a value type; returns its index.
+    /// Adds the finisher of a value type, which the batch keeps; returns it.
     @usableFromInline
-    func addFinisher(_ finisher: _BatchFinisher) -> Int {
+    func addFinisher(_ finisher: _BatchFinisher) -> Unmanaged<_BatchFinisher> {
         finishers.append(finisher)
-        return finishers.endIndex - 1
+        lastFinisher = Unmanaged.passUnretained(finisher)
+        return Unmanaged.passUnretained(finisher)
     }
 
     /// Adds what a change also needs; returns its index for `_BatchedChange.extra`.
@@ -117,6 +154,38 @@ final class _BatchState {
     func addExtra(key: AnyKeyPath?) -> Int {
         extras.append(_BatchedExtra(key: key, pending: nil))
         return extras.endIndex - 1
+    }
+
+    /// Through the shortcut: the index of the slot of the property stored at `offset`, or -1 if it
+    /// has none.
+    @inlinable
+    @inline(__always)
+    func shortcutSlot(ofPropertyAt offset: Int) -> Int {
+        let entry = shortcutTable[(offset &>> 3) & 63]
+        if Int(entry.offset) == offset { return Int(entry.slot) }
+        return entry.offset < 0 ? -1 : shortcutOverflowSlot(ofPropertyAt: offset)
+    }
+
+    @usableFromInline
+    func shortcutOverflowSlot(ofPropertyAt offset: Int) -> Int {
+        for other in shortcutOverflow where other.offset == offset { return other.slot }
+        return -1
+    }
+
+    /// Starts a new shortcut, unusable until `shortcutVersion` is set.
+    func clearShortcut() {
+        shortcutVersion = .max
+        shortcutTable.update(repeating: (-1, -1), count: 64)
+        shortcutOverflow.removeAll(keepingCapacity: true)
+    }
+
+    func addToShortcut(offset: Int, slot: Int) {
+        let entry = shortcutTable + ((offset &>> 3) & 63)
+        if entry.pointee.offset < 0, let offset = Int32(exactly: offset), let slot = Int32(exactly: slot) {
+            entry.pointee = (offset, slot)
+        } else {
+            shortcutOverflow.append((offset, slot))
+        }
     }
 
     /// Empties the batch for reuse, once every change was delivered. Releases what the changes held:
@@ -133,65 +202,19 @@ final class _BatchState {
     }
 }
 
-/// What a batch knows of its object's observers, taken under the registry's lock and valid while the
-/// registry's `stateVersion` is `version`: then no observed `@Observed` property needs anything at
-/// the first change of its key (no `.prior`, no observer reading its value through a key path, no
-/// manual-only notification, no observer of every key asking for `.prior`), and the table says
-/// where each one's observers are. A change recorded through it takes no lock.
-struct _BatchShortcut {
-    /// The registry's `stateVersion` when this was taken; `nil` if never.
-    var version: UInt?
-    /// Whether changes may be recorded without the lock at `version`.
-    var isUsable = false
-    /// By offset class (`_maskBit(forOffset:)`'s bit number): the offset and slot index of the first
-    /// observed property of that class (-1: none). Later ones of the same class are in `overflow`.
-    let table: UnsafeMutablePointer<(offset: Int32, slot: Int32)>
-    var overflow: ContiguousArray<(offset: Int, slot: Int)> = []
-
-    init() {
-        table = .allocate(capacity: 64)
-        table.initialize(repeating: (-1, -1), count: 64)
-    }
-
-    func deallocate() {
-        table.deallocate()
-    }
-
-    /// The index of the slot of the property stored at `offset`, or -1 if it has none.
-    @inline(__always)
-    func slotIndex(ofPropertyAt offset: Int) -> Int {
-        let entry = table[(offset &>> 3) & 63]
-        if Int(entry.offset) == offset { return Int(entry.slot) }
-        if entry.offset < 0 { return -1 }
-        for other in overflow where other.offset == offset { return other.slot }
-        return -1
-    }
-
-    mutating func clear() {
-        isUsable = false
-        table.update(repeating: (-1, -1), count: 64)
-        overflow.removeAll(keepingCapacity: true)
-    }
-
-    mutating func add(offset: Int, slot: Int) {
-        let entry = table + ((offset &>> 3) & 63)
-        if entry.pointee.offset < 0, let offset = Int32(exactly: offset), let slot = Int32(exactly: slot) {
-            entry.pointee = (offset, slot)
-        } else {
-            overflow.append((offset, slot))
-        }
-    }
-}
-
-/// Finishes the change at an index of a batch's `changes` (`_BatchStep`), for one value type:
-/// specialised for it by the setter that recorded the change.
+/// Finishes a change of a batch (`_BatchStep`), for one value type: specialised for it by the setter
+/// that recorded the change.
 @usableFromInline
 final class _BatchFinisher {
     @usableFromInline let type: ObjectIdentifier
-    @usableFromInline let finish: (_ batch: _BatchState, _ index: Int, _ step: _BatchStep, _ object: AnyObject) -> Void
+    @usableFromInline let finish:
+        (_ change: UnsafeMutablePointer<_BatchedChange>, _ step: _BatchStep, _ batch: _BatchState, _ object: AnyObject) -> Void
 
     @inlinable
-    init(type: ObjectIdentifier, finish: @escaping (_ batch: _BatchState, _ index: Int, _ step: _BatchStep, _ object: AnyObject) -> Void) {
+    init(
+        type: ObjectIdentifier,
+        finish: @escaping (_ change: UnsafeMutablePointer<_BatchedChange>, _ step: _BatchStep, _ batch: _BatchState, _ object: AnyObject) -> Void
+    ) {
         self.type = type
         self.finish = finish
     }
@@ -209,8 +232,8 @@ struct _BatchedChange {
     /// Where the key's observers were found in the registry's slots at its first change (a hint for
     /// the end of the batch), or -1.
     @usableFromInline let slotIndex: Int
-    /// The index of its finisher in `_BatchState.finishers`.
-    @usableFromInline let finisher: Int
+    /// Its finisher, which the batch keeps (`_BatchState.finishers`).
+    @usableFromInline let finisher: Unmanaged<_BatchFinisher>
     /// The index of its `_BatchedExtra` in `_BatchState.extras`, or -1 (then a slot names its key).
     @usableFromInline let extra: Int
     /// The size of the value when it is trivial and fits in a cell (its final value is then read by
@@ -223,7 +246,7 @@ struct _BatchedChange {
 
     @usableFromInline
     @inline(__always)
-    init(offset: Int, storage: UnsafeMutableRawPointer, slotIndex: Int, finisher: Int, extra: Int, trivialSize: Int) {
+    init(offset: Int, storage: UnsafeMutableRawPointer, slotIndex: Int, finisher: Unmanaged<_BatchFinisher>, extra: Int, trivialSize: Int) {
         self.offset = offset
         self.storage = storage
         self.slotIndex = slotIndex
@@ -308,6 +331,20 @@ struct _ValueCell {
         } else {
             words.0 = UInt(bitPattern: Unmanaged.passRetained(_ValueBox(value)).toOpaque())
         }
+    }
+
+    /// Copies the value stored at `source` into the cell if it is trivial, `size` (`trivialSize`)
+    /// bytes long; `false` if `size` is -1.
+    @inline(__always)
+    mutating func copyTrivialValue(from source: UnsafeRawPointer, size: Int) -> Bool {
+        switch size {
+        case 8: words.0 = UInt(truncatingIfNeeded: source.loadUnaligned(as: UInt64.self))
+        case 1: words.0 = UInt(source.load(as: UInt8.self))
+        case 0: break
+        case -1: return false
+        default: withUnsafeMutableBytes(of: &words) { $0.baseAddress!.copyMemory(from: source, byteCount: size) }
+        }
+        return true
     }
 
     /// Moves the value out; the cell must not be read again.

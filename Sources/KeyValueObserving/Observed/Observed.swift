@@ -148,9 +148,8 @@ public struct Observed<Value> {
     /// The set path when the object has observers of every key (they are told before the key's own
     /// observers, with `.prior`, and after them), an open batch (on this thread, the change is
     /// announced at the first change of the key and delivered when the batch ends) or a silenced
-    /// setter. A change the calling thread's batch can record without the lock is recorded so
-    /// (`batchShortcut`); otherwise everything the set needs is found under one lock
-    /// (`slowPathLookup`). `key` is only called when no slot names the property.
+    /// setter. A change the calling thread's batch can record without the lock is recorded here
+    /// (`recordInOwnedBatch`); anything else goes on to `_setNotifyingAnyKeyLocked`.
     @inlinable
     @inline(never)
     static func _setNotifyingAnyKey(
@@ -161,19 +160,16 @@ public struct Observed<Value> {
         key: () -> AnyKeyPath,
         registry: Unmanaged<_ObserverRegistry>
     ) {
-        let isZeroSized = MemoryLayout<Value>.size == 0
-        // Zero-sized properties may share their offset with another property: they are found by key
-        // path, as a silenced setter is recognised. No storage is at offset -1.
-        let offset = isZeroSized ? -1 : storageOffset
-        let namingOffset: Int? = isZeroSized ? nil : storageOffset
         let flags = registry._withUnsafeGuaranteedRef { $0.slowPathFlags.load(ordering: .acquiring) }
-        if !isZeroSized {
-            let shortcut = registry._withUnsafeGuaranteedRef {
-                $0.batchShortcut(
-                    offset: offset, storage: UnsafeMutableRawPointer(storage), valueType: ObjectIdentifier(Value.self),
-                    trivialSize: _ValueCell.trivialSize(Value.self), flags: flags)
+        // Zero-sized properties are found by key path, and a silenced setter by its key: under the lock.
+        if MemoryLayout<Value>.size != 0, flags & (_SlowPath.batch | _SlowPath.silencedSetter) == _SlowPath.batch {
+            let valueType = ObjectIdentifier(Value.self)
+            let trivialSize = _ValueCell.trivialSize(Value.self)
+            let rawStorage = UnsafeMutableRawPointer(storage)
+            let recorded = registry._withUnsafeGuaranteedRef {
+                $0.recordInOwnedBatch(offset: storageOffset, storage: rawStorage, valueType: valueType, trivialSize: trivialSize)
             }
-            switch shortcut {
+            switch recorded {
             case .unavailable:
                 break
             case .repeated:
@@ -183,24 +179,62 @@ public struct Observed<Value> {
                 change.pointee.oldValue = _ValueCell(storage.pointee._value)
                 storage.pointee._value = newValue
                 return
-            case .recordWithKey(let batch, let slot):
-                var changedKey: AnyKeyPath?
-                if slot < 0 {
-                    // A property with no observers notifies automatically if its class says so.
-                    let key = key()
-                    guard type(of: object).automaticallyNotifiesObservers(for: key) else {
-                        storage.pointee._value = newValue
-                        return
-                    }
-                    changedKey = key
-                }
-                batch._withUnsafeGuaranteedRef { batch in
-                    _ = _recordBatchedChange(in: batch, offset: offset, storage: storage, slotIndex: slot, key: changedKey)
-                }
-                storage.pointee._value = newValue
+            case .recordWithKey(let batch, let slot, let version):
+                _recordInBatchWithKey(
+                    newValue, on: object, storage: storage, storageOffset: storageOffset, slot: slot, version: version, key: key, batch: batch)
                 return
             }
         }
+        _setNotifyingAnyKeyLocked(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry, flags: flags)
+    }
+
+    /// Records a change in the calling thread's batch, through its shortcut, with its key when no
+    /// observer's slot names it (then the class decides whether the key notifies automatically).
+    @inlinable
+    @inline(never)
+    static func _recordInBatchWithKey(
+        _ newValue: Value,
+        on object: KeyValueObservable,
+        storage: UnsafeMutablePointer<Observed<Value>>,
+        storageOffset: Int,
+        slot: Int,
+        version: UInt,
+        key: () -> AnyKeyPath,
+        batch: Unmanaged<_BatchState>
+    ) {
+        var changedKey: AnyKeyPath?
+        if slot < 0 {
+            let key = key()
+            guard type(of: object).automaticallyNotifiesObservers(for: key) else {
+                storage.pointee._value = newValue
+                return
+            }
+            changedKey = key
+        }
+        batch._withUnsafeGuaranteedRef { batch in
+            _ = _recordBatchedChange(in: batch, offset: storageOffset, storage: storage, slotIndex: slot, version: version, key: changedKey)
+        }
+        storage.pointee._value = newValue
+    }
+
+    /// The rest of `_setNotifyingAnyKey`: everything the set needs, found under one lock
+    /// (`slowPathLookup`). `key` is only called when no slot names the property.
+    @inlinable
+    @inline(never)
+    static func _setNotifyingAnyKeyLocked(
+        _ newValue: Value,
+        on object: KeyValueObservable,
+        storage: UnsafeMutablePointer<Observed<Value>>,
+        storageOffset: Int,
+        key: () -> AnyKeyPath,
+        registry: Unmanaged<_ObserverRegistry>,
+        flags: UInt8
+    ) {
+        let isZeroSized = MemoryLayout<Value>.size == 0
+        // Zero-sized properties may share their offset with another property: they are found by key
+        // path, as a silenced setter is recognised. No storage is at offset -1.
+        let offset = isZeroSized ? -1 : storageOffset
+        let namingOffset: Int? = isZeroSized ? nil : storageOffset
         var found = registry._withUnsafeGuaranteedRef { registry in
             let knownKey: AnyKeyPath? = isZeroSized || flags & _SlowPath.silencedSetter != 0 ? key() : nil
             return registry.slowPathLookup(offset: offset, key: knownKey, flags: flags)
@@ -222,7 +256,8 @@ public struct Observed<Value> {
             batch._withUnsafeGuaranteedRef { batch in
                 // Observers of every key hear of the batch's first change only.
                 let isFirst = !batch.anyKeyPriorSent
-                let extra = _recordBatchedChange(in: batch, offset: offset, storage: storage, slotIndex: found.slotIndex, key: changedKey)
+                let extra = _recordBatchedChange(
+                    in: batch, offset: offset, storage: storage, slotIndex: found.slotIndex, version: found.version, key: changedKey)
                 if isFirst { found.anyKey?.willChange(object, changedKey, storageOffset: namingOffset) }
                 if let snapshot = found.snapshot, snapshot.needsWillChange {
                     if let values = snapshot.willChange(on: object, oldValue: storage.pointee._value, batch: batch), extra >= 0 {
@@ -247,25 +282,26 @@ public struct Observed<Value> {
 
     /// Appends a change of this property, with its value now as the value before the batch, to
     /// `batch`; returns the index of its `_BatchedExtra` (-1 if it has none: no key to keep).
+    /// `slotIndex` is right at the registry's `stateVersion` `version` (`.max`: unknown).
     @inlinable
     static func _recordBatchedChange(
         in batch: _BatchState,
         offset: Int,
         storage: UnsafeMutablePointer<Observed<Value>>,
         slotIndex: Int,
+        version: UInt,
         key: AnyKeyPath?
     ) -> Int {
-        var finisher = batch.finisher(for: ObjectIdentifier(Value.self))
-        if finisher < 0 {
-            finisher = batch.addFinisher(
-                _BatchFinisher(type: ObjectIdentifier(Value.self)) { batch, index, step, object in
-                    _finishBatchedChange(batch, index, step, on: object)
+        let finisher =
+            batch.finisher(for: ObjectIdentifier(Value.self))
+            ?? batch.addFinisher(
+                _BatchFinisher(type: ObjectIdentifier(Value.self)) { change, step, batch, object in
+                    _finishBatchedChange(change, step, batch: batch, on: object)
                 })
-        }
         let extra = key.map { batch.addExtra(key: $0) } ?? -1
         let change = batch.append(
-            offset: offset, storage: UnsafeMutableRawPointer(storage), slotIndex: slotIndex, finisher: finisher, extra: extra,
-            trivialSize: _ValueCell.trivialSize(Value.self))
+            offset: offset, storage: UnsafeMutableRawPointer(storage), slotIndex: slotIndex, version: version, finisher: finisher,
+            extra: extra, trivialSize: _ValueCell.trivialSize(Value.self))
         change.pointee.oldValue = _ValueCell(storage.pointee._value)
         return extra
     }
@@ -273,16 +309,19 @@ public struct Observed<Value> {
     /// The end of a batched change of this property (a `_BatchFinisher`): reads its final value,
     /// then notifies the key's observers of the end of the batch.
     @inlinable
-    static func _finishBatchedChange(_ batch: _BatchState, _ index: Int, _ step: _BatchStep, on object: AnyObject) {
+    static func _finishBatchedChange(_ change: UnsafeMutablePointer<_BatchedChange>, _ step: _BatchStep, batch: _BatchState, on object: AnyObject) {
         switch step {
         case .readFinalValue:
-            let storage = batch.changes[index].storage.assumingMemoryBound(to: Observed<Value>.self)
-            batch.changes[index].finalValue = _ValueCell(storage.pointee._value)
+            change.pointee.finalValue = _ValueCell(change.pointee.storage.assumingMemoryBound(to: Observed<Value>.self).pointee._value)
         case .deliver:
-            let oldValue = batch.changes[index].oldValue.take(Value.self)
-            let finalValue = batch.changes[index].finalValue.take(Value.self)
-            guard let current = batch.changes[index].current?.takeRetainedValue() else { return }
-            let extra = batch.changes[index].extra
+            let oldValue = change.pointee.oldValue.take(Value.self)
+            let finalValue = change.pointee.finalValue.take(Value.self)
+            guard let current = change.pointee.current?.takeRetainedValue() else { return }
+            if current.isPlain {
+                current.deliverPlain(finalValue, on: object)
+                return
+            }
+            let extra = change.pointee.extra
             let pending = extra < 0 ? nil : batch.extras[extra].pending?.values(for: current)
             current.didChange(finalValue, oldValue: oldValue, pending: pending, on: object, batch: batch)
         }

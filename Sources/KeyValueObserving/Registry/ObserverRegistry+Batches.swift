@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(Darwin)
 import Darwin
 #elseif canImport(Glibc)
@@ -6,9 +8,12 @@ import Glibc
 import Musl
 #endif
 
-// Batches (`coalescingChanges`): one per object and thread, in the thread's record; and the lookups of
-// the set path's slow path (`_setNotifyingAnyKey`): without the lock for a change recorded in the
-// calling thread's batch (`batchShortcut`), else everything under one lock (`slowPathLookup`).
+// Batches (`coalescingChanges`): one per object and thread, and the lookups of the set path's slow
+// path (`_setNotifyingAnyKey`): without the lock for a change the calling thread's batch can record
+// through its shortcut (`recordInOwnedBatch`), else everything under one lock (`slowPathLookup`).
+//
+// One batch at a time per object is held by the registry's owner slot (`batchOwner`, `ownedBatch`),
+// which its thread reads without the lock; other threads' batches are in their thread records.
 
 /// What the slow path of a set needs to know, found under one lock (`slowPathLookup`).
 @usableFromInline
@@ -17,14 +22,15 @@ struct _SlowPathLookup {
     @usableFromInline var snapshot: _ObserverSnapshot?
     /// The key, if the caller passed it or a slot names it.
     @usableFromInline var key: AnyKeyPath?
-    /// Where `snapshot` was found in the registry's slots, or -1.
+    /// Where `snapshot` was found in the registry's slots, or -1, right at `stateVersion` `version`.
     @usableFromInline var slotIndex = -1
+    @usableFromInline var version = UInt.max
     /// A slot waits to learn which property it is, and this one may be it: ask `snapshot(forStorageAt:key:)`.
     @usableFromInline var needsLearning = false
     /// The observers of every key, if there are some and the set may have to tell them.
     @usableFromInline var anyKey: _AnyKeySnapshot?
-    /// The calling thread's open batch on the object (unretained: the thread's record holds it until
-    /// this thread ends it).
+    /// The calling thread's open batch on the object (unretained: the registry holds it until this
+    /// thread ends it).
     @usableFromInline var batch: Unmanaged<_BatchState>?
     /// The set only stores: its setter is silenced (a to-many mutation sends its own notification), or
     /// its key already changed in the thread's batch.
@@ -35,7 +41,8 @@ struct _SlowPathLookup {
     }
 }
 
-/// How a set of a property goes into the calling thread's batch without the lock (`batchShortcut`).
+/// How a set of a property goes into the calling thread's batch without the lock
+/// (`recordInOwnedBatch`).
 @usableFromInline
 enum _BatchShortcutResult {
     /// Not that way: take the locked path (`slowPathLookup`).
@@ -45,12 +52,12 @@ enum _BatchShortcutResult {
     /// The change is recorded: write the value before it into the change's `oldValue`, then store.
     case recorded(UnsafeMutablePointer<_BatchedChange>)
     /// The key has no observers (`slot` is -1), so the class decides whether it notifies, by key; or
-    /// the batch has no finisher for the value's type yet. Record it with `_recordBatchedChange`.
-    case recordWithKey(Unmanaged<_BatchState>, slot: Int)
+    /// the value's type is not the last one recorded. Record it with `_recordBatchedChange`.
+    case recordWithKey(Unmanaged<_BatchState>, slot: Int, version: UInt)
 }
 
 /// A thread's identity as an integer (0 is no thread).
-@inline(__always)
+@inlinable
 func _threadID(_ thread: pthread_t) -> UInt {
     #if canImport(Glibc)
     UInt(thread)
@@ -60,33 +67,33 @@ func _threadID(_ thread: pthread_t) -> UInt {
 }
 
 extension _ObserverRegistry {
-    /// Whether a set of the `@Observed` property stored at `offset` (not a zero-sized one) goes into
-    /// the calling thread's batch without the lock: when that thread owns `ownedBatch` and the
-    /// batch's shortcut is valid (no observer needs anything at the first change of a key). Records
-    /// the change when it can; the caller writes its old value.
+    /// Records a set of the `@Observed` property stored at `offset` (not a zero-sized one) in the
+    /// calling thread's batch without the lock, if that thread holds the owner slot and the batch's
+    /// shortcut is valid. The caller checked `slowPathFlags` (a batch, no silenced setter).
     ///
     /// - Complexity: O(1) for a property whose storage offset class (`_maskBit(forOffset:)`) no
     ///   other observed or changed property shares.
-    @usableFromInline
-    func batchShortcut(offset: Int, storage: UnsafeMutableRawPointer, valueType: ObjectIdentifier, trivialSize: Int, flags: UInt8)
+    @inlinable
+    @inline(__always)
+    func recordInOwnedBatch(offset: Int, storage: UnsafeMutableRawPointer, valueType: ObjectIdentifier, trivialSize: Int)
         -> _BatchShortcutResult
     {
-        // A silenced setter is recognised by its key, under the lock.
-        guard flags & (_SlowPath.batch | _SlowPath.silencedSetter) == _SlowPath.batch,
-            batchOwner.load(ordering: .relaxed) == _threadID(pthread_self()),
-            let pointer = ownedBatch.load(ordering: .relaxed)
-        else { return .unavailable }
+        guard batchOwner.load(ordering: .relaxed) == _threadID(pthread_self()), let pointer = ownedBatch.load(ordering: .relaxed) else {
+            return .unavailable
+        }
+        // The owner slot holds the batch until this thread ends it.
         let batch = Unmanaged<_BatchState>.fromOpaque(pointer)
         return batch._withUnsafeGuaranteedRef { state in
-            guard state.shortcut.isUsable, state.shortcut.version == stateVersion.load(ordering: .acquiring) else {
-                return .unavailable
+            let version = stateVersion.load(ordering: .acquiring)
+            guard state.shortcutVersion == version else { return .unavailable }
+            if state.changedMask & _maskBit(forOffset: offset) != 0, state.hasChanged(offset: offset, key: nil) { return .repeated }
+            let slot = state.shortcutSlot(ofPropertyAt: offset)
+            guard slot >= 0, let finisher = state.lastFinisher, finisher._withUnsafeGuaranteedRef({ $0.type == valueType }) else {
+                return .recordWithKey(batch, slot: slot, version: version)
             }
-            if state.hasChanged(offset: offset, key: nil) { return .repeated }
-            let slot = state.shortcut.slotIndex(ofPropertyAt: offset)
-            let finisher = state.finisher(for: valueType)
-            guard slot >= 0, finisher >= 0 else { return .recordWithKey(batch, slot: slot) }
             return .recorded(
-                state.append(offset: offset, storage: storage, slotIndex: slot, finisher: finisher, extra: -1, trivialSize: trivialSize))
+                state.append(
+                    offset: offset, storage: storage, slotIndex: slot, version: version, finisher: finisher, extra: -1, trivialSize: trivialSize))
         }
     }
 
@@ -101,14 +108,18 @@ extension _ObserverRegistry {
         var found = _SlowPathLookup(key: key)
         let thread: pthread_t? = flags & (_SlowPath.batch | _SlowPath.silencedSetter) != 0 ? pthread_self() : nil
         mutex.lock()
-        if let thread, let record = state.threads.firstIndex(where: { pthread_equal($0.thread, thread) != 0 }) {
-            // Wrapper key paths are plain property key paths: comparing them runs no user code.
-            if let key, state.threads[record].silencedKeys.contains(where: { _sameKey($0, key) }) {
-                mutex.unlock()
-                found.storesOnly = true
-                return found
+        if let thread {
+            var batch = ownedBatch(of: thread)?.takeUnretainedValue()
+            if let record = state.threads.firstIndex(where: { pthread_equal($0.thread, thread) != 0 }) {
+                // Wrapper key paths are plain property key paths: comparing them runs no user code.
+                if let key, state.threads[record].silencedKeys.contains(where: { _sameKey($0, key) }) {
+                    mutex.unlock()
+                    found.storesOnly = true
+                    return found
+                }
+                batch = batch ?? state.threads[record].batch
             }
-            if let batch = state.threads[record].batch {
+            if let batch {
                 if batch.hasChanged(offset: offset, key: key) {
                     mutex.unlock()
                     found.storesOnly = true
@@ -125,6 +136,7 @@ extension _ObserverRegistry {
             found.slotIndex = index
         }
         found.needsLearning = needsLearning
+        found.version = needsLearning ? .max : stateVersion.load(ordering: .relaxed)
         // In a batch, observers of every key hear of its first change only.
         let priorSent = found.batch?._withUnsafeGuaranteedRef { $0.anyKeyPriorSent } ?? false
         if !priorSent, !state.anyKeyObservers.observers.isEmpty {
@@ -134,12 +146,26 @@ extension _ObserverRegistry {
         return found
     }
 
-    /// With the lock held: brings `batch.shortcut` up to date with the state.
+    /// With the lock held: the batch in the owner slot if `thread` holds it (the slot keeps it).
+    private func ownedBatch(of thread: pthread_t) -> Unmanaged<_BatchState>? {
+        guard batchOwner.load(ordering: .relaxed) == _threadID(thread), let pointer = ownedBatch.load(ordering: .relaxed) else { return nil }
+        return Unmanaged<_BatchState>.fromOpaque(pointer)
+    }
+
+    /// With the lock held: the batch in the record of `thread`, if it has one.
+    private func recordedBatch(of thread: pthread_t) -> _BatchState? {
+        guard !state.threads.isEmpty, let record = state.threads.firstIndex(where: { pthread_equal($0.thread, thread) != 0 }) else {
+            return nil
+        }
+        return state.threads[record].batch
+    }
+
+    /// With the lock held: brings the shortcut of `batch` up to date with the state.
     private func refreshShortcut(of batch: _BatchState) {
         let version = stateVersion.load(ordering: .relaxed)
-        guard batch.shortcut.version != version else { return }
-        batch.shortcut.version = version
-        batch.shortcut.clear()
+        guard batch.shortcutCheckedVersion != version else { return }
+        batch.shortcutCheckedVersion = version
+        batch.clearShortcut()
         if !state.anyKeyObservers.observers.isEmpty, state.anyKeyObservers.wantsPrior { return }
         for index in state.slots.indices where state.slots[index].kind == .storage {
             // A slot still to learn its offset could be any property's.
@@ -147,9 +173,9 @@ extension _ObserverRegistry {
             let snapshot = Unmanaged.passUnretained(state.slots[index].snapshot)
             let isSimple = snapshot._withUnsafeGuaranteedRef { !$0.needsWillChange && $0.notifiesAutomatically }
             guard isSimple else { return }
-            batch.shortcut.add(offset: offset, slot: index)
+            batch.addToShortcut(offset: offset, slot: index)
         }
-        batch.shortcut.isUsable = true
+        batch.shortcutVersion = version
     }
 
     /// With the lock held: the index of the slot of the `@Observed` property stored at `offset` (or,
@@ -182,27 +208,32 @@ extension _ObserverRegistry {
     func beginBatch() {
         let thread = pthread_self()
         mutex.lock()
-        // A finished batch is reused: its arrays keep their capacity, its shortcut may still hold.
-        let spare = state.spareBatch
-        state.spareBatch = nil
-        let opened: _BatchState? = state.withRecord(of: thread) { record in
-            if let batch = record.batch {
-                batch.depth += 1
-                return nil
-            }
-            let batch = spare ?? _BatchState()
-            batch.depth = 1
-            record.batch = batch
-            return batch
+        if let batch = ownedBatch(of: thread) {
+            batch._withUnsafeGuaranteedRef { $0.depth += 1 }
+            mutex.unlock()
+            return
         }
-        if let opened {
-            if batchOwner.load(ordering: .relaxed) == 0 {
-                ownedBatch.store(Unmanaged.passUnretained(opened).toOpaque(), ordering: .relaxed)
-                batchOwner.store(_threadID(thread), ordering: .relaxed)
-            }
-            publishSlowPathFlags()
+        if let batch = recordedBatch(of: thread) {
+            batch.depth += 1
+            mutex.unlock()
+            return
+        }
+        // A finished batch is reused: its buffers keep their capacity, its shortcut may still hold.
+        let batch: _BatchState
+        if let spare = state.spareBatch, !spare.isDelivering.load(ordering: .acquiring) {
+            batch = spare
+            state.spareBatch = nil
         } else {
-            state.spareBatch = spare
+            batch = _BatchState()
+        }
+        batch.depth = 1
+        if batchOwner.load(ordering: .relaxed) == 0 {
+            ownedBatch.store(Unmanaged.passRetained(batch).toOpaque(), ordering: .relaxed)
+            batchOwner.store(_threadID(thread), ordering: .relaxed)
+            slowPathFlags.store(slowPathFlags.load(ordering: .relaxed) | _SlowPath.batch, ordering: .releasing)
+        } else {
+            state.withRecord(of: thread) { $0.batch = batch }
+            publishSlowPathFlags()
         }
         mutex.unlock()
     }
@@ -210,83 +241,122 @@ extension _ObserverRegistry {
     func endBatch(on object: AnyObject) {
         let thread = pthread_self()
         mutex.lock()
-        let finished: _BatchState? = state.withRecord(of: thread) { record in
-            guard let batch = record.batch else { return nil }
-            batch.depth -= 1
-            guard batch.depth == 0 else { return nil }
-            record.batch = nil
-            return batch
+        let finished: _BatchState?
+        if let owned = ownedBatch(of: thread) {
+            let depth = owned._withUnsafeGuaranteedRef { batch in
+                batch.depth -= 1
+                return batch.depth
+            }
+            if depth == 0 {
+                batchOwner.store(0, ordering: .relaxed)
+                ownedBatch.store(nil, ordering: .relaxed)
+                finished = owned.takeRetainedValue()
+            } else {
+                finished = nil
+            }
+        } else {
+            finished = state.withRecord(of: thread) { record in
+                guard let batch = record.batch else { return nil }
+                batch.depth -= 1
+                guard batch.depth == 0 else { return nil }
+                record.batch = nil
+                return batch
+            }
         }
         guard let batch = finished else {
             mutex.unlock()
             return
         }
-        if batchOwner.load(ordering: .relaxed) == _threadID(thread) {
-            batchOwner.store(0, ordering: .relaxed)
-            ownedBatch.store(nil, ordering: .relaxed)
-        }
         publishSlowPathFlags()
+        // Kept for the next batch now, to save taking the lock again: marked as still delivering.
+        let keeps = state.spareBatch == nil
+        if keeps {
+            batch.isDelivering.store(true, ordering: .relaxed)
+            state.spareBatch = batch
+        }
         // Delivered after the batch is closed: changes made by handlers notify as usual, and the batch
         // is reachable from here only. The observers notified are those of the end of the batch (one
-        // may have registered meanwhile).
+        // may have registered meanwhile), and every final value is read before any handler runs: a
+        // trivial one here, by copying its bytes (no user code), the others after unlocking.
         let count = batch.changeCount
         let anyKey = count == 0 || state.anyKeyObservers.observers.isEmpty ? nil : state.anyKeyObservers
-        var keys: [AnyKeyPath] = []
-        var offsets: [Int?] = []
-        if anyKey != nil {
-            keys.reserveCapacity(count)
-            offsets.reserveCapacity(count)
-        }
-        var learning: [Int] = []
+        var named: (keys: [AnyKeyPath], offsets: [Int?])? = anyKey == nil ? nil : ([], [])
+        var learning: [Int]?
+        var allTrivial = true
+        // Unless the observers changed since the changes were recorded, their slot indices are right.
+        let hintsAreRight = batch.slotIndicesVersion == stateVersion.load(ordering: .relaxed)
         for index in 0..<count {
-            let change = batch.changes[index]
-            let extraKey = change.extra < 0 ? nil : batch.extras[change.extra].key
-            let (slot, needsLearning) = slotIndex(ofPropertyAt: change.offset, key: extraKey, hint: change.slotIndex)
-            if slot >= 0 { batch.changes[index].current = Unmanaged.passRetained(state.slots[slot].snapshot) }
-            if needsLearning { learning.append(index) }
-            if anyKey != nil {
+            let change = batch.changes + index
+            let offset = change.pointee.offset
+            let extra = change.pointee.extra
+            let (slot, needsLearning) =
+                hintsAreRight
+                ? (change.pointee.slotIndex, false)
+                : extra < 0
+                    ? slotIndex(ofPropertyAt: offset, key: nil, hint: change.pointee.slotIndex)
+                    : slotIndex(ofPropertyAt: offset, key: batch.extras[extra].key, hint: change.pointee.slotIndex)
+            if slot >= 0 { change.pointee.current = Unmanaged.passRetained(state.slots[slot].snapshot) }
+            if needsLearning { learning = (learning ?? []) + [index] }
+            if !change.pointee.finalValue.copyTrivialValue(from: change.pointee.storage, size: change.pointee.trivialSize) {
+                allTrivial = false
+            }
+            if named != nil {
                 // A change is recorded without its key only when a slot knew its offset, which the
                 // registry then remembers for good.
-                if let key = extraKey ?? (slot < 0 ? nil : state.slots[slot].keyPath)
-                    ?? state.learnedOffsets.first(where: { $0.offset == change.offset })?.key
-                {
-                    keys.append(key)
-                    offsets.append(change.offset < 0 ? nil : change.offset)
+                let key =
+                    extra >= 0
+                    ? batch.extras[extra].key
+                    : slot >= 0 ? state.slots[slot].keyPath : state.learnedOffsets.first { $0.offset == offset }?.key
+                if let key {
+                    named!.keys.append(key)
+                    named!.offsets.append(offset < 0 ? nil : offset)
                 }
             }
         }
         mutex.unlock()
-        for index in learning {
+        for index in learning ?? [] {
             // Only changes recorded with their key can be waiting to be learned.
-            let extra = batch.changes[index].extra
-            guard extra >= 0, let key = batch.extras[extra].key else { continue }
-            batch.changes[index].current = snapshot(forStorageAt: batch.changes[index].offset, key: { key }).map { .passRetained($0) }
-        }
-        // Every final value is read before any handler runs; a trivial one by copying its bytes.
-        for index in 0..<count {
             let change = batch.changes + index
-            let size = change.pointee.trivialSize
-            if size >= 0 {
-                withUnsafeMutableBytes(of: &change.pointee.finalValue.words) { $0.baseAddress!.copyMemory(from: change.pointee.storage, byteCount: size) }
-            } else {
-                batch.finishers[change.pointee.finisher].finish(batch, index, .readFinalValue, object)
+            guard change.pointee.extra >= 0, let key = batch.extras[change.pointee.extra].key else { continue }
+            change.pointee.current = snapshot(forStorageAt: change.pointee.offset, key: { key }).map { .passRetained($0) }
+        }
+        if !allTrivial {
+            for index in 0..<count where batch.changes[index].trivialSize < 0 {
+                let change = batch.changes + index
+                change.pointee.finisher._withUnsafeGuaranteedRef { $0.finish(change, .readFinalValue, batch, object) }
             }
         }
         for index in 0..<count {
-            batch.finishers[batch.changes[index].finisher].finish(batch, index, .deliver, object)
+            let change = batch.changes + index
+            change.pointee.finisher._withUnsafeGuaranteedRef { $0.finish(change, .deliver, batch, object) }
         }
-        anyKey?.didChange(object, keys, storageOffsets: .many(offsets))
-        // Recycled for the next batch, emptied first: emptying releases what the changes held.
-        guard batch.reset() else { return }
-        mutex.lock()
-        if state.spareBatch == nil { state.spareBatch = batch }
-        mutex.unlock()
+        if let anyKey, let named { anyKey.didChange(object, named.keys, storageOffsets: .many(named.offsets)) }
+        // Emptied for the next batch: emptying releases what the changes held.
+        let isKept = batch.reset()
+        guard keeps else { return }
+        if !isKept {
+            mutex.lock()
+            if state.spareBatch === batch { state.spareBatch = nil }
+            mutex.unlock()
+        }
+        batch.isDelivering.store(false, ordering: .releasing)
     }
 
-    /// Stores `slowPathFlags` from the state, after a change of the threads' records only (a batch
-    /// opened or closed): that changes no observer, so `stateVersion` stays. Called with the lock held.
+    /// The `slowPathFlags` bit of the batch in the owner slot, which no thread record shows. Called
+    /// with the lock held.
+    var ownedBatchFlags: UInt8 {
+        batchOwner.load(ordering: .relaxed) == 0 ? 0 : _SlowPath.batch
+    }
+
+    /// Stores `slowPathFlags` after a batch opened or closed: only its batch bit can change, and no
+    /// observer did, so `stateVersion` stays. Called with the lock held.
     private func publishSlowPathFlags() {
-        slowPathFlags.store(state.slowPathFlags, ordering: .releasing)
+        var hasBatch = batchOwner.load(ordering: .relaxed) != 0
+        for index in state.threads.indices where !hasBatch {
+            hasBatch = state.threads[index].batch != nil
+        }
+        let flags = slowPathFlags.load(ordering: .relaxed) & ~_SlowPath.batch
+        slowPathFlags.store(hasBatch ? flags | _SlowPath.batch : flags, ordering: .releasing)
     }
 
     /// The calling thread's open batch on this object, if any.
@@ -296,6 +366,6 @@ extension _ObserverRegistry {
         let thread = pthread_self()
         mutex.lock()
         defer { mutex.unlock() }
-        return state.record(of: thread)?.batch
+        return ownedBatch(of: thread)?.takeUnretainedValue() ?? recordedBatch(of: thread)
     }
 }

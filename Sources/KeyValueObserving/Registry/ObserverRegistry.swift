@@ -47,14 +47,14 @@ final class _ObserverRegistry: @unchecked Sendable {
     /// getter reads it (relaxed) and only takes the lock when it is non-zero.
     @usableFromInline let probeCount = Atomic<Int>(0)
     private let nextID = Atomic<UInt64>(1)
-    /// Changes on every `publish()`: whatever a batch learned of the state under the lock
-    /// (`_BatchShortcut`) holds while it is unchanged. Only changed with `mutex` held.
-    let stateVersion = Atomic<UInt>(0)
-    /// The thread (`_threadID`) whose open batch `ownedBatch` is (unretained: that thread's record
-    /// holds it), or 0: lets that thread find its batch without the lock. Only changed with `mutex`
-    /// held, and only read by a thread to compare with itself.
-    let batchOwner = Atomic<UInt>(0)
-    let ownedBatch = Atomic<UnsafeMutableRawPointer?>(nil)
+    /// Changes on every `publish()`: what a batch learned of the state under the lock (its shortcut)
+    /// holds while it is unchanged. Only changed with `mutex` held.
+    @usableFromInline let stateVersion = Atomic<UInt>(0)
+    /// The owner slot: the thread (`_threadID`) whose open batch `ownedBatch` holds (retained), or 0.
+    /// Lets that thread find its batch without the lock (`ObserverRegistry+Batches.swift`). Only
+    /// changed with `mutex` held; without it, a thread only compares `batchOwner` with itself.
+    @usableFromInline let batchOwner = Atomic<UInt>(0)
+    @usableFromInline let ownedBatch = Atomic<UnsafeMutableRawPointer?>(nil)
 
     init() {}
 
@@ -87,7 +87,7 @@ final class _ObserverRegistry: @unchecked Sendable {
     /// Stores `observedMask` and `slowPathFlags` from the state. Called with the lock held.
     func publish() {
         observedMask.store(state.observedMask, ordering: .releasing)
-        slowPathFlags.store(state.slowPathFlags, ordering: .releasing)
+        slowPathFlags.store(state.slowPathFlags | ownedBatchFlags, ordering: .releasing)
         stateVersion.wrappingAdd(1, ordering: .releasing)
     }
 }
