@@ -57,6 +57,14 @@ final class _ObserverRegistry: @unchecked Sendable {
     @usableFromInline let readerEpochShift = Atomic<Int>(0)
     /// Whether `state.retiredTables` has tables waiting to be freed. Written with the lock held.
     @usableFromInline let hasRetiredTables = Atomic<Bool>(false)
+    /// Changes on every `publish()`: what a batch learned of the state under the lock (its shortcut)
+    /// holds while it is unchanged. Only changed with `mutex` held.
+    @usableFromInline let stateVersion = Atomic<UInt>(0)
+    /// The owner slot: the thread (`_threadID`) whose open batch `ownedBatch` holds (retained), or 0.
+    /// Lets that thread find its batch without the lock (`ObserverRegistry+Batches.swift`). Only
+    /// changed with `mutex` held; without it, a thread only compares `batchOwner` with itself.
+    @usableFromInline let batchOwner = Atomic<UInt>(0)
+    @usableFromInline let ownedBatch = Atomic<UnsafeMutableRawPointer?>(nil)
 
     init() {}
 
@@ -95,7 +103,8 @@ final class _ObserverRegistry: @unchecked Sendable {
     func publish() {
         publishSetTableIfNeeded()
         observedMask.store(state.observedMask, ordering: .releasing)
-        slowPathFlags.store(state.slowPathFlags, ordering: .releasing)
+        slowPathFlags.store(state.slowPathFlags | ownedBatchFlags, ordering: .releasing)
+        stateVersion.wrappingAdd(1, ordering: .releasing)
     }
 }
 

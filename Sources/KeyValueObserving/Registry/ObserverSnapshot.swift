@@ -82,7 +82,7 @@ extension _ObserverSnapshot {
         on object: AnyObject,
         oldValue: Value?,
         newValue: Value? = nil,
-        batch: _BatchDelivery? = nil,
+        batch: _BatchState? = nil,
         valueHasChanged: Bool = false,
         toMany: _ToManyChange<Value>? = nil
     ) -> ContiguousArray<Any?>? {
@@ -90,8 +90,9 @@ extension _ObserverSnapshot {
         var pending: ContiguousArray<Any?>? = indirectNeedsWillChange ? ContiguousArray(repeating: nil, count: entries.count) : nil
         for index in entries.indices {
             Unmanaged.passUnretained(entries[index])._withUnsafeGuaranteedRef { entry in
-                // In a batch, an observer hears of the first change that reaches it only.
-                if let batch, !batch.prime(entry.id) { return }
+                // In a batch, an observer hears of the first change that reaches it only. A direct
+                // observer observes one key, whose first change is the only one that gets here.
+                if let batch, !entry.isDirect, !batch.prime(entry.id) { return }
                 if entry.isDirect {
                     let options = entry.options
                     guard options.contains(.prior), entry.isActive else { return }
@@ -122,13 +123,14 @@ extension _ObserverSnapshot {
         oldValue: Value?,
         pending: ContiguousArray<Any?>?,
         on object: AnyObject,
-        batch: _BatchDelivery? = nil,
+        batch: _BatchState? = nil,
         toMany: _ToManyChange<Value>? = nil
     ) {
         for index in entries.indices {
             Unmanaged.passUnretained(entries[index])._withUnsafeGuaranteedRef { entry in
-                // In a batch, an observer is notified once, for the first key that reached it.
-                if let batch, !batch.deliver(entry.id) { return }
+                // In a batch, an observer is notified once, for the first key that reached it (a direct
+                // observer observes one key, delivered once).
+                if let batch, !entry.isDirect, !batch.deliver(entry.id) { return }
                 if entry.isDirect {
                     guard entry.isActive else { return }
                     let options = entry.options
