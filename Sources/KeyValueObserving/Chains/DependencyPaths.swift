@@ -1,188 +1,204 @@
 import Synchronization
 
-/// Follows the inputs of a dependent key that reach through other objects (`\AppState.settings.username`)
-/// for one registration, and announces their changes to it.
+/// Follows key paths through other objects for one registration (`observe(\.engine.rpm)`, a chain
+/// overload, or the inputs of a dependent key, `\AppState.settings.username`), and announces their
+/// changes to it.
 ///
 /// Swift key paths cannot be taken apart, so the properties along a path are found by reading the whole
 /// path from the root while the registry of each object on the way records which of its `@Observed`
 /// properties are read (a constant child, `let settings`, is found among the object's stored
-/// properties). Every such property is observed; when one changes, the paths are resolved again, so a
-/// replaced child is followed (and the old one forgotten, not retained), and a child that was nil
-/// becomes observed once it is set. Each property is observed once, however many paths pass through
-/// it, so one change is one announcement.
+/// properties): these are the path's *steps*. Every property read is observed by a follower, once
+/// however many paths pass through it, so one change is one announcement.
+///
+/// When a followed property changes, only what it can change is looked at again: if it holds the next
+/// object of a path and now holds another one, the steps from there on are found again (the old
+/// objects' followers removed, so a replaced child is not retained, and a child that was nil is
+/// followed once it is set); the steps before it, and every step after a change that leaves the next
+/// object in place (the end of the path above all), keep their followers.
 final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
-    // Invariant: `paths` and the callbacks are immutable (key paths are immutable objects); `root` and
-    // `tokens` are only accessed with `lock` held; `isActive` is atomic.
+    // Invariant: `paths`, `needsPrior` and the callbacks are immutable (key paths are immutable
+    // objects); `root` is never written after init (loading a weak reference is thread-safe);
+    // `state` is only accessed with `lock` held; `isActive` is atomic.
     private let paths: [AnyKeyPath]
+    private let needsPrior: Bool
     private let willChange: @Sendable (KeyValueObservable, _ valueHasChanged: Bool) -> Void
     private let didChange: @Sendable (KeyValueObservable) -> Void
+    private weak let root: KeyValueObservable?
     private let lock = Lock()
-    private weak var root: KeyValueObservable?
-    private var tokens: [KeyValueObservation] = []
+    private var state: State
     private let isActive = Atomic<Bool>(true)
 
-    /// How deep a path is followed (a guard against reference cycles between objects).
-    private static let maximumDepth = 16
+    /// The steps of every path and the followers observing them. `generation` counts the changes, so
+    /// that steps found outside the lock are installed only over the state they were found from.
+    struct State {
+        var steps: [[Step]]
+        var followers: [_PathFollower] = []
+        var generation = 0
+    }
 
+    /// - Parameter needsPrior: Whether `willChange` must be called before each change (the
+    ///   registration delivers `.prior` or old values); otherwise followers do not ask for it.
     init(
         root: KeyValueObservable,
         paths: [AnyKeyPath],
+        needsPrior: Bool,
         willChange: @escaping @Sendable (KeyValueObservable, _ valueHasChanged: Bool) -> Void,
         didChange: @escaping @Sendable (KeyValueObservable) -> Void
     ) {
         self.root = root
         self.paths = paths
+        self.needsPrior = needsPrior
         self.willChange = willChange
         self.didChange = didChange
-        resolve()
+        state = State(steps: paths.map { _ in [] })
+        update { _, _ in paths.map { Self.steps(of: $0, from: root) } }
     }
 
     func invalidate() {
         guard isActive.exchange(false, ordering: .acquiringAndReleasing) else { return }
-        let old = lock.withLock { () -> [KeyValueObservation] in
-            defer { tokens = [] }
-            return tokens
+        let old = lock.withLock { () -> [_PathFollower] in
+            defer { state.followers = [] }
+            return state.followers
         }
-        old.forEach { $0.invalidate() }
+        old.forEach { $0.token.invalidate() }
     }
 
-    /// Finds the properties along the paths from the current objects and observes them, replacing
-    /// what was observed before.
-    private func resolve() {
-        guard let root = lock.withLock({ root }) else { return }
-        var observed: [(object: KeyValueObservable, read: _ObserverRegistry.ProbedRead)] = []
-        func note(_ object: KeyValueObservable, _ read: _ObserverRegistry.ProbedRead) {
-            if !observed.contains(where: { $0.object === object && _sameKey($0.read.key, read.key) }) {
-                observed.append((object, read))
-            }
-        }
-        for path in paths {
-            for (object, reads) in Self.steps(of: path, from: root) {
-                reads.forEach { note(object, $0) }
-            }
-        }
-        let fresh = observed.map { object, read in
-            Self.signal(on: object, read: read) { [weak self] isPrior, valueHasChanged in
-                self?.changed(isPrior: isPrior, valueHasChanged: valueHasChanged)
-            }
-        }
-        let replaced = lock.withLock { () -> [KeyValueObservation] in
-            defer { tokens = fresh }
-            return tokens
-        }
-        replaced.forEach { $0.invalidate() }
-        if !isActive.load(ordering: .acquiring) {
-            fresh.forEach { $0.invalidate() }
-        }
-    }
-
-    /// The objects that reading `path` from `root` passes through, each with the `@Observed`
-    /// properties of it that the read reads (empty for a constant child), in order.
-    static func steps(
-        of path: AnyKeyPath,
-        from root: KeyValueObservable
-    ) -> [(object: KeyValueObservable, reads: [_ObserverRegistry.ProbedRead])] {
-        var steps: [(object: KeyValueObservable, reads: [_ObserverRegistry.ProbedRead])] = []
-        var current: KeyValueObservable? = root
-        while let object = current, steps.count < maximumDepth {
-            let reads = _ObservationRoute.unique(object._registryCreatingIfNeeded().probe { _ = root[keyPath: path] })
-            steps.append((object, reads))
-            if reads.count == 1 {
-                current = object[keyPath: reads[0].key] as? KeyValueObservable
-            } else if reads.isEmpty {
-                current = childRead(by: path, from: root, in: object)
-            } else {
-                current = nil
-            }
-        }
-        return steps
-    }
-
-    /// What a registration learns from one walk along the path `path` of `root`: its name after its
-    /// steps (`"engine.rpm"`), if every step is one `@Observed` property (or a constant child) and it
-    /// ends on a value, not an object; and the object past the root where it ends without reading any
-    /// `@Observed` property (`\.engine.rpm` with a plain `var rpm`), whose last segment can never notify.
-    static func describe(
-        _ path: AnyKeyPath,
-        from root: KeyValueObservable
-    ) -> (name: String?, unobservableEnd: KeyValueObservable?) {
-        var names: [String] = []
-        var isNameable = true
-        var endsOnValue = false
-        for (index, step) in steps(of: path, from: root).enumerated() {
-            guard !step.reads.isEmpty else {
-                // A constant child, or the end of what can be observed.
-                guard let child = childRead(by: path, from: root, in: step.object) else {
-                    return (nil, index > 0 ? step.object : nil)
-                }
-                if let name = fieldName(of: child, in: step.object) { names.append(name) } else { isNameable = false }
-                continue
-            }
-            isNameable = isNameable && step.reads.count == 1
-            names.append(_KeyNames.name(of: step.reads[0].key))
-            endsOnValue = !step.reads[0].holdsObservableObject
-        }
-        return (isNameable && endsOnValue ? names.joined(separator: ".") : nil, nil)
-    }
-
-    /// The label of the stored property of `object` that holds `child`.
-    private static func fieldName(of child: KeyValueObservable, in object: KeyValueObservable) -> String? {
-        var mirror: Mirror? = Mirror(reflecting: object)
-        while let current = mirror {
-            if let label = current.children.first(where: { ($0.value as? KeyValueObservable) === child })?.label {
-                return label.hasPrefix("_") ? String(label.dropFirst()) : label
-            }
-            mirror = current.superclassMirror
-        }
-        return nil
-    }
-
-    private func changed(isPrior: Bool, valueHasChanged: Bool) {
-        guard isActive.load(ordering: .acquiring), let root = lock.withLock({ root }) else { return }
+    /// A followed property is about to change (`isPrior`) or has changed.
+    private func changed(_ marker: _PathFollower.Marker, isPrior: Bool, valueHasChanged: Bool) {
+        guard isActive.load(ordering: .acquiring), let root else { return }
         if isPrior {
             willChange(root, valueHasChanged)
-        } else {
-            resolve()
+            return
+        }
+        if marker.retargets.load(ordering: .acquiring) {
+            update { steps, followers in retargeted(steps, after: marker, followers: followers, root: root) }
             guard isActive.load(ordering: .acquiring) else { return }
-            didChange(root)
+        }
+        didChange(root)
+    }
+
+    /// The steps after the property of `marker`'s follower changed, or `nil` if no path's steps change.
+    private func retargeted(
+        _ steps: [[Step]],
+        after marker: _PathFollower.Marker,
+        followers: [_PathFollower],
+        root: KeyValueObservable
+    ) -> [[Step]]? {
+        // An announcement of a follower that was just replaced changes nothing.
+        guard let follower = followers.first(where: { $0.marker === marker }), let object = follower.object else { return nil }
+        var resolved = steps
+        var isChanged = false
+        for index in steps.indices {
+            guard
+                let position = steps[index].firstIndex(where: { step in
+                    step.object === object && step.reads.contains { _sameKey($0.key, follower.key) }
+                }),
+                let found = Self.steps(steps[index], changedAt: position, path: paths[index], root: root)
+            else { continue }
+            resolved[index] = found
+            isChanged = true
+        }
+        return isChanged ? resolved : nil
+    }
+
+    /// Finds steps with `resolve` (given the current steps and followers, outside the lock; `nil` when
+    /// nothing changes), observes what they read, and installs them; again if another change was
+    /// installed meanwhile.
+    private func update(_ resolve: (_ steps: [[Step]], _ followers: [_PathFollower]) -> [[Step]]?) {
+        while true {
+            let (generation, steps, followers) = lock.withLock { (state.generation, state.steps, state.followers) }
+            guard let resolved = resolve(steps, followers) else { return }
+            if install(resolved, over: generation, replacing: followers) { return }
         }
     }
 
-    /// The observable object stored in `object` (a constant child, which no `@Observed` read reveals)
-    /// whose properties reading `path` from `root` reads, if any.
-    static func childRead<Root: KeyValueObservable>(
-        by path: AnyKeyPath,
-        from root: Root,
-        in object: KeyValueObservable
-    ) -> KeyValueObservable? {
-        var mirror: Mirror? = Mirror(reflecting: object)
-        while let current = mirror {
-            for child in current.children {
-                guard let candidate = child.value as? KeyValueObservable, candidate !== object else { continue }
-                if !candidate._registryCreatingIfNeeded().probe({ _ = root[keyPath: path] }).isEmpty {
-                    return candidate
-                }
+    /// Observes the properties `steps` read, keeping the followers of `existing` that still serve, and
+    /// installs steps and followers if the state is still at `generation`. Returns `false` if it is not
+    /// (the caller resolves again); followers no longer needed, or not installed, are removed.
+    private func install(_ steps: [[Step]], over generation: Int, replacing existing: [_PathFollower]) -> Bool {
+        var kept: [(follower: _PathFollower, retargets: Bool)] = []
+        var added: [_PathFollower] = []
+        for (object, read, retargets) in Self.followed(by: steps) {
+            if let follower = existing.first(where: { $0.object === object && _sameKey($0.key, read.key) }) {
+                kept.append((follower, retargets))
+            } else {
+                added.append(follow(read, on: object, retargets: retargets))
             }
-            mirror = current.superclassMirror
         }
-        return nil
+        let outcome = lock.withLock { () -> (released: [_PathFollower], isInstalled: Bool) in
+            guard isActive.load(ordering: .acquiring) else { return (added, true) }
+            guard state.generation == generation else { return (added, false) }
+            let removed = state.followers.filter { old in !kept.contains { $0.follower === old } }
+            for (follower, retargets) in kept { follower.marker.retargets.store(retargets, ordering: .releasing) }
+            state = State(steps: steps, followers: kept.map(\.follower) + added, generation: generation &+ 1)
+            return (removed, true)
+        }
+        outcome.released.forEach { $0.token.invalidate() }
+        return outcome.isInstalled
     }
 
-    /// Observes `read` on `object` for `handler(isPrior)`, as the object's class would notify it.
-    private static func signal(
-        on object: KeyValueObservable,
-        read: _ObserverRegistry.ProbedRead,
-        handler: @escaping @Sendable (_ isPrior: Bool, _ valueHasChanged: Bool) -> Void
-    ) -> KeyValueObservation {
-        let automatic = type(of: object).automaticallyNotifiesObservers(for: read.key)
+    /// Observes `read` on `object` for this registration, as the object's class would notify it.
+    private func follow(_ read: _ObserverRegistry.ProbedRead, on object: KeyValueObservable, retargets: Bool) -> _PathFollower {
+        let marker = _PathFollower.Marker(retargets: retargets)
         let registry = object._registryCreatingIfNeeded()
         let id = registry.makeID()
+        let entry = _SignalObserver(id: id, announcesPrior: needsPrior) { [weak self] isPrior, valueHasChanged in
+            self?.changed(marker, isPrior: isPrior, valueHasChanged: valueHasChanged)
+        }
         _ = registry.add(
-            _SignalObserver(id: id, handler: handler),
+            entry,
             for: .observedProperty(read.key, isZeroSized: read.isZeroSized),
-            notifiesAutomatically: automatic
+            notifiesAutomatically: type(of: object).automaticallyNotifiesObservers(for: read.key)
         )
-        return KeyValueObservation(registry: registry, id: id)
+        return _PathFollower(object: object, key: read.key, marker: marker, token: KeyValueObservation(registry: registry, id: id))
+    }
+
+    /// Each object and property that `steps` read, once, and whether a change of it may change the
+    /// steps after it (for any of the paths through it).
+    private static func followed(
+        by steps: [[Step]]
+    ) -> [(object: KeyValueObservable, read: _ObserverRegistry.ProbedRead, retargets: Bool)] {
+        var followed: [(object: KeyValueObservable, read: _ObserverRegistry.ProbedRead, retargets: Bool)] = []
+        for step in steps.joined() {
+            guard let object = step.object else { continue }
+            for read in step.reads {
+                let retargets = step.change != .none
+                if let index = followed.firstIndex(where: { $0.object === object && _sameKey($0.read.key, read.key) }) {
+                    followed[index].retargets = followed[index].retargets || retargets
+                } else {
+                    followed.append((object, read, retargets))
+                }
+            }
+        }
+        return followed
+    }
+}
+
+/// One followed property of one object along a registration's paths: its observer there, and the
+/// marker its announcements carry. Not `Sendable`: followers are kept in a resolver's state, under
+/// its lock, and used outside it only by the thread that took them out.
+final class _PathFollower {
+    /// Identifies the follower in its announcements, and says whether they make the resolver look
+    /// at the steps after it.
+    final class Marker: Sendable {
+        let retargets: Atomic<Bool>
+
+        init(retargets: Bool) {
+            self.retargets = Atomic(retargets)
+        }
+    }
+
+    // Not retained: a replaced object is released while its follower is being removed.
+    weak let object: KeyValueObservable?
+    let key: AnyKeyPath
+    let marker: Marker
+    let token: KeyValueObservation
+
+    init(object: KeyValueObservable, key: AnyKeyPath, marker: Marker, token: KeyValueObservation) {
+        self.object = object
+        self.key = key
+        self.marker = marker
+        self.token = token
     }
 }
 
@@ -191,10 +207,12 @@ final class _SignalObserver: _ObserverEntry, @unchecked Sendable {
     // Invariant: immutable after init (see `_ObserverEntry`).
     let handler: @Sendable (_ isPrior: Bool, _ valueHasChanged: Bool) -> Void
 
-    init(id: UInt64, handler: @escaping @Sendable (_ isPrior: Bool, _ valueHasChanged: Bool) -> Void) {
+    /// - Parameter announcesPrior: Whether `handler` is also called before the change; without it
+    ///   the setter skips the work before the store.
+    init(id: UInt64, announcesPrior: Bool, handler: @escaping @Sendable (_ isPrior: Bool, _ valueHasChanged: Bool) -> Void) {
         self.handler = handler
         // `.prior`: the setter then calls `willChange` on it.
-        super.init(id: id, options: [.prior], isDirect: false)
+        super.init(id: id, options: announcesPrior ? [.prior] : [], isDirect: false)
     }
 
     override func willChange(_ object: AnyObject, valueHasChanged: Bool) -> Any? {

@@ -183,16 +183,22 @@ struct _Registration {
         case .throughKeyPath(let slots, _):
             slots.forEach(add)
         }
+        // An entry that wants neither `.prior` nor old values does nothing before a change: then the
+        // followers do not announce one, and nothing is kept between the two announcements.
+        let needsPrior = !entry.options.isDisjoint(with: [.old, .prior])
         // Announcements nest per thread, like `willChangeValue`/`didChangeValue`.
         let pending = Locked<[(thread: pthread_t, old: Any?)]>([])
         let paths = _DependencyPaths(
             root: object,
             paths: route.paths,
+            needsPrior: needsPrior,
             willChange: { root, valueHasChanged in
+                guard needsPrior else { return }
                 let old = entry.willChange(root, valueHasChanged: valueHasChanged)
                 pending.withLock { $0.append((pthread_self(), old)) }
             },
             didChange: { root in
+                guard needsPrior else { return entry.didChange(root, old: nil) }
                 let thread = pthread_self()
                 let old = pending.withLock { stack in
                     stack.lastIndex { pthread_equal($0.thread, thread) != 0 }.map { stack.remove(at: $0).old } ?? nil
