@@ -100,3 +100,41 @@ struct PathRetargetingTests {
         #expect(panel.dial.observationInfo.isEmpty)
     }
 }
+
+final class Badge: KeyValueObservable, @unchecked Sendable {
+    @Observed var name = "Ada"
+    var upper: String { name.uppercased() }
+    var lower: String { name.lowercased() }
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\Badge.upper: [\Badge.name], \Badge.lower: [\Badge.name]]
+    }
+}
+
+/// `observe` takes its key path as an autoclosure, so that a literal is read through direct getter
+/// calls; an argument held in a variable is evaluated once.
+@Suite("The key path a reading observer reads")
+struct ReaderKeyPathTests {
+    @Test func aKeyPathHeldInAVariableIsEvaluatedOnceAtRegistration() {
+        let badge = Badge()
+        let values = Locked<[String?]>([])
+        var keyPath: KeyPath<Badge, String> = \.upper
+        let token = badge.observe(keyPath, options: [.new]) { _, change in values.append(change.newValue) }
+        keyPath = \.lower
+        badge.name = "Grace"
+        #expect(values.current == ["GRACE"])
+        #expect(keyPath == \Badge.lower)
+        token.invalidate()
+    }
+
+    @Test func aKeyPathBuiltAtEachEvaluationReadsTheOneRegistered() {
+        let car = Roadster()
+        let values = Locked<[Int?]>([])
+        let token = car.observe((\Roadster.engine).appending(path: \Motor.rpm), options: [.new]) { _, change in
+            values.append(change.newValue)
+        }
+        car.engine.rpm = 7
+        #expect(values.current == [7])
+        token.invalidate()
+    }
+}

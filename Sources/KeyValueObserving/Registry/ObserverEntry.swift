@@ -129,12 +129,13 @@ final class _KeyPathObserver: _ObserverEntry, @unchecked Sendable {
     }
 }
 
-/// An observer of `keyPath` that reads its value around each change.
+/// An observer of `keyPath` that reads its value with `read` around each change.
 @inlinable
 func _readingObserver<Root: AnyObject, Value>(
     id: UInt64,
     options: KeyValueObservingOptions,
     keyPath: KeyPath<Root, Value>,
+    read: @escaping (Root) -> Value,
     initialValue: () -> Value,
     handler: @escaping @Sendable (Root, KeyValueObservedChange<Value>) -> Void
 ) -> _ObserverEntry {
@@ -155,7 +156,7 @@ func _readingObserver<Root: AnyObject, Value>(
             if valueHasChanged, let cached = last.withLock({ $0 }) {
                 old = cached
             } else {
-                old = root[keyPath: keyPath]
+                old = read(root)
             }
             if wantsPrior {
                 handler(root, KeyValueObservedChange(settingNew: nil, old: wantsOld ? old : nil, isPrior: true))
@@ -164,7 +165,7 @@ func _readingObserver<Root: AnyObject, Value>(
         },
         after: { object, old in
             let root = unsafeDowncast(object, to: Root.self)
-            let new: Value? = wantsNew || last != nil ? root[keyPath: keyPath] : nil
+            let new: Value? = wantsNew || last != nil ? read(root) : nil
             if let last, let new { last.withLock { $0 = new } }
             handler(root, KeyValueObservedChange(settingNew: wantsNew ? new : nil, old: old.map { $0 as! Value }))
         }
