@@ -4,6 +4,10 @@
 extension _DependencyPaths {
     /// One object along a path and the `@Observed` properties of it that reading the path reads
     /// (none for a constant child).
+    ///
+    /// The object is not kept: it is known by its registry, which no other object shares and which
+    /// outlives it (an identifier could be reused by an object allocated after it is gone), and a
+    /// weak reference would make every retain of it take the slow path.
     struct Step {
         /// What a change of one of `reads` can change in the steps after this one.
         enum Change {
@@ -16,14 +20,15 @@ extension _DependencyPaths {
             case reads
         }
 
-        // Not retained: a replaced object is released while the path is re-targeted.
-        weak var object: KeyValueObservable?
+        let registry: _ObserverRegistry
+        /// The object's class, which says whether it notifies a property automatically.
+        let objectType: KeyValueObservable.Type
         let reads: [_ObserverRegistry.ProbedRead]
         let change: Change
 
         /// Whether `other` is the same object with the same reads.
         func isSame(as other: Step) -> Bool {
-            object === other.object && reads.count == other.reads.count
+            registry === other.registry && reads.count == other.reads.count
                 && zip(reads, other.reads).allSatisfy { _sameKey($0.key, $1.key) }
         }
     }
@@ -32,18 +37,19 @@ extension _DependencyPaths {
     static let maximumDepth = 16
 
     /// The objects that reading `path` from `root` passes through, from `start` (the object at
-    /// `depth`, the root by default) on, each with the `@Observed` properties of it that the read
-    /// reads, in order.
-    static func steps(
-        of path: AnyKeyPath,
+    /// `depth`, the root by default) on, each with its step: the `@Observed` properties of it that
+    /// the read reads, in order.
+    static func walk(
+        _ path: AnyKeyPath,
         from root: KeyValueObservable,
         startingAt start: KeyValueObservable? = nil,
         depth: Int = 0
-    ) -> [Step] {
-        var steps: [Step] = []
+    ) -> [(object: KeyValueObservable, step: Step)] {
+        var steps: [(object: KeyValueObservable, step: Step)] = []
         var current: KeyValueObservable? = start ?? root
         while let object = current, depth + steps.count < maximumDepth {
-            let reads = _ObservationRoute.unique(object._registryCreatingIfNeeded().probe { _ = root[keyPath: path] })
+            let registry = object._registryCreatingIfNeeded()
+            let reads = _ObservationRoute.unique(registry.probe { _ = root[keyPath: path] })
             let change: Step.Change
             if reads.count == 1 {
                 current = object[keyPath: reads[0].key] as? KeyValueObservable
@@ -57,27 +63,37 @@ extension _DependencyPaths {
                 current = nil
                 change = .reads
             }
-            steps.append(Step(object: object, reads: reads, change: change))
+            steps.append((object, Step(registry: registry, objectType: type(of: object), reads: reads, change: change)))
         }
         return steps
     }
 
-    /// The steps of `path` after the property read at `steps[position]` changed, or `nil` if they
-    /// stay the same. Probes only from the step that may have changed on.
-    static func steps(_ steps: [Step], changedAt position: Int, path: AnyKeyPath, root: KeyValueObservable) -> [Step]? {
+    /// The steps of `path` from `root` (see `walk`).
+    static func steps(of path: AnyKeyPath, from root: KeyValueObservable) -> [Step] {
+        walk(path, from: root).map(\.step)
+    }
+
+    /// The steps of `path` after the property `object` read at `steps[position]` changed, or `nil`
+    /// if they stay the same. Probes only from the step that may have changed on.
+    static func steps(
+        _ steps: [Step],
+        changedAt position: Int,
+        of object: KeyValueObservable,
+        path: AnyKeyPath,
+        root: KeyValueObservable
+    ) -> [Step]? {
         let step = steps[position]
-        guard let object = step.object else { return nil }
         let tail: [Step]
         switch step.change {
         case .none:
             return nil
         case .nextObject:
             let next = object[keyPath: step.reads[0].key] as? KeyValueObservable
-            let following = position + 1 < steps.count ? steps[position + 1].object : nil
-            guard next !== following else { return nil }
-            tail = [step] + (next.map { self.steps(of: path, from: root, startingAt: $0, depth: position + 1) } ?? [])
+            let following = position + 1 < steps.count ? steps[position + 1].registry : nil
+            guard next.map({ $0._registryCreatingIfNeeded() }) !== following else { return nil }
+            tail = [step] + (next.map { walk(path, from: root, startingAt: $0, depth: position + 1).map(\.step) } ?? [])
         case .reads:
-            tail = self.steps(of: path, from: root, startingAt: object, depth: position)
+            tail = walk(path, from: root, startingAt: object, depth: position).map(\.step)
         }
         let old = steps[position...]
         if tail.count == old.count, zip(tail, old).allSatisfy({ $0.isSame(as: $1) }) { return nil }
@@ -95,8 +111,7 @@ extension _DependencyPaths {
         var names: [String] = []
         var isNameable = true
         var endsOnValue = false
-        for (index, step) in steps(of: path, from: root).enumerated() {
-            guard let object = step.object else { return (nil, nil) }
+        for (index, (object, step)) in walk(path, from: root).enumerated() {
             guard !step.reads.isEmpty else {
                 // A constant child, or the end of what can be observed.
                 guard let child = childRead(by: path, from: root, in: object) else {

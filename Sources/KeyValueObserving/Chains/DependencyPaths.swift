@@ -1,3 +1,10 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 import Synchronization
 
 /// Follows key paths through other objects for one registration (`observe(\.engine.rpm)`, a chain
@@ -16,13 +23,19 @@ import Synchronization
 /// followed once it is set); the steps before it, and every step after a change that leaves the next
 /// object in place (the end of the path above all), keep their followers.
 final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
-    // Invariant: `paths`, `needsPrior` and the callbacks are immutable (key paths are immutable
-    // objects); `root` is never written after init (loading a weak reference is thread-safe);
-    // `state` is only accessed with `lock` held; `isActive` is atomic.
+    // Invariant: `paths`, `entry` and `needsPrior` are immutable (key paths are immutable objects,
+    // entries are thread-safe); `root` is never written after init (loading a weak reference is
+    // thread-safe); `state` is only accessed with `lock` held, `pending` is a lock itself;
+    // `isActive` is atomic.
     private let paths: [AnyKeyPath]
+    /// The registration's entry, told of the changes (`willChange`/`didChange` with the root).
+    private let entry: _ObserverEntry
+    /// Whether the entry wants `.prior` or old values: otherwise it does nothing before a change, so
+    /// followers do not announce one and nothing is kept between the two announcements.
     private let needsPrior: Bool
-    private let willChange: @Sendable (KeyValueObservable, _ valueHasChanged: Bool) -> Void
-    private let didChange: @Sendable (KeyValueObservable) -> Void
+    /// What the entry returned before each change, for the announcement after it; announcements nest
+    /// per thread, like `willChangeValue`/`didChangeValue`.
+    private let pending = Locked<[(thread: pthread_t, old: Any?)]>([])
     private weak let root: KeyValueObservable?
     private let lock = Lock()
     private var state: State
@@ -36,20 +49,12 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
         var generation = 0
     }
 
-    /// - Parameter needsPrior: Whether `willChange` must be called before each change (the
-    ///   registration delivers `.prior` or old values); otherwise followers do not ask for it.
-    init(
-        root: KeyValueObservable,
-        paths: [AnyKeyPath],
-        needsPrior: Bool,
-        willChange: @escaping @Sendable (KeyValueObservable, _ valueHasChanged: Bool) -> Void,
-        didChange: @escaping @Sendable (KeyValueObservable) -> Void
-    ) {
+    /// Follows `paths` from `root` and announces their changes to `entry`, a registration on `root`.
+    init(root: KeyValueObservable, paths: [AnyKeyPath], announcingTo entry: _ObserverEntry) {
         self.root = root
         self.paths = paths
-        self.needsPrior = needsPrior
-        self.willChange = willChange
-        self.didChange = didChange
+        self.entry = entry
+        needsPrior = !entry.options.isDisjoint(with: [.old, .prior])
         state = State(steps: paths.map { _ in [] })
         update { _, _ in paths.map { Self.steps(of: $0, from: root) } }
     }
@@ -63,37 +68,66 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
         old.forEach { $0.token.invalidate() }
     }
 
-    /// A followed property is about to change (`isPrior`) or has changed.
-    private func changed(_ marker: _PathFollower.Marker, isPrior: Bool, valueHasChanged: Bool) {
+    /// A followed property is about to change.
+    fileprivate func willChange(valueHasChanged: Bool) {
         guard isActive.load(ordering: .acquiring), let root else { return }
-        if isPrior {
-            willChange(root, valueHasChanged)
-            return
-        }
-        if marker.retargets.load(ordering: .acquiring) {
-            update { steps, followers in retargeted(steps, after: marker, followers: followers, root: root) }
-            guard isActive.load(ordering: .acquiring) else { return }
-        }
-        didChange(root)
+        let old = entry.willChange(root, valueHasChanged: valueHasChanged)
+        pending.withLock { $0.append((pthread_self(), old)) }
     }
 
-    /// The steps after the property of `marker`'s follower changed, or `nil` if no path's steps change.
+    /// The property of `marker`'s follower on `object` has changed: re-targets the paths if that can
+    /// change them, then tells the entry.
+    fileprivate func didChange(_ marker: _PathFollower.Marker, on object: AnyObject) {
+        guard isActive.load(ordering: .acquiring), let root else { return }
+        if marker.retargets.load(ordering: .acquiring) {
+            retarget(after: marker, on: object, root: root)
+            guard isActive.load(ordering: .acquiring) else { return }
+        }
+        if needsPrior {
+            didChange(root, withPendingOf: pthread_self())
+        } else {
+            // Borrowed: the weak load holds it, and an object referenced weakly has its retains on
+            // the slow path.
+            Unmanaged.passUnretained(root)._withUnsafeGuaranteedRef { entry.didChange($0) }
+        }
+    }
+
+    /// Tells the entry with what it returned before the change now announced on `thread`.
+    @inline(never)
+    private func didChange(_ root: KeyValueObservable, withPendingOf thread: pthread_t) {
+        let old = pending.withLock { stack in
+            stack.lastIndex { pthread_equal($0.thread, thread) != 0 }.map { stack.remove(at: $0).old } ?? nil
+        }
+        entry.didChange(root, old: old)
+    }
+
+    /// Re-targets the paths after the property of `marker`'s follower on `object` changed.
+    @inline(never)
+    private func retarget(after marker: _PathFollower.Marker, on object: AnyObject, root: KeyValueObservable) {
+        // Only registries' objects notify, and they are all observable.
+        let object = unsafeDowncast(object, to: KeyValueObservable.self)
+        update { steps, followers in retargeted(steps, after: marker, on: object, followers: followers, root: root) }
+    }
+
+    /// The steps after the property of `marker`'s follower on `object` changed, or `nil` if no path's
+    /// steps change.
     private func retargeted(
         _ steps: [[Step]],
         after marker: _PathFollower.Marker,
+        on object: KeyValueObservable,
         followers: [_PathFollower],
         root: KeyValueObservable
     ) -> [[Step]]? {
         // An announcement of a follower that was just replaced changes nothing.
-        guard let follower = followers.first(where: { $0.marker === marker }), let object = follower.object else { return nil }
+        guard let follower = followers.first(where: { $0.marker === marker }) else { return nil }
         var resolved = steps
         var isChanged = false
         for index in steps.indices {
             guard
                 let position = steps[index].firstIndex(where: { step in
-                    step.object === object && step.reads.contains { _sameKey($0.key, follower.key) }
+                    step.registry === follower.registry && step.reads.contains { _sameKey($0.key, follower.key) }
                 }),
-                let found = Self.steps(steps[index], changedAt: position, path: paths[index], root: root)
+                let found = Self.steps(steps[index], changedAt: position, of: object, path: paths[index], root: root)
             else { continue }
             resolved[index] = found
             isChanged = true
@@ -118,11 +152,11 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
     private func install(_ steps: [[Step]], over generation: Int, replacing existing: [_PathFollower]) -> Bool {
         var kept: [(follower: _PathFollower, retargets: Bool)] = []
         var added: [_PathFollower] = []
-        for (object, read, retargets) in Self.followed(by: steps) {
-            if let follower = existing.first(where: { $0.object === object && _sameKey($0.key, read.key) }) {
+        for (step, read, retargets) in Self.followed(by: steps) {
+            if let follower = existing.first(where: { $0.registry === step.registry && _sameKey($0.key, read.key) }) {
                 kept.append((follower, retargets))
             } else {
-                added.append(follow(read, on: object, retargets: retargets))
+                added.append(follow(read, of: step, retargets: retargets))
             }
         }
         let outcome = lock.withLock { () -> (released: [_PathFollower], isInstalled: Bool) in
@@ -137,36 +171,32 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
         return outcome.isInstalled
     }
 
-    /// Observes `read` on `object` for this registration, as the object's class would notify it.
-    private func follow(_ read: _ObserverRegistry.ProbedRead, on object: KeyValueObservable, retargets: Bool) -> _PathFollower {
+    /// Observes `read` on the object of `step` for this registration, as the object's class would
+    /// notify it.
+    private func follow(_ read: _ObserverRegistry.ProbedRead, of step: Step, retargets: Bool) -> _PathFollower {
         let marker = _PathFollower.Marker(retargets: retargets)
-        let registry = object._registryCreatingIfNeeded()
-        let id = registry.makeID()
-        let entry = _SignalObserver(id: id, announcesPrior: needsPrior) { [weak self] isPrior, valueHasChanged in
-            self?.changed(marker, isPrior: isPrior, valueHasChanged: valueHasChanged)
-        }
-        _ = registry.add(
+        let id = step.registry.makeID()
+        let entry = _SignalObserver(id: id, announcingTo: self, marker: marker, announcesPrior: needsPrior)
+        _ = step.registry.add(
             entry,
             for: .observedProperty(read.key, isZeroSized: read.isZeroSized),
-            notifiesAutomatically: type(of: object).automaticallyNotifiesObservers(for: read.key)
+            notifiesAutomatically: step.objectType.automaticallyNotifiesObservers(for: read.key)
         )
-        return _PathFollower(object: object, key: read.key, marker: marker, token: KeyValueObservation(registry: registry, id: id))
+        return _PathFollower(
+            registry: step.registry, key: read.key, marker: marker, token: KeyValueObservation(registry: step.registry, id: id))
     }
 
-    /// Each object and property that `steps` read, once, and whether a change of it may change the
-    /// steps after it (for any of the paths through it).
-    private static func followed(
-        by steps: [[Step]]
-    ) -> [(object: KeyValueObservable, read: _ObserverRegistry.ProbedRead, retargets: Bool)] {
-        var followed: [(object: KeyValueObservable, read: _ObserverRegistry.ProbedRead, retargets: Bool)] = []
+    /// Each step and property that `steps` read, once per object and property, and whether a change
+    /// of it may change the steps after it (for any of the paths through it).
+    private static func followed(by steps: [[Step]]) -> [(step: Step, read: _ObserverRegistry.ProbedRead, retargets: Bool)] {
+        var followed: [(step: Step, read: _ObserverRegistry.ProbedRead, retargets: Bool)] = []
         for step in steps.joined() {
-            guard let object = step.object else { continue }
             for read in step.reads {
                 let retargets = step.change != .none
-                if let index = followed.firstIndex(where: { $0.object === object && _sameKey($0.read.key, read.key) }) {
+                if let index = followed.firstIndex(where: { $0.step.registry === step.registry && _sameKey($0.read.key, read.key) }) {
                     followed[index].retargets = followed[index].retargets || retargets
                 } else {
-                    followed.append((object, read, retargets))
+                    followed.append((step, read, retargets))
                 }
             }
         }
@@ -188,39 +218,45 @@ final class _PathFollower {
         }
     }
 
-    // Not retained: a replaced object is released while its follower is being removed.
-    weak let object: KeyValueObservable?
+    /// The registry of the followed object (see `_DependencyPaths.Step`).
+    let registry: _ObserverRegistry
     let key: AnyKeyPath
     let marker: Marker
     let token: KeyValueObservation
 
-    init(object: KeyValueObservable, key: AnyKeyPath, marker: Marker, token: KeyValueObservation) {
-        self.object = object
+    init(registry: _ObserverRegistry, key: AnyKeyPath, marker: Marker, token: KeyValueObservation) {
+        self.registry = registry
         self.key = key
         self.marker = marker
         self.token = token
     }
 }
 
-/// An observer that only learns that a property is about to change and has changed.
+/// The observer a follower keeps on an object along a path: it only tells the resolver that the
+/// property is about to change and has changed, and on which object.
 final class _SignalObserver: _ObserverEntry, @unchecked Sendable {
-    // Invariant: immutable after init (see `_ObserverEntry`).
-    let handler: @Sendable (_ isPrior: Bool, _ valueHasChanged: Bool) -> Void
+    // Invariant: immutable after init (see `_ObserverEntry`); the resolver and the marker are
+    // thread-safe.
+    /// Held strongly (a weak reference would cost a weak load per change): the cycle through the
+    /// resolver's followers ends when the follower is removed, which `invalidate()` does to all.
+    private let resolver: _DependencyPaths
+    private let marker: _PathFollower.Marker
 
-    /// - Parameter announcesPrior: Whether `handler` is also called before the change; without it
+    /// - Parameter announcesPrior: Whether the resolver is also told before the change; without it
     ///   the setter skips the work before the store.
-    init(id: UInt64, announcesPrior: Bool, handler: @escaping @Sendable (_ isPrior: Bool, _ valueHasChanged: Bool) -> Void) {
-        self.handler = handler
+    init(id: UInt64, announcingTo resolver: _DependencyPaths, marker: _PathFollower.Marker, announcesPrior: Bool) {
+        self.resolver = resolver
+        self.marker = marker
         // `.prior`: the setter then calls `willChange` on it.
         super.init(id: id, options: announcesPrior ? [.prior] : [], isDirect: false)
     }
 
     override func willChange(_ object: AnyObject, valueHasChanged: Bool) -> Any? {
-        if isActive { handler(true, valueHasChanged) }
+        if isActive { resolver.willChange(valueHasChanged: valueHasChanged) }
         return nil
     }
 
     override func didChange(_ object: AnyObject, old: Any?) {
-        if isActive { handler(false, false) }
+        if isActive { resolver.didChange(marker, on: object) }
     }
 }

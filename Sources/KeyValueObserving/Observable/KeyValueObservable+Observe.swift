@@ -1,11 +1,3 @@
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
-
 extension KeyValueObservableProtocol where Self: KeyValueObservable {
     /// Observes the property at `keyPath`: `changeHandler` runs synchronously, on the thread that made
     /// the change, after every assignment (equal values included), in registration order.
@@ -56,10 +48,7 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         line: UInt = #line,
         changeHandler: @escaping @Sendable (Self, KeyValueObservedChange<Value>) -> Void
     ) -> KeyValueObservation {
-        let registered = keyPath()
-        return _observe(
-            registered, reading: _reader(keyPath, registered: registered), options: options, isDuplicate: nil, fileID: fileID,
-            line: line, changeHandler: changeHandler)
+        _observe(keyPath(), again: keyPath, options: options, isDuplicate: nil, fileID: fileID, line: line, changeHandler: changeHandler)
     }
 
     /// Observes `keyPath` like `observe(_:options:changeHandler:)`, but an assignment of a value equal
@@ -85,34 +74,18 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         line: UInt = #line,
         changeHandler: @escaping @Sendable (Self, KeyValueObservedChange<Value>) -> Void
     ) -> KeyValueObservation {
-        let registered = keyPath()
         var isDuplicate: (@Sendable (Value, Value) -> Bool)?
         if removingDuplicates { isDuplicate = { (old: Value, new: Value) in old == new } }
         return _observe(
-            registered, reading: _reader(keyPath, registered: registered), options: options, isDuplicate: isDuplicate,
-            fileID: fileID, line: line, changeHandler: changeHandler)
+            keyPath(), again: keyPath, options: options, isDuplicate: isDuplicate, fileID: fileID, line: line, changeHandler: changeHandler)
     }
 
+    /// - Parameter again: The closure `keyPath` came from, when `observe` got it as an autoclosure: the
+    ///   reader of a key that is not an `@Observed` property calls it again (see `_reader`).
     @inlinable
     func _observe<Value>(
         _ keyPath: KeyPath<Self, Value>,
-        options: KeyValueObservingOptions,
-        isDuplicate: (@Sendable (Value, Value) -> Bool)?,
-        fileID: String,
-        line: UInt,
-        changeHandler: @escaping @Sendable (Self, KeyValueObservedChange<Value>) -> Void
-    ) -> KeyValueObservation {
-        _observe(
-            keyPath, reading: { $0[keyPath: keyPath] }, options: options, isDuplicate: isDuplicate, fileID: fileID, line: line,
-            changeHandler: changeHandler)
-    }
-
-    /// - Parameter read: Reads the value at `keyPath`: a key that is not an `@Observed` property is
-    ///   read with it around every change (see `_reader`).
-    @inlinable
-    func _observe<Value>(
-        _ keyPath: KeyPath<Self, Value>,
-        reading read: @escaping (Self) -> Value,
+        again: (() -> KeyPath<Self, Value>)? = nil,
         options: KeyValueObservingOptions,
         isDuplicate: (@Sendable (Value, Value) -> Bool)?,
         fileID: String,
@@ -122,43 +95,51 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         // Inlinable so that the handler's wrapper below is specialised in the client: the set path
         // then calls concrete code, with no value-witness calls for the change record.
         let registration = _Registration.begin(observing: keyPath, of: self, fileID: fileID, line: line)
+        // Built only for keys read through their key path (and for `.initial`): where the key path is
+        // no literal, the reader is a closure to allocate.
+        var reader: ((Self) -> Value)?
         let entry: _ObserverEntry
         if registration.isDirect {
             entry = _DirectObserver<Value>(id: registration.id, options: options, isDuplicate: isDuplicate) { object, change in
                 changeHandler(unsafeDowncast(object, to: Self.self), change)
             }
-        } else if let isDuplicate {
-            // Read through the key path: compare the values read before and after.
-            let wantsOld = options.contains(.old)
-            entry = _readingObserver(
-                id: registration.id,
-                options: options.union([.old, .new]),
-                keyPath: keyPath,
-                read: read,
-                initialValue: { read(self) }
-            ) { object, change in
-                if !change.isPrior, let old = change.oldValue, let new = change.newValue, isDuplicate(old, new) { return }
-                changeHandler(
-                    object,
-                    KeyValueObservedChange(
-                        settingNew: options.contains(.new) || change.isPrior ? change.newValue : nil,
-                        old: wantsOld ? change.oldValue : nil,
-                        isPrior: change.isPrior
-                    ))
-            }
         } else {
-            entry = _readingObserver(
-                id: registration.id,
-                options: options,
-                keyPath: keyPath,
-                read: read,
-                initialValue: { read(self) },
-                handler: changeHandler
-            )
+            let read = _reader(again, registered: keyPath)
+            reader = read
+            if let isDuplicate {
+                // Compare the values read before and after.
+                let wantsOld = options.contains(.old)
+                entry = _readingObserver(
+                    id: registration.id,
+                    options: options.union([.old, .new]),
+                    keyPath: keyPath,
+                    read: read,
+                    initialValue: { read(self) }
+                ) { object, change in
+                    if !change.isPrior, let old = change.oldValue, let new = change.newValue, isDuplicate(old, new) { return }
+                    changeHandler(
+                        object,
+                        KeyValueObservedChange(
+                            settingNew: options.contains(.new) || change.isPrior ? change.newValue : nil,
+                            old: wantsOld ? change.oldValue : nil,
+                            isPrior: change.isPrior
+                        ))
+                }
+            } else {
+                entry = _readingObserver(
+                    id: registration.id,
+                    options: options,
+                    keyPath: keyPath,
+                    read: read,
+                    initialValue: { read(self) },
+                    handler: changeHandler
+                )
+            }
         }
         let token = registration.finish(adding: entry)
         if options.contains(.initial) {
-            changeHandler(self, KeyValueObservedChange(settingNew: options.contains(.new) ? read(self) : nil, old: nil))
+            let value = options.contains(.new) ? (reader ?? _reader(again, registered: keyPath))(self) : nil
+            changeHandler(self, KeyValueObservedChange(settingNew: value, old: nil))
         }
         return token
     }
@@ -213,29 +194,7 @@ struct _Registration {
         case .throughKeyPath(let slots, _):
             slots.forEach(add)
         }
-        // An entry that wants neither `.prior` nor old values does nothing before a change: then the
-        // followers do not announce one, and nothing is kept between the two announcements.
-        let needsPrior = !entry.options.isDisjoint(with: [.old, .prior])
-        // Announcements nest per thread, like `willChangeValue`/`didChangeValue`.
-        let pending = Locked<[(thread: pthread_t, old: Any?)]>([])
-        let paths = _DependencyPaths(
-            root: object,
-            paths: route.paths,
-            needsPrior: needsPrior,
-            willChange: { root, valueHasChanged in
-                guard needsPrior else { return }
-                let old = entry.willChange(root, valueHasChanged: valueHasChanged)
-                pending.withLock { $0.append((pthread_self(), old)) }
-            },
-            didChange: { root in
-                guard needsPrior else { return entry.didChange(root, old: nil) }
-                let thread = pthread_self()
-                let old = pending.withLock { stack in
-                    stack.lastIndex { pthread_equal($0.thread, thread) != 0 }.map { stack.remove(at: $0).old } ?? nil
-                }
-                entry.didChange(root, old: old)
-            }
-        )
+        let paths = _DependencyPaths(root: object, paths: route.paths, announcingTo: entry)
         return KeyValueObservation(registry: registry, id: id, parts: [paths])
     }
 }
@@ -252,9 +211,10 @@ struct _Registration {
 /// then applies the object it gave at registration.
 @inlinable
 @inline(__always)
-func _reader<Root, Value>(_ keyPath: @escaping () -> KeyPath<Root, Value>, registered: KeyPath<Root, Value>) -> (Root) -> Value {
+func _reader<Root, Value>(_ again: (() -> KeyPath<Root, Value>)?, registered: KeyPath<Root, Value>) -> (Root) -> Value {
     // A thick closure whose context is nil captures nothing.
-    let capturesNothing = unsafeBitCast(keyPath, to: (function: UnsafeRawPointer, context: UnsafeRawPointer?).self).context == nil
-    guard capturesNothing, keyPath() === registered else { return { $0[keyPath: registered] } }
-    return { $0[keyPath: keyPath()] }
+    guard let again, unsafeBitCast(again, to: (function: UnsafeRawPointer, context: UnsafeRawPointer?).self).context == nil,
+        again() === registered
+    else { return { $0[keyPath: registered] } }
+    return { $0[keyPath: again()] }
 }
