@@ -28,7 +28,7 @@ extension KeyValueObservable {
             }
         }
         keys.sort { $0.name < $1.name }
-        return KeyValueObservationInfo(keys: keys, anyKeyObserverCount: anyKey, pathFollowerCount: followers)
+        return KeyValueObservationInfo(keys: keys, anyKeyObserverCount: anyKey, pathFollowerCount: followers.count)
     }
 
     /// Whether this object has allocated its observer registry (it does so on the first registration
@@ -46,6 +46,13 @@ extension KeyValueObservable {
         registry.mutex.lock()
         defer { registry.mutex.unlock() }
         return registry.state.retiredTables.count
+    }
+
+    /// The registration ids of the followers that observations of paths keep on this object (see
+    /// `KeyValueObservationInfo.pathFollowerCount`): a follower registered again gets a new id. A
+    /// hook for the tests of re-targeting, not API.
+    package var pathFollowerIDs: Set<UInt64> {
+        _existingRegistry?.observerCounts().followers ?? []
     }
 }
 

@@ -58,6 +58,13 @@ class _ObserverEntry: @unchecked Sendable {
     /// Indirect entries only: after the change, deliver the notification.
     @usableFromInline
     func didChange(_ object: AnyObject, old: Any?) {}
+
+    /// Indirect entries only: after a change announced without asking `willChange` first (the entry
+    /// wants neither `.prior` nor old values), deliver the notification. Spares passing an `Any?`,
+    /// whose copies and destruction go through value witnesses.
+    func didChange(_ object: AnyObject) {
+        didChange(object, old: nil)
+    }
 }
 
 /// An observer of an `@Observed` key that receives values straight from the setter. The handler is
@@ -131,7 +138,10 @@ final class _KeyPathObserver: _ObserverEntry, @unchecked Sendable {
     // Invariant: immutable after init (see `_ObserverEntry`); the closures are only called with the
     // object being changed, on the thread changing it.
     let before: (AnyObject, _ valueHasChanged: Bool) -> Any?
-    let after: (AnyObject, Any?) -> Void
+    /// Delivers after the change, given the value `before` returned (an `Any?`), if there was one:
+    /// by address, so that a change with none creates and destroys no `Any?`, whose copies and
+    /// destruction go through value witnesses.
+    let after: (AnyObject, _ old: UnsafeRawPointer?) -> Void
     /// The key the user observed, for introspection (the entry may sit in several slots).
     let observedKey: AnyKeyPath
 
@@ -141,7 +151,7 @@ final class _KeyPathObserver: _ObserverEntry, @unchecked Sendable {
         options: KeyValueObservingOptions,
         observedKey: AnyKeyPath,
         before: @escaping (AnyObject, _ valueHasChanged: Bool) -> Any?,
-        after: @escaping (AnyObject, Any?) -> Void
+        after: @escaping (AnyObject, _ old: UnsafeRawPointer?) -> Void
     ) {
         self.observedKey = observedKey
         self.before = before
@@ -154,16 +164,22 @@ final class _KeyPathObserver: _ObserverEntry, @unchecked Sendable {
     }
 
     override func didChange(_ object: AnyObject, old: Any?) {
-        if isActive { after(object, old) }
+        guard isActive else { return }
+        withUnsafePointer(to: old) { after(object, UnsafeRawPointer($0)) }
+    }
+
+    override func didChange(_ object: AnyObject) {
+        if isActive { after(object, nil) }
     }
 }
 
-/// An observer of `keyPath` that reads its value around each change.
+/// An observer of `keyPath` that reads its value with `read` around each change.
 @inlinable
 func _readingObserver<Root: AnyObject, Value>(
     id: UInt64,
     options: KeyValueObservingOptions,
     keyPath: KeyPath<Root, Value>,
+    read: @escaping (Root) -> Value,
     initialValue: () -> Value,
     handler: @escaping @Sendable (Root, KeyValueObservedChange<Value>) -> Void
 ) -> _ObserverEntry {
@@ -184,18 +200,20 @@ func _readingObserver<Root: AnyObject, Value>(
             if valueHasChanged, let cached = last.withLock({ $0 }) {
                 old = cached
             } else {
-                old = root[keyPath: keyPath]
+                old = read(root)
             }
             if wantsPrior {
                 handler(root, KeyValueObservedChange(settingNew: nil, old: wantsOld ? old : nil, isPrior: true))
             }
             return wantsOld ? old : nil
         },
-        after: { object, old in
+        after: { object, boxedOld in
             let root = unsafeDowncast(object, to: Root.self)
-            let new: Value? = wantsNew || last != nil ? root[keyPath: keyPath] : nil
+            let new: Value? = wantsNew || last != nil ? read(root) : nil
             if let last, let new { last.withLock { $0 = new } }
-            handler(root, KeyValueObservedChange(settingNew: wantsNew ? new : nil, old: old.map { $0 as! Value }))
+            var old: Value?
+            if wantsOld, let boxedOld { old = boxedOld.assumingMemoryBound(to: Any?.self).pointee.map { $0 as! Value } }
+            handler(root, KeyValueObservedChange(settingNew: wantsNew ? new : nil, old: old))
         }
     )
     return entry
