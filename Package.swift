@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "KeyValueObserving", targets: ["KeyValueObserving"]),
         .library(name: "ObservableProgress", targets: ["ObservableProgress"]),
         .library(name: "ObservableDefaults", targets: ["ObservableDefaults"]),
+        .library(name: "ObservableDefaultsEtcd", targets: ["ObservableDefaultsEtcd"]),
         .executable(name: "kvo-bench", targets: ["kvo-bench"]),
         .executable(name: "kvo-defaults", targets: ["kvo-defaults"]),
     ],
@@ -16,6 +17,9 @@ let package = Package(
         .target(name: "KeyValueObserving"),
         .target(name: "ObservableProgress", dependencies: ["KeyValueObserving"]),
         .target(name: "ObservableDefaults", dependencies: ["KeyValueObserving"]),
+        // The etcd backend: its own product, so that users of the file store do not link
+        // FoundationNetworking (and libcurl).
+        .target(name: "ObservableDefaultsEtcd", dependencies: ["ObservableDefaults", "KeyValueObserving"]),
         .executableTarget(name: "kvo-defaults", dependencies: ["KeyValueObserving", "ObservableDefaults"]),
         .executableTarget(
             name: "kvo-bench",
@@ -52,6 +56,11 @@ let package = Package(
             // The executables are dependencies so that SwiftPM builds them: the tests run them as the
             // other process.
             dependencies: ["KeyValueObserving", "ObservableDefaults", "kvo-defaults", "DefaultsTestTool", "TestSupport"]
+        ),
+        .testTarget(
+            name: "ObservableDefaultsEtcdTests",
+            // The tests start their own etcd processes (TestSupport's EtcdServer / EtcdCluster).
+            dependencies: ["ObservableDefaultsEtcd", "TestSupport", "KeyValueObserving"]
         ),
     ],
     swiftLanguageModes: [.v6]
