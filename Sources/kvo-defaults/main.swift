@@ -185,7 +185,7 @@ let store = DefaultsStore(fileURL: fileURL) { error in
         problems.withLock { $0.append(error) }
     }
 }
-let path = store.fileURL.path
+let path = store.location.description
 
 @MainActor
 func failOnProblems() {

@@ -203,3 +203,8 @@ func rewriteInPlace(_ path: String, _ text: String) {
 func shellQuoted(_ text: String) -> String {
     "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
 }
+
+extension DefaultsStore {
+    /// The store's file back end (the tests' stores are all on files).
+    var file: FileBackend { storage.fileBackend! }
+}

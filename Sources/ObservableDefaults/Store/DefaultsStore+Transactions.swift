@@ -138,7 +138,7 @@ extension DefaultsStore {
         let id = storage.addChangeObserver { [weak storage] record in
             guard let store, let storage else { return }
             let values = DefaultsSnapshot(entries: record.values, storage: storage)
-            handler(store, DefaultsStoreChange(keys: record.keys, origin: record.origin, values: values))
+            handler(store, DefaultsStoreChange(keys: record.keys, origin: record.origin, revision: record.revision, values: values))
         }
         return KeyValueObservation(invalidating: DefaultsObserverHandle(storage: storage, id: id, key: nil))
     }
@@ -156,7 +156,7 @@ extension DefaultsStorage {
             return try json.decode(as: Value.self)
         } catch {
             throw DefaultsError(
-                .typeMismatch, path: file.path, key: key.name, found: entry.json?.compactText,
+                .typeMismatch, location: backend.location, key: key.name, found: entry.json?.compactText,
                 reason: "which does not decode as \(Value.self) (\(Self.describe(error))); update leaves it as it is"
             )
         }

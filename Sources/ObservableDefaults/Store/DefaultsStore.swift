@@ -47,8 +47,13 @@ public final class DefaultsStore: Sendable {
     @usableFromInline let storage: DefaultsStorage
     private let errorHandlerID: UInt64?
 
-    /// The file the store reads and writes.
-    public var fileURL: URL { URL(fileURLWithPath: storage.file.path) }
+    /// The file the store reads and writes, or `nil` for a store on etcd (see `location`).
+    public var fileURL: URL? {
+        storage.fileBackend.map { URL(fileURLWithPath: $0.file.path) }
+    }
+
+    /// Where the store keeps its values: a file, or an etcd cluster and prefix.
+    public var location: DefaultsLocation { storage.backend.location }
 
     /// A store for the suite `suiteName`: the file `suiteName.json` in `directory`, by default in
     /// `defaultDirectory()` (`$XDG_CONFIG_HOME`, else `~/.config`, on Linux; `~/Library/Preferences`
@@ -111,7 +116,13 @@ public final class DefaultsStore: Sendable {
 
     /// A store for the file at `fileURL` (created on the first write; its directory is created now
     /// if it is missing).
-    public init(fileURL: URL, watching: Watching = .automatic, errorHandler: (@Sendable (DefaultsError) -> Void)? = nil) {
+    ///
+    /// - Parameters:
+    ///   - fileURL: the file (a `file:` URL; a relative path is taken from the current directory).
+    ///   - watching: how other processes' writes are noticed.
+    ///   - errorHandler: called with each problem (corrupt file, value of the wrong type, failed
+    ///     write), on the thread that met it; with no handler, problems are printed to standard error.
+    public convenience init(fileURL: URL, watching: Watching = .automatic, errorHandler: (@Sendable (DefaultsError) -> Void)? = nil) {
         precondition(fileURL.isFileURL, "DefaultsStore(fileURL:): \(fileURL) is not a file URL")
         var path = fileURL.standardizedFileURL.path
         if !path.hasPrefix("/") {
@@ -120,10 +131,16 @@ public final class DefaultsStore: Sendable {
         var interval: Duration?
         if case .polling(let every) = watching { interval = every }
         let (storage, problems) = DefaultsStorageRegistry.storage(forPath: path, pollingInterval: interval)
+        for problem in problems { storage.fileBackend?.noteReported(problem) }
+        self.init(storage: storage, problems: problems, errorHandler: errorHandler)
+    }
+
+    /// A store on `storage` (of any back end), telling `errorHandler` (or standard error) the
+    /// `problems` met while opening it.
+    package init(storage: DefaultsStorage, problems: [DefaultsError], errorHandler: (@Sendable (DefaultsError) -> Void)?) {
         self.storage = storage
         self.errorHandlerID = errorHandler.map { storage.addErrorHandler($0) }
         for problem in problems {
-            storage.noteReported(problem)
             if let errorHandler { errorHandler(problem) } else { DefaultsStorage.printToStandardError(problem) }
         }
     }
