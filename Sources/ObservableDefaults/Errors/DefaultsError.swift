@@ -20,7 +20,9 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
 
         /// The file is not valid JSON or not a JSON object. `line`, `column` and `byteOffset` say
         /// where; the values read before stay in memory, and the file is copied aside
-        /// (`corruptCopyPath`) before this process writes it again.
+        /// (`corruptCopyPath`) before this process writes it again. For a store on etcd: the value of
+        /// `key` is not valid JSON (someone wrote it without this library); the key keeps its last
+        /// good value until a valid one is written.
         public static let corruptFile = Kind(name: "corruptFile")
         /// The file holds a value for `key` that does not decode as the key's type; the key's default
         /// was returned. `found` is the value in the file.
@@ -54,6 +56,9 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         /// (etcd) The cluster answered with an error, or with a reply that is not etcd's (`reason`
         /// says which); a change it refused is dropped and the store reads the prefix again.
         public static let remoteFailed = Kind(name: "remoteFailed")
+        /// (etcd) An endpoint cannot name an etcd member: not an `http` or `https` URL with a host,
+        /// or a URL with a user or password in it (give those as credentials).
+        public static let invalidEndpoint = Kind(name: "invalidEndpoint")
 
         public var description: String { name }
     }
@@ -153,6 +158,8 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
     public var description: String {
         let path = location.description
         switch kind {
+        case .corruptFile where self.path == nil:
+            return "\(path): the value of key '\(key ?? "")' is not valid JSON: \(reason); keeping its last good value"
         case .corruptFile:
             let place = line.map { ":\($0):\(column ?? 0) (byte \(byteOffset ?? 0))" } ?? ""
             let copy = corruptCopyPath.map { "; the broken file was copied to \($0)" } ?? ""
@@ -169,7 +176,7 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
             return "\(path): not usable as a defaults file: \(reason)"
         case .invalidSuiteName:
             return reason
-        case .unreachable, .authenticationFailed, .permissionDenied, .remoteFailed:
+        case .unreachable, .authenticationFailed, .permissionDenied, .remoteFailed, .invalidEndpoint:
             let about = key.map { " (key '\($0)')" } ?? ""
             return "\(path)\(about): \(reason)"
         default:

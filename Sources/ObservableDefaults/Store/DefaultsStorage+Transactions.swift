@@ -96,6 +96,9 @@ extension DefaultsStorage {
                 deliveries.append((Record(key: key, old: old, new: entry, isPrior: false, origin: .thisProcess), targets))
             }
         }
+        if state.keepsOutbox {
+            state.outbox.append(changes.map { PendingWrite.Change(key: $0.key, entry: $0.entry, version: state.keyVersions[$0.key]!) })
+        }
         let needsWrite = !state.isWriteScheduled
         state.isWriteScheduled = true
         let change = changeDelivery(keys: Set(changes.map(\.key)), origin: .thisProcess)

@@ -123,6 +123,12 @@ package final class DefaultsStorage: @unchecked Sendable {
         var errorHandlers: [UInt64: @Sendable (DefaultsError) -> Void] = [:]
         /// Type mismatches already reported (key and value found), so a read loop does not flood.
         var reportedMismatches: Set<String> = []
+        /// Whether each change is also queued in `outbox`, for a back end that sends changes one by
+        /// one, in order (etcd); `false` for a file, which writes the dirty keys together.
+        var keepsOutbox = false
+        var outbox = Outbox()
+        /// For a back end with revisions (etcd): what it knows of each key (see `DefaultsStorage+Revisions`).
+        var revisions = Revisions()
     }
 
     /// A storage persisted by `backend`, which guards its own state with `lock`.
@@ -248,6 +254,7 @@ package final class DefaultsStorage: @unchecked Sendable {
         state.version &+= 1
         state.dirty[key] = state.version
         state.keyVersions[key] = state.version
+        if state.keepsOutbox { state.outbox.append([PendingWrite.Change(key: key, entry: entry, version: state.version)]) }
         let needsWrite = !state.isWriteScheduled
         state.isWriteScheduled = true
         let targets = state.observers[key]
@@ -401,7 +408,7 @@ package final class DefaultsStorage: @unchecked Sendable {
     // MARK: Errors
 
     /// Registers a store's error handler and returns its id.
-    func addErrorHandler(_ handler: @escaping @Sendable (DefaultsError) -> Void) -> UInt64 {
+    package func addErrorHandler(_ handler: @escaping @Sendable (DefaultsError) -> Void) -> UInt64 {
         lock.withLock {
             state.nextObserverID += 1
             state.errorHandlers[state.nextObserverID] = handler
@@ -409,12 +416,12 @@ package final class DefaultsStorage: @unchecked Sendable {
         }
     }
 
-    func removeErrorHandler(id: UInt64) {
+    package func removeErrorHandler(id: UInt64) {
         lock.withLock { _ = state.errorHandlers.removeValue(forKey: id) }
     }
 
     /// Tells every store's error handler, or standard error if no store installed one.
-    func report(_ error: DefaultsError) {
+    package func report(_ error: DefaultsError) {
         let handlers = lock.withLock { Array(state.errorHandlers.values) }
         if handlers.isEmpty {
             DefaultsStorage.printToStandardError(error)
