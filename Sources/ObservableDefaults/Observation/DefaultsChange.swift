@@ -18,15 +18,20 @@ public struct DefaultsChange<Value: Sendable>: Sendable {
     /// The value before the change, if the observer asked for `.old`.
     public let oldValue: Value?
     /// `true` for the notification sent before a change to observers that asked for `.prior`.
-    public let isPrior: Bool
+    public var isPrior: Bool { flags & 1 != 0 }
     /// Whether the change was made by this process or by another one.
-    public let origin: Origin
+    public var origin: Origin { flags & 2 != 0 ? .anotherProcess : .thisProcess }
     /// For a store on etcd: the revision at which etcd applied the change (its `mod_revision`), for a
     /// change made elsewhere, or by this process's `update` (the `.prior` notification of such a
     /// change carries it too). `nil` for a `set` or `batch` of this process (observers are told
     /// before etcd has applied it), for `.initial` notifications, and for every change of a
     /// file-backed store.
-    public let revision: Int64?
+    public var revision: Int64? { flags >> 2 == 0 ? nil : Int64(flags >> 2) }
+    /// `isPrior` (bit 0), `origin` (bit 1: another process) and `revision` (the bits above; 0: none,
+    /// etcd's revisions start at 1) in one word: a change passed to a handler stays small enough
+    /// to travel in registers, as it did before it carried a revision (a separate field made every
+    /// observed set about 4% slower).
+    @usableFromInline let flags: UInt64
 
     /// `true` when another process (or a hand edit of the file) made the change.
     public var isFromAnotherProcess: Bool { origin == .anotherProcess }
@@ -45,14 +50,13 @@ public struct DefaultsChange<Value: Sendable>: Sendable {
     ///   - oldValue: the value before the change, if asked for.
     ///   - isPrior: whether this is the notification sent before the change.
     ///   - origin: who made the change.
-    ///   - revision: the back end's revision of the change, if it has one (etcd).
+    ///   - revision: the back end's revision of the change, if it has one (etcd; positive, below 2⁶²).
+    @inlinable
     public init(key: String, newValue: Value?, oldValue: Value?, isPrior: Bool = false, origin: Origin, revision: Int64? = nil) {
         self.key = key
         self.newValue = newValue
         self.oldValue = oldValue
-        self.isPrior = isPrior
-        self.origin = origin
-        self.revision = revision
+        self.flags = UInt64(clamping: revision ?? 0) << 2 | (origin == .anotherProcess ? 2 : 0) | (isPrior ? 1 : 0)
     }
 }
 

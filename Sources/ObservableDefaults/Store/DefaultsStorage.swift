@@ -46,8 +46,9 @@ package final class DefaultsStorage: @unchecked Sendable {
         @usableFromInline let new: Entry?
         @usableFromInline let isPrior: Bool
         @usableFromInline let origin: DefaultsChangeOrigin
-        /// The back end's revision of the change, if it has one (etcd) and knows it yet.
-        @usableFromInline let revision: Int64?
+        /// The back end's revision of the change, if it has one (etcd) and knows it yet; 0 if not
+        /// (a plain integer: the record is built on every set).
+        @usableFromInline let revision: Int64
 
         init(key: String, old: Entry?, new: Entry?, isPrior: Bool, origin: DefaultsChangeOrigin, revision: Int64? = nil) {
             self.key = key
@@ -55,7 +56,7 @@ package final class DefaultsStorage: @unchecked Sendable {
             self.new = new
             self.isPrior = isPrior
             self.origin = origin
-            self.revision = revision
+            self.revision = revision ?? 0
         }
     }
 
