@@ -27,6 +27,7 @@ package final class EtcdProxy: @unchecked Sendable {
     private var mode: Mode = .refuse
     private var listener: Int32 = -1
     private var connections: Set<Int32> = []
+    private var swallowed = 0
 
     /// The proxy's URL, to give a client instead of the member's.
     package var endpoint: URL { URL(string: "http://127.0.0.1:\(port)")! }
@@ -62,6 +63,11 @@ package final class EtcdProxy: @unchecked Sendable {
         if new >= 0 {
             Thread { self.acceptLoop(new) }.start()
         }
+    }
+
+    /// How many bytes the proxy swallowed (in `.swallow` mode).
+    package var bytesSwallowed: Int {
+        lock.withLock { swallowed }
     }
 
     /// Ends every connection the proxy carries (both sides see the connection close).
@@ -162,7 +168,10 @@ package final class EtcdProxy: @unchecked Sendable {
         while true {
             let count = recv(source, &buffer, buffer.count, 0)
             if count <= 0 { break }
-            guard let destination else { continue }
+            guard let destination else {
+                lock.withLock { swallowed += count }
+                continue
+            }
             var sent = 0
             while sent < count {
                 let result = buffer[sent..<count].withUnsafeBytes { send(destination, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }

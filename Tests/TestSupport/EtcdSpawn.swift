@@ -173,6 +173,12 @@ func freeLoopbackPorts(_ count: Int) throws -> [Int] {
     return ports
 }
 
+/// An http URL on 127.0.0.1 where nothing listens (a port that was free a moment ago): connecting is
+/// refused.
+package func unusedLoopbackEndpoint() throws -> URL {
+    URL(string: "http://127.0.0.1:\(try freeLoopbackPorts(1)[0])")!
+}
+
 private func loopbackAddress(port: Int) -> sockaddr_in {
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)

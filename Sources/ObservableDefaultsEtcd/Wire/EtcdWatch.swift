@@ -20,6 +20,17 @@ package final class EtcdWatch: Sendable {
     package func cancel() {
         stream.cancel()
     }
+
+    // MARK: Test hooks
+
+    /// The revision the watch asks for when it (re)connects: the last queued event's + 1.
+    package var nextRevision: Int64 { stream.snapshot.nextRevision }
+
+    /// How many connections the watch started (the first one included).
+    package var connectionAttempts: Int { stream.snapshot.attempts }
+
+    /// Returns once every notice queued so far was delivered (or skipped after `cancel()`).
+    package func waitForDeliveries() { stream.waitForDeliveries() }
 }
 
 /// The machinery of one watch: one streaming `POST /v3/watch` at a time, reconnected (with failover
@@ -48,6 +59,8 @@ final class EtcdWatchStream: Sendable {
         var failedRounds = 0
         /// Whether `disconnected` was delivered and `reconnected` not yet.
         var inOutage = false
+        /// Connections started (for tests).
+        var attempts = 0
     }
 
     private let client: EtcdClient
@@ -81,6 +94,12 @@ final class EtcdWatchStream: Sendable {
         connection?.cancel()
     }
 
+    var snapshot: State { state.current }
+
+    func waitForDeliveries() {
+        delivery.sync {}
+    }
+
     // MARK: Connecting
 
     private func connect() {
@@ -89,6 +108,7 @@ final class EtcdWatchStream: Sendable {
                 guard !state.cancelled && !state.finished else { return nil }
                 state.generation += 1
                 state.created = false
+                state.attempts += 1
                 return (state.generation, client.endpoints[state.cursor % client.endpoints.count], state.nextRevision)
             })
         else { return }
