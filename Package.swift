@@ -20,7 +20,7 @@ let package = Package(
         // The etcd backend: its own product, so that users of the file store do not link
         // FoundationNetworking (and libcurl).
         .target(name: "ObservableDefaultsEtcd", dependencies: ["ObservableDefaults", "KeyValueObserving"]),
-        .executableTarget(name: "kvo-defaults", dependencies: ["KeyValueObserving", "ObservableDefaults"]),
+        .executableTarget(name: "kvo-defaults", dependencies: ["KeyValueObserving", "ObservableDefaults", "ObservableDefaultsEtcd"]),
         .executableTarget(
             name: "kvo-bench",
             dependencies: ["KeyValueObserving", "ObservableProgress", "ObservableDefaults"],
@@ -43,7 +43,7 @@ let package = Package(
         // (many writes, many concurrent updates, many stores).
         .executableTarget(
             name: "DefaultsTestTool",
-            dependencies: ["KeyValueObserving", "ObservableDefaults"],
+            dependencies: ["KeyValueObserving", "ObservableDefaults", "ObservableDefaultsEtcd"],
             path: "Tests/DefaultsTestTool"
         ),
         .testTarget(
@@ -59,8 +59,12 @@ let package = Package(
         ),
         .testTarget(
             name: "ObservableDefaultsEtcdTests",
-            // The tests start their own etcd processes (TestSupport's EtcdServer / EtcdCluster).
-            dependencies: ["ObservableDefaultsEtcd", "TestSupport", "KeyValueObserving"]
+            // The tests start their own etcd processes (TestSupport's EtcdServer / EtcdCluster); the
+            // executables are dependencies so that SwiftPM builds them: the store's tests run them as
+            // the other process.
+            dependencies: [
+                "ObservableDefaultsEtcd", "ObservableDefaults", "TestSupport", "KeyValueObserving", "kvo-defaults", "DefaultsTestTool",
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]
