@@ -44,7 +44,7 @@ public final class DefaultsStore: Sendable {
         case polling(interval: Duration)
     }
 
-    @usableFromInline let storage: DefaultsStorage
+    @usableFromInline package let storage: DefaultsStorage
     private let errorHandlerID: UInt64?
 
     /// The file the store reads and writes, or `nil` for a store on etcd (see `location`).
