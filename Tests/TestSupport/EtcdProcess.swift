@@ -89,6 +89,8 @@ package final class EtcdCluster: @unchecked Sendable {
         }
         let root = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
         self.root = root
+        EtcdCluster.removeAbandonedDirectories()
+        try? "\(getpid())".write(toFile: "\(root)/owner.pid", atomically: true, encoding: .utf8)
         self.options = options
         let ports = try freeLoopbackPorts(2 * count)
         members = (0..<count).map { index in
@@ -108,6 +110,20 @@ package final class EtcdCluster: @unchecked Sendable {
 
     deinit {
         stop()
+    }
+
+    /// Removes the directories of clusters whose test process died without stopping them (a crash):
+    /// their members died with it (the lifeline), their data stayed.
+    private static func removeAbandonedDirectories() {
+        let temporary = NSTemporaryDirectory()
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: temporary)) ?? []
+        for name in names where name.hasPrefix("kvo-etcd-") {
+            let directory = "\(temporary)/\(name)"
+            guard let text = try? String(contentsOfFile: "\(directory)/owner.pid", encoding: .utf8), let owner = pid_t(text),
+                owner != getpid(), !processExists(owner)
+            else { continue }
+            try? FileManager.default.removeItem(atPath: directory)
+        }
     }
 
     /// Kills every member and removes the data directories. Idempotent.
@@ -261,6 +277,15 @@ package final class EtcdCluster: @unchecked Sendable {
         guard leaders.count == 1, let leader = leaders.first else { return nil }
         return ids[leader]
     }
+}
+
+/// Whether a process with this id exists.
+private func processExists(_ pid: pid_t) -> Bool {
+    #if canImport(Glibc)
+    return Glibc.kill(pid, 0) == 0 || errno != ESRCH
+    #else
+    return Darwin.kill(pid, 0) == 0 || errno != ESRCH
+    #endif
 }
 
 /// A single-member etcd for tests (an `EtcdCluster` of one member).

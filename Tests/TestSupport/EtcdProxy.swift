@@ -65,6 +65,11 @@ package final class EtcdProxy: @unchecked Sendable {
         }
     }
 
+    /// How many descriptors of carried connections are open (two per forwarded connection).
+    package var connectionCount: Int {
+        lock.withLock { connections.count }
+    }
+
     /// How many bytes the proxy swallowed (in `.swallow` mode).
     package var bytesSwallowed: Int {
         lock.withLock { swallowed }

@@ -117,13 +117,11 @@ final class EtcdWatchStream: Sendable {
         case .token(let value):
             token = value
         case .stop(let attempt):
-            let reason: String
             switch attempt {
-            case .failed(let error): reason = error.description
-            case .tryElsewhere(let text, _): reason = text
-            case .success: reason = "authenticated"
+            case .failed(let error): fail(generation, endpoint: endpoint, reason: error.reason, kind: error.kind)
+            case .tryElsewhere(let text, _): fail(generation, endpoint: endpoint, reason: text)
+            case .success: fail(generation, endpoint: endpoint, reason: "authenticated")
             }
-            fail(generation, endpoint: endpoint, reason: reason)
             return
         }
         let body = EtcdJSON.encode(EtcdJSON.watchRequest(key: key, rangeEnd: rangeEnd, startRevision: revision))
@@ -153,7 +151,9 @@ final class EtcdWatchStream: Sendable {
     /// The connection `generation` failed: move to the next endpoint, tell the handler when a whole
     /// round failed (once per outage), and connect again (at once within a round, after a back-off
     /// between rounds).
-    func fail(_ generation: Int, endpoint: URL, reason: String) {
+    /// `kind` is the kind of the `disconnected` notice's error if this failure ends a round
+    /// (`.authenticationFailed` when the credentials are refused, `.unreachable` otherwise).
+    func fail(_ generation: Int, endpoint: URL, reason: String, kind: EtcdError.Kind = .unreachable) {
         let endpointCount = client.endpoints.count
         let decision = state.withLock { state -> (connection: EtcdHTTPStream?, delay: Duration)? in
             guard state.generation == generation && !state.cancelled && !state.finished else { return nil }
@@ -175,8 +175,8 @@ final class EtcdWatchStream: Sendable {
             if !state.inOutage {
                 state.inOutage = true
                 let error = EtcdError(
-                    .unreachable, endpoints: client.endpoints,
-                    reason: "watch: no endpoint answered; last at \(endpoint.absoluteString): \(reason)")
+                    kind, endpoints: client.endpoints, reason: "watch: no endpoint answered; last at \(endpoint.absoluteString): \(reason)",
+                    user: kind == .authenticationFailed ? client.credentials?.user : nil)
                 enqueue(.disconnected(error))
             }
             return (connection, client.backoff(afterRound: state.failedRounds))

@@ -40,6 +40,17 @@ struct AuthTests {
         #expect(recorder.summary == ["1", "2"])
     }
 
+    @Test func aWatchWithAWrongPasswordReportsAuthenticationFailed() throws {
+        let server = try EtcdServer()
+        try server.enableAuth(user: "alice", password: "right-password")
+        let etcd = try client(server.endpoints, credentials: EtcdCredentials(user: "alice", password: "wrong-password"))
+        let recorder = NoticeRecorder()
+        let watch = etcd.watch(prefix: bytes("a/"), startRevision: 0, handler: recorder.handler)
+        defer { watch.cancel() }
+        #expect(waitUntil { !recorder.entries.current.isEmpty })
+        #expect(recorder.entries.current.first == .disconnected(.authenticationFailed))
+    }
+
     @Test func aClusterWithAuthenticationRefusesAClientWithoutCredentialsClearly() throws {
         let server = try EtcdServer()
         try server.enableAuth(user: "alice", password: "right-password")

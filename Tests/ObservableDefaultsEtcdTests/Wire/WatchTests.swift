@@ -129,13 +129,16 @@ struct WatchTests {
 
     @Test func aCompactedStartRevisionIsReportedOnceAndEndsTheWatch() throws {
         let server = try EtcdServer()
+        let proxy = try EtcdProxy(targetPort: server.endpoint.port!)
         let etcd = try client(server.endpoints)
         for value in 1...5 { _ = try etcd.put(key: bytes("c/k"), value: bytes("\(value)")) }
         try etcd.compact(revision: 4)
         let recorder = NoticeRecorder()
-        let watch = etcd.watch(prefix: bytes("c/"), startRevision: 2, handler: recorder.handler)
+        let watch = try client([proxy.endpoint]).watch(prefix: bytes("c/"), startRevision: 2, handler: recorder.handler)
         defer { watch.cancel() }
         #expect(waitUntil { !recorder.entries.current.isEmpty })
+        // The watch ended: it closed its connection and does not reconnect.
+        #expect(waitUntil { proxy.connectionCount == 0 })
         let attempts = watch.connectionAttempts
         _ = try etcd.put(key: bytes("c/k"), value: bytes("after"))
         watch.waitForDeliveries()

@@ -190,4 +190,12 @@ struct WireFormatTests {
                 .milliseconds(50), .milliseconds(100), .milliseconds(200), .milliseconds(300), .milliseconds(300),
             ])
     }
+
+    @Test func theDefaultsAreTheDocumentedOnes() throws {
+        let options = EtcdClientOptions()
+        #expect(options.requestTimeout == .seconds(5) && options.connectTimeout == .seconds(2) && options.attempts == 6)
+        let etcd = try EtcdClient(endpoints: [URL(string: "http://127.0.0.1:1")!], credentials: nil)
+        // Between the 6 rounds: 0.1 + 0.2 + 0.4 + 0.8 + 1.6 s.
+        #expect((1..<6).map { etcd.backoff(afterRound: $0) } == [0.1, 0.2, 0.4, 0.8, 1.6].map { .milliseconds(Int($0 * 1000)) })
+    }
 }
