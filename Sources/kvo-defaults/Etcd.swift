@@ -38,7 +38,7 @@ struct EtcdArguments {
             var urls: [URL] = []
             for text in value.split(separator: ",", omittingEmptySubsequences: false) {
                 guard let url = URL(string: String(text)), url.scheme == "http" || url.scheme == "https", url.host?.isEmpty == false else {
-                    usageError("'--etcd' needs http or https URLs separated by commas ('\(text)' is not one)")
+                    usageError("'--etcd' needs http URLs separated by commas ('\(text)' is not one)")
                 }
                 urls.append(url)
             }

@@ -44,7 +44,7 @@ let usage = """
     OPTIONS:
       --file PATH     use the file at PATH instead of a suite
       --etcd URL[,URL...]
-                      use the etcd cluster whose members answer at these http(s) URLs
+                      use the etcd cluster whose members answer at these http URLs
       --prefix PREFIX (etcd) the key prefix of the store, such as myapp/
       --user USER     (etcd) authenticate as USER; the password is read from the environment
                       variable KVO_ETCD_PASSWORD, or from the first line of --password-file

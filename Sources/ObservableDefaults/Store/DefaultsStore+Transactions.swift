@@ -25,6 +25,11 @@ extension DefaultsStore {
     /// first). A `set` of the same key from another thread while the update runs is ordered after
     /// it: its value wins.
     ///
+    /// On etcd, the update is a transaction that applies only if the key's mod revision is still the
+    /// one `body` read; when another writer got there first, `body` runs again on that writer's value
+    /// (see the UsingEtcd article of `ObservableDefaultsEtcd`). It throws `.unreachable` when no
+    /// member answers within the store's timeout.
+    ///
     /// `body` must not use the store (or any store on the same file): it runs holding the file's
     /// lock, and may run more than once (other storage back ends retry it on a conflict). Using the
     /// store from it traps with a message, instead of deadlocking.

@@ -1,8 +1,12 @@
 import Foundation
 import KeyValueObserving
 
-/// A file-backed defaults store, observable across instances and across processes: the
-/// `UserDefaults` that server and command-line Swift lacks on Linux.
+/// A defaults store, observable across instances and across processes: the `UserDefaults` that
+/// server and command-line Swift lacks on Linux. It keeps its values in a file (the initializers
+/// here), or, with the `ObservableDefaultsEtcd` library, under a prefix of an etcd cluster shared by
+/// many machines (`DefaultsStore(etcd:prefix:credentials:timeout:errorHandler:)`), with the same
+/// keys, observation, `update`, `batch` and `snapshot()`. What follows describes the file; `location`
+/// says which back end a store uses.
 ///
 /// ```swift
 /// let speed = DefaultsKey("playbackSpeed", default: 1.0)
@@ -213,7 +217,9 @@ public final class DefaultsStore: Sendable {
     }
 
     /// Writes this process's pending changes to the file and returns when they are durable (file and
-    /// directory fsynced), with another process's concurrent changes kept.
+    /// directory fsynced), with another process's concurrent changes kept. On etcd: sends them and
+    /// returns when etcd acknowledged every one (`.unreachable` while no member answers: they stay
+    /// queued and are sent when one does).
     ///
     /// - Throws: `DefaultsError`: `.writeFailed` if the file cannot be written (the changes stay in
     ///   memory and pending, and the next write or flush retries them); `.encodingFailed` naming a

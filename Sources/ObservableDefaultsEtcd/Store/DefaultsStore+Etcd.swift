@@ -8,7 +8,7 @@ extension DefaultsStore {
     ///
     /// The password is sent only to etcd's `/v3/auth/authenticate`; it never appears in an error,
     /// a log or a `description` (which shows the user only). Over `http` it crosses the network in
-    /// clear text: use `https` endpoints beyond loopback.
+    /// clear text: beyond loopback, reach the cluster through a TLS tunnel (see the EtcdWire article).
     public struct EtcdCredentials: Sendable, CustomStringConvertible {
         /// The etcd user.
         public var user: String
@@ -60,16 +60,17 @@ extension DefaultsStore {
     ///   observers keep working on the last values, and changes are sent when it answers again.
     ///
     /// - Parameters:
-    ///   - endpoints: the `http` or `https` URLs of the cluster's members (`https` is verified against
-    ///     the system's trust store); requests fail over from one to the next.
+    ///   - endpoints: the `http` URLs of the cluster's members; requests fail over from one to the
+    ///     next. `https` is refused: reach a TLS cluster through a local TLS tunnel (see the
+    ///     EtcdWire article).
     ///   - prefix: the etcd key prefix of this store's keys, such as `"myapp/"`.
     ///   - credentials: for a cluster with authentication enabled.
     ///   - timeout: how long to wait for the first read, and for each request.
     ///   - errorHandler: called with each problem met later (an outage, a refused change, a value
     ///     that is not JSON or does not decode), on the thread that met it; with no handler, problems
     ///     are printed to standard error.
-    /// - Throws: `DefaultsError`: `.invalidEndpoint` for an endpoint that is not an `http(s)` URL
-    ///   with a host (or has a user or password in it), `.unreachable` if no member answered within
+    /// - Throws: `DefaultsError`: `.invalidEndpoint` for no endpoint, or one that is not an `http`
+    ///   URL with a host (or has a user or password in it), `.unreachable` if no member answered within
     ///   `timeout`, `.authenticationFailed`, `.permissionDenied` (the user may not read the
     ///   prefix), `.remoteFailed`.
     /// - Complexity: the initializer reads every key under the prefix once (when no store of this
@@ -96,8 +97,7 @@ extension DefaultsStore {
         errorHandler: (@Sendable (DefaultsError) -> Void)? = nil
     ) throws(DefaultsError) {
         precondition(timeout > .zero, "DefaultsStore(etcd:): the timeout must be positive (got \(timeout))")
-        let location = DefaultsLocation.etcd(endpoints: endpoints, prefix: prefix)
-        try EtcdBackend.validate(endpoints, location: location)
+        try EtcdBackend.validate(endpoints)
         var identity = "etcd:" + endpoints.map(\.absoluteString).sorted().joined(separator: ",") + "\n" + prefix + "\n"
         identity += credentials?.user ?? ""
         if !sharesStorage { identity += "\n" + String(UInt64.random(in: 0...UInt64.max), radix: 16) }
@@ -109,22 +109,13 @@ extension DefaultsStore {
 }
 
 extension EtcdBackend {
-    /// Checks that every endpoint can name an etcd member (before anything is shared or sent).
-    static func validate(_ endpoints: [URL], location: DefaultsLocation) throws(DefaultsError) {
-        guard !endpoints.isEmpty else {
-            throw DefaultsError(.invalidEndpoint, location: location, reason: "no endpoint given")
-        }
-        for endpoint in endpoints {
-            guard endpoint.user == nil, endpoint.password == nil else {
-                // Not the URL itself: it holds a password.
-                throw DefaultsError(
-                    .invalidEndpoint, location: .etcd(endpoints: [], prefix: ""),
-                    reason: "an endpoint has a user or password in its URL: give them as credentials instead")
-            }
-            guard let scheme = endpoint.scheme?.lowercased(), scheme == "http" || scheme == "https", endpoint.host?.isEmpty == false else {
-                throw DefaultsError(
-                    .invalidEndpoint, location: location, reason: "\(endpoint.absoluteString) is not an http or https URL with a host")
-            }
+    /// Refuses an endpoint with a user or password in its URL before anything names it (an error's
+    /// location would show it). The client checks the rest (http, a host).
+    static func validate(_ endpoints: [URL]) throws(DefaultsError) {
+        guard endpoints.allSatisfy({ $0.user == nil && $0.password == nil }) else {
+            throw DefaultsError(
+                .invalidEndpoint, location: .etcd(endpoints: [], prefix: ""),
+                reason: "an endpoint has a user or password in its URL: give them as credentials instead")
         }
     }
 
