@@ -33,7 +33,8 @@ struct RevisionTests {
     func observe(_ store: DefaultsStore) -> (Locked<[String]>, KeyValueObservation) {
         let seen = Locked<[String]>([])
         let token = store.observe(speed, options: [.old, .new]) { _, change in
-            seen.append("\(change.oldValue!)→\(change.newValue!) \(change.origin == .thisProcess ? "here" : "there") \(change.revision ?? 0)")
+            seen.append(
+                "\(change.oldValue!)→\(change.newValue!) \(change.origin == .thisProcess ? "here" : "there") \(change.revision ?? 0)")
         }
         return (seen, token)
     }

@@ -21,7 +21,6 @@ func waitForCondition(seconds: Double, _ condition: () -> Bool) -> Bool {
     return condition()
 }
 
-
 /// The directory of the executables SwiftPM built next to this test bundle (the test target depends
 /// on them).
 package let buildDirectory: URL = {
@@ -106,4 +105,3 @@ package func waitForText(_ text: String, in pipe: Pipe, seconds: Double = 10) ->
     _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
     return String(decoding: bytes, as: UTF8.self)
 }
-

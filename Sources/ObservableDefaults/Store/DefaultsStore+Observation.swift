@@ -37,7 +37,8 @@ extension DefaultsStore {
             changeHandler(
                 store,
                 DefaultsChange(
-                    key: key.name, newValue: new, oldValue: old, isPrior: record.isPrior, origin: record.origin, revision: record.revision == 0 ? nil : record.revision))
+                    key: key.name, newValue: new, oldValue: old, isPrior: record.isPrior, origin: record.origin,
+                    revision: record.revision == 0 ? nil : record.revision))
         }
         let token = KeyValueObservation(invalidating: DefaultsObserverHandle(storage: storage, id: id, key: key.name))
         if options.contains(.initial) {

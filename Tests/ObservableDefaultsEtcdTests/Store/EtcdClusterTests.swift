@@ -5,7 +5,9 @@ import ObservableDefaults
 import Testing
 import TestSupport
 
-@Suite("DefaultsStore on etcd: a cluster losing its leader", .tags(.processes), .enabled(if: EtcdTestEnvironment.testsEnabled, "KVO_SKIP_ETCD_TESTS=1"))
+@Suite(
+    "DefaultsStore on etcd: a cluster losing its leader", .tags(.processes),
+    .enabled(if: EtcdTestEnvironment.testsEnabled, "KVO_SKIP_ETCD_TESTS=1"))
 struct EtcdClusterTests {
     /// A writer process sets 4 keys in turn to 1 … 600 (one put each); a watcher process prints every
     /// change; the leader, where both started, is killed mid-stream. Every value reaches the watcher
@@ -33,7 +35,8 @@ struct EtcdClusterTests {
             })
 
         let (keys, count) = (4, 600)
-        let writer = try startTool(["write-sequence", toolStore(endpoints, prefix: "seq/"), "\(keys)", "\(count)"], executable: testToolPath)
+        let writer = try startTool(
+            ["write-sequence", toolStore(endpoints, prefix: "seq/"), "\(keys)", "\(count)"], executable: testToolPath)
         output += waitForText("-> 100\n", in: watcher.output, seconds: 60)
         #expect(output.contains("-> 100\n"))
         cluster.kill(member: leader)

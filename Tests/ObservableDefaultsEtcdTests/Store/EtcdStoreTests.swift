@@ -78,7 +78,8 @@ struct EtcdStoreTests {
         let stored = try #require(try client(server.endpoints).range(key: bytes("app/hits")).keyValue)
         #expect(stored.value == bytes("21"))
         // This process's update is reported as this process's change, with its revision.
-        #expect(seen.current.contains(SeenChange(key: "hits", old: 20, new: 21, origin: .thisProcess, revision: stored.modRevision))
+        #expect(
+            seen.current.contains(SeenChange(key: "hits", old: 20, new: 21, origin: .thisProcess, revision: stored.modRevision))
                 || seen.current.contains(SeenChange(key: "hits", old: 10, new: 21, origin: .thisProcess, revision: stored.modRevision)))
     }
 

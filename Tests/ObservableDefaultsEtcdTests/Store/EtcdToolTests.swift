@@ -12,7 +12,9 @@ import Glibc
 @Suite("kvo-defaults --etcd", .tags(.processes), .enabled(if: EtcdTestEnvironment.testsEnabled, "KVO_SKIP_ETCD_TESTS=1"))
 struct EtcdToolTests {
     /// `kvo-defaults COMMAND --etcd ENDPOINTS --prefix PREFIX ARGUMENTS…`.
-    func tool(_ command: String, _ server: EtcdServer, prefix: String = "app/", _ arguments: [String] = [], environment: [String: String]? = nil)
+    func tool(
+        _ command: String, _ server: EtcdServer, prefix: String = "app/", _ arguments: [String] = [], environment: [String: String]? = nil
+    )
         throws -> ToolResult
     {
         let endpoints = server.endpoints.map(\.absoluteString).joined(separator: ",")
