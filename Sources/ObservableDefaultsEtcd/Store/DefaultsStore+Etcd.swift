@@ -125,7 +125,7 @@ extension EtcdBackend {
         endpoints: [URL], prefix: String, credentials: DefaultsStore.EtcdCredentials?, timeout: Duration
     ) throws(DefaultsError) -> (DefaultsStorage, [DefaultsError]) {
         let location = DefaultsLocation.etcd(endpoints: endpoints, prefix: prefix)
-        let options = EtcdClientOptions(requestTimeout: timeout, connectTimeout: min(timeout, .seconds(2)))
+        let options = clientOptions(timeout: timeout)
         let client: EtcdClient
         do {
             client = try EtcdClient(
@@ -145,6 +145,22 @@ extension EtcdBackend {
         storage.applyReload(values, revision: revision)
         backend.watch(storage, from: revision + 1)
         return (storage, problems.current)
+    }
+
+    /// The client's bounds for a store's `timeout`: each request waits `timeout` for its reply, and
+    /// a call that finds no member answering makes only the rounds whose back-off fits in `timeout`
+    /// (the client's defaults otherwise: 6 rounds, 3.1 s of back-off, for 5 s), so a store on a
+    /// stopped cluster reports it within about `timeout`.
+    static func clientOptions(timeout: Duration) -> EtcdClientOptions {
+        var options = EtcdClientOptions(requestTimeout: timeout, connectTimeout: min(timeout, .seconds(2)))
+        var (rounds, backoff, waited) = (1, options.initialBackoff, Duration.zero)
+        while rounds < options.attempts, waited + backoff <= timeout {
+            waited += backoff
+            backoff = min(backoff * 2, options.maximumBackoff)
+            rounds += 1
+        }
+        options.attempts = rounds
+        return options
     }
 
     /// The first read of the prefix, given up after `timeout` (the client's own bounds are per
