@@ -28,10 +28,9 @@ extension EtcdBackend {
     /// Sends the outbox's writes, oldest first, until it is empty (then returns `nil`) or a write
     /// fails in a way that a later try may fix: that failure is reported once per outage, a retry
     /// is scheduled, and the failure is returned (the write stays first). A write etcd refuses is
-    /// reported, dropped, and the prefix read again so that the cache holds etcd's values; the last
-    /// such refusal is returned after the others are sent. Runs on the queue.
+    /// reported, dropped, and the prefix read again so that the cache holds etcd's values; the next
+    /// `flush()` throws it. Runs on the queue.
     func drain(_ storage: DefaultsStorage) -> DefaultsError? {
-        var refusal: DefaultsError?
         while let write = storage.nextWrite() {
             var operations: [EtcdOperation] = []
             var unsent: Set<String> = []
@@ -63,14 +62,15 @@ extension EtcdBackend {
                     scheduleRetry(storage)
                     return failure
                 case .refused:
-                    storage.report(failure)
+                    // Dropped before the handlers hear of it: one that flushes must not send it again.
                     storage.finish(write, revision: nil, unsent: unsent)
-                    refusal = failure
+                    lock.withLock { state.refusal = state.refusal ?? failure }
+                    storage.report(failure)
                     reload(storage, rewatch: false)
                 }
             }
         }
-        return refusal
+        return nil
     }
 
     /// Sends the outbox again after a delay that doubles with each failure in a row. Weak: retries
@@ -121,12 +121,17 @@ extension EtcdBackend {
     /// (another process holding a file's lock) do not apply: every request is bounded by the
     /// client's timeouts.
     ///
-    /// - Throws: the failure that stopped the sending (the changes stay queued and are retried), a
-    ///   refusal of one of them (that change was dropped), or `.encodingFailed` naming a key whose
-    ///   value cannot be written as JSON.
+    /// - Throws: the failure that stopped the sending (the changes stay queued and are retried), the
+    ///   first refusal since the last flush (that change was dropped, whichever send met it), or
+    ///   `.encodingFailed` naming a key whose value cannot be written as JSON.
     func flush(_ storage: DefaultsStorage, timeout: Duration?, notice: (after: Duration, call: () -> Void)?) throws(DefaultsError) {
         let failure = isOnQueue ? drain(storage) : queue.sync { drain(storage) }
         if let failure { throw failure }
+        let refusal = lock.withLock {
+            defer { state.refusal = nil }
+            return state.refusal
+        }
+        if let refusal { throw refusal }
         if let (key, count) = storage.unencodablePendingKeys() {
             let others = count > 1 ? " (and \(count - 1) other key\(count > 2 ? "s" : ""))" : ""
             throw DefaultsError(

@@ -43,6 +43,8 @@ final class EtcdBackend: DefaultsBackend, @unchecked Sendable {
         /// Sends that failed in a row (the retry delay doubles with each).
         var failedSends = 0
         var isClosed = false
+        /// The first write etcd refused since the last flush, which throws it.
+        var refusal: DefaultsError?
         /// Values that are not JSON, reported once each (key and revision).
         var reportedValues: Set<String> = []
     }

@@ -57,6 +57,31 @@ struct EtcdFailureTests {
         #expect(opening.description.contains(server.endpoint.absoluteString))
     }
 
+    @Test func aWriteEtcdRefusesIsReportedDroppedAndTheCacheTakesEtcdsValueAgain() throws {
+        let server = try EtcdServer()
+        try server.enableAuth(user: "alice", password: "pw")
+        try server.etcdctl(["role", "add", "reader"])
+        try server.etcdctl(["role", "grant-permission", "reader", "read", "--prefix=true", "ro/"])
+        try server.etcdctl(["user", "add", "bob", "--new-user-password=pw", "--interactive=false"])
+        try server.etcdctl(["user", "grant-role", "bob", "reader"])
+        _ = try client(server.endpoints, credentials: EtcdCredentials(user: "alice", password: "pw")).put(
+            key: bytes("ro/speed"), value: bytes("1.5"))
+        let errors = Locked<[DefaultsError]>([])
+        let store = try etcdStore(server.endpoints, prefix: "ro/", credentials: .init(user: "bob", password: "pw"), errors: errors)
+        #expect(store[Self.speed] == 1.5)
+        let (seen, token) = record(Self.speed, in: store)
+        defer { withExtendedLifetime(token) {} }
+
+        store[Self.speed] = 3
+        let error = try #require(throws: DefaultsError.self) { try store.flush() }
+        #expect(error.kind == .permissionDenied)
+        #expect(waitUntil { store[Self.speed] == 1.5 })
+        #expect(seen.current.map(\.new) == [3, 1.5])
+        #expect(seen.current.last?.origin == .anotherProcess)
+        #expect(errors.current.map(\.kind) == [.permissionDenied])
+        #expect(errors.current.first?.key == "speed")
+    }
+
     @Test func aWatchThatMissedACompactedHistoryReloadsAndDeliversTheDifferencesAsOneChange() throws {
         let server = try EtcdServer()
         let etcd = try client(server.endpoints)
