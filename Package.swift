@@ -23,7 +23,7 @@ let package = Package(
         .executableTarget(name: "kvo-defaults", dependencies: ["KeyValueObserving", "ObservableDefaults", "ObservableDefaultsEtcd"]),
         .executableTarget(
             name: "kvo-bench",
-            dependencies: ["KeyValueObserving", "ObservableProgress", "ObservableDefaults"],
+            dependencies: ["KeyValueObserving", "ObservableProgress", "ObservableDefaults", "ObservableDefaultsEtcd"],
             path: "Benchmarks/kvo-bench"
         ),
         .target(
