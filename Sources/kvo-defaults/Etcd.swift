@@ -10,13 +10,14 @@ import ObservableDefaults
 import ObservableDefaultsEtcd
 
 /// The options that name a store on etcd: `--etcd URL[,URL…] --prefix PREFIX [--user USER]
-/// [--password-file PATH]`. The password never comes from the command line (other users can read a
+/// [--password-file PATH] [--cacert PATH]`. The password never comes from the command line (other users can read a
 /// process's arguments): it comes from `KVO_ETCD_PASSWORD` or the first line of `--password-file`.
 struct EtcdArguments {
     var endpoints: [URL]?
     var prefix: String?
     var user: String?
     var passwordFile: String?
+    var trustedCertificates: String?
 
     /// The environment variable the password is read from.
     static let passwordVariable = "KVO_ETCD_PASSWORD"
@@ -25,7 +26,7 @@ struct EtcdArguments {
     /// whether it was.
     mutating func parse(_ argument: String, _ arguments: inout ArraySlice<String>) -> Bool {
         let name = argument.split(separator: "=", maxSplits: 1).first.map(String.init) ?? argument
-        guard ["--etcd", "--prefix", "--user", "--password-file", "--password"].contains(name) else { return false }
+        guard ["--etcd", "--prefix", "--user", "--password-file", "--password", "--cacert"].contains(name) else { return false }
         if name == "--password" {
             usageError(
                 "the password is not taken from the command line (other users can read it): set \(Self.passwordVariable) or use --password-file"
@@ -38,13 +39,16 @@ struct EtcdArguments {
             var urls: [URL] = []
             for text in value.split(separator: ",", omittingEmptySubsequences: false) {
                 guard let url = URL(string: String(text)), url.scheme == "http" || url.scheme == "https", url.host?.isEmpty == false else {
-                    usageError("'--etcd' needs http URLs separated by commas ('\(text)' is not one)")
+                    usageError("'--etcd' needs http or https URLs separated by commas ('\(text)' is not one)")
                 }
                 urls.append(url)
             }
             endpoints = urls
         case "--prefix": prefix = value
         case "--user": user = value
+        case "--cacert":
+            guard !value.isEmpty else { usageError("'--cacert' needs a path") }
+            trustedCertificates = value
         default:
             guard !value.isEmpty else { usageError("'--password-file' needs a path") }
             passwordFile = value
@@ -60,14 +64,18 @@ struct EtcdArguments {
     }
 
     /// Whether an etcd option other than `--etcd` was given (an error without `--etcd`).
-    var hasOptionsWithoutEndpoints: Bool { endpoints == nil && (prefix != nil || user != nil || passwordFile != nil) }
+    var hasOptionsWithoutEndpoints: Bool {
+        endpoints == nil && (prefix != nil || user != nil || passwordFile != nil || trustedCertificates != nil)
+    }
 
     /// The store, waiting up to `timeout` (default 5 s) for the cluster's first answer.
     ///
-    /// - Throws: `DefaultsError` from `DefaultsStore(etcd:prefix:credentials:timeout:errorHandler:)`.
+    /// - Throws: `DefaultsError` from `DefaultsStore(etcd:prefix:credentials:trustedCertificates:timeout:errorHandler:)`.
     func openStore(timeout: Duration?, errorHandler: @escaping @Sendable (DefaultsError) -> Void) throws(DefaultsError) -> DefaultsStore {
         try DefaultsStore(
-            etcd: endpoints!, prefix: prefix!, credentials: credentials(), timeout: timeout ?? .seconds(5), errorHandler: errorHandler)
+            etcd: endpoints!, prefix: prefix!, credentials: credentials(),
+            trustedCertificates: trustedCertificates.map { URL(fileURLWithPath: $0) }, timeout: timeout ?? .seconds(5),
+            errorHandler: errorHandler)
     }
 
     /// The credentials of `--user`, with the password from `--password-file` or the environment.

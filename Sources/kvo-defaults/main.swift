@@ -19,7 +19,7 @@ let usage = """
            kvo-defaults watch  STORE [KEY] [--timestamps]
            kvo-defaults help | -h | --help
 
-      STORE: SUITE | --file PATH | --etcd URL[,URL...] --prefix PREFIX [--user USER]
+      STORE: SUITE | --file PATH | --etcd URL[,URL...] --prefix PREFIX [--user USER] [--cacert PATH]
 
     Reads, writes and watches the defaults stores of ObservableDefaults. A SUITE is the file
     SUITE.json in $XDG_CONFIG_HOME (else ~/.config; ~/Library/Preferences on macOS); --file PATH
@@ -44,13 +44,15 @@ let usage = """
     OPTIONS:
       --file PATH     use the file at PATH instead of a suite
       --etcd URL[,URL...]
-                      use the etcd cluster whose members answer at these http URLs
+                      use the etcd cluster whose members answer at these http or https URLs
       --prefix PREFIX (etcd) the key prefix of the store, such as myapp/
       --user USER     (etcd) authenticate as USER; the password is read from the environment
                       variable KVO_ETCD_PASSWORD, or from the first line of --password-file
                       (never from the command line, which other users can read)
       --password-file PATH
                       (etcd) the file holding USER's password
+      --cacert PATH   (etcd) a PEM file of private certificate authorities trusted for https
+                      members, in addition to the system's trust store
       --add N         (update) the number to add (negative to subtract)
       --timestamps    (watch) prefix each line with the CLOCK_MONOTONIC time in nanoseconds at
                       which the change was received
@@ -158,7 +160,7 @@ if timeout != nil, command != "write", command != "delete", etcd.endpoints == ni
 if addend != nil, command != "update" { usageError("'--add' only applies to 'update'") }
 
 var fileURL: URL?
-if etcd.hasOptionsWithoutEndpoints { usageError("'--prefix', '--user' and '--password-file' need '--etcd URL[,URL...]'") }
+if etcd.hasOptionsWithoutEndpoints { usageError("'--prefix', '--user', '--password-file' and '--cacert' need '--etcd URL[,URL...]'") }
 if etcd.endpoints != nil {
     if filePath != nil { usageError("'--file' and '--etcd' name two different stores: give one") }
     etcd.check()

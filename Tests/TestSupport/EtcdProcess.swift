@@ -50,9 +50,13 @@ package final class EtcdCluster: @unchecked Sendable {
         package var heartbeatMilliseconds = 50
         /// `--election-timeout` in milliseconds.
         package var electionTimeoutMilliseconds = 500
+        /// Serve clients over https with these certificates (the health is polled over http on the
+        /// metrics port either way).
+        package var tls: EtcdTestCertificates?
 
-        package init(authTokenTTL: Int? = nil) {
+        package init(authTokenTTL: Int? = nil, tls: EtcdTestCertificates? = nil) {
             self.authTokenTTL = authTokenTTL
+            self.tls = tls
         }
     }
 
@@ -60,6 +64,7 @@ package final class EtcdCluster: @unchecked Sendable {
         let name: String
         let clientPort: Int
         let peerPort: Int
+        let metricsPort: Int
         let dataDirectory: String
         let logPath: String
     }
@@ -72,10 +77,12 @@ package final class EtcdCluster: @unchecked Sendable {
     private var processes: [ChildProcess?]
     private var rootPassword: String?
 
-    /// The client URLs of the members, in member order.
+    /// The client URLs of the members, in member order (https with `Options.tls`).
     package var endpoints: [URL] {
-        members.map { URL(string: "http://127.0.0.1:\($0.clientPort)")! }
+        members.map { URL(string: "\(scheme)://127.0.0.1:\($0.clientPort)")! }
     }
+
+    private var scheme: String { options.tls == nil ? "http" : "https" }
 
     /// Starts `members` members and waits until every one is healthy (at most `seconds`).
     ///
@@ -92,11 +99,11 @@ package final class EtcdCluster: @unchecked Sendable {
         EtcdCluster.removeAbandonedDirectories()
         try? "\(getpid())".write(toFile: "\(root)/owner.pid", atomically: true, encoding: .utf8)
         self.options = options
-        let ports = try freeLoopbackPorts(2 * count)
+        let ports = try freeLoopbackPorts(3 * count)
         members = (0..<count).map { index in
             Member(
-                name: "m\(index)", clientPort: ports[2 * index], peerPort: ports[2 * index + 1], dataDirectory: "\(root)/m\(index).data",
-                logPath: "\(root)/m\(index).log")
+                name: "m\(index)", clientPort: ports[3 * index], peerPort: ports[3 * index + 1], metricsPort: ports[3 * index + 2],
+                dataDirectory: "\(root)/m\(index).data", logPath: "\(root)/m\(index).log")
         }
         processes = Array(repeating: nil, count: count)
         do {
@@ -172,7 +179,7 @@ package final class EtcdCluster: @unchecked Sendable {
         lock.withLock { processes[index] != nil }
     }
 
-    /// The index of the member the running members agree is the leader, waiting for an election if
+    /// The index of the member the running members agree is the leader (http clusters), waiting for an election if
     /// there is none (at most `seconds`).
     package func leaderIndex(seconds: Double = 30) throws -> Int {
         let deadline = Date().addingTimeInterval(seconds)
@@ -205,6 +212,7 @@ package final class EtcdCluster: @unchecked Sendable {
         let urls = running.map { endpoints[$0].absoluteString }.joined(separator: ",")
         var all = ["--endpoints=\(urls)", "--dial-timeout=5s", "--command-timeout=10s"]
         if let password { all.append("--user=root:\(password)") }
+        if let tls = options.tls { all.append("--cacert=\(tls.authorityFile)") }
         let result = try runChild(
             executable: EtcdTestEnvironment.etcdctlPath!, arguments: all + arguments, environment: ["ETCDCTL_API": "3"])
         guard result.status == 0 else {
@@ -226,14 +234,16 @@ package final class EtcdCluster: @unchecked Sendable {
         let peers = members.map { "\($0.name)=http://127.0.0.1:\($0.peerPort)" }.joined(separator: ",")
         var arguments = [
             "--name", member.name, "--data-dir", member.dataDirectory,
-            "--listen-client-urls", "http://127.0.0.1:\(member.clientPort)",
-            "--advertise-client-urls", "http://127.0.0.1:\(member.clientPort)",
+            "--listen-client-urls", "\(scheme)://127.0.0.1:\(member.clientPort)",
+            "--advertise-client-urls", "\(scheme)://127.0.0.1:\(member.clientPort)",
+            "--listen-metrics-urls", "http://127.0.0.1:\(member.metricsPort)",
             "--listen-peer-urls", "http://127.0.0.1:\(member.peerPort)",
             "--initial-advertise-peer-urls", "http://127.0.0.1:\(member.peerPort)",
             "--initial-cluster", peers, "--initial-cluster-state", "new", "--initial-cluster-token", token,
             "--heartbeat-interval", "\(options.heartbeatMilliseconds)", "--election-timeout", "\(options.electionTimeoutMilliseconds)",
         ]
         if let ttl = options.authTokenTTL { arguments += ["--auth-token-ttl", "\(ttl)"] }
+        if let tls = options.tls { arguments += ["--cert-file", tls.certificateFile, "--key-file", tls.keyFile] }
         let process = try spawnChild(
             executable: EtcdTestEnvironment.etcdPath!, arguments: arguments, outputPath: member.logPath, lifeline: true)
         let previous = lock.withLock {
@@ -246,7 +256,7 @@ package final class EtcdCluster: @unchecked Sendable {
     private func waitUntilHealthy(_ index: Int, seconds: Double) throws {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
-            if let reply = probeHTTP(port: members[index].clientPort, path: "/health"), reply.status == 200,
+            if let reply = probeHTTP(port: members[index].metricsPort, path: "/health"), reply.status == 200,
                 reply.body.contains("\"health\":\"true\"")
             {
                 return

@@ -179,7 +179,8 @@ package func unusedLoopbackEndpoint() throws -> URL {
     URL(string: "http://127.0.0.1:\(try freeLoopbackPorts(1)[0])")!
 }
 
-private func loopbackAddress(port: Int) -> sockaddr_in {
+/// The IPv4 address 127.0.0.1:`port`.
+func loopbackAddress(port: Int) -> sockaddr_in {
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = UInt16(port).bigEndian

@@ -56,9 +56,9 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         /// (etcd) The cluster answered with an error, or with a reply that is not etcd's (`reason`
         /// says which); a change it refused is dropped and the store reads the prefix again.
         public static let remoteFailed = Kind(name: "remoteFailed")
-        /// (etcd) An endpoint cannot name an etcd member: not an `http` URL with a host (`https` is
-        /// not supported: see `ObservableDefaultsEtcd`), or a URL with a user or password in it
-        /// (give those as credentials).
+        /// (etcd) An endpoint cannot name an etcd member: not an `http` or `https` URL with a host,
+        /// a URL with a user or password in it (give those as credentials), or `https` when the
+        /// system's OpenSSL or the trusted certificates file cannot be loaded.
         public static let invalidEndpoint = Kind(name: "invalidEndpoint")
 
         public var description: String { name }

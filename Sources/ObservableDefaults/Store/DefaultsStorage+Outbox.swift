@@ -51,6 +51,13 @@ extension DefaultsStorage {
         lock.withLock { state.keepsOutbox = true }
     }
 
+    /// Queues a set of `key` in the outbox. Out of line: the file back end's set path only tests
+    /// the flag. Called with the lock held.
+    @inline(never)
+    func queueInOutbox(_ key: String, _ entry: Entry?) {
+        state.outbox.append([PendingWrite.Change(key: key, entry: entry, version: state.version)])
+    }
+
     /// The oldest change not yet acknowledged, which stays first until `finish(_:revision:unsent:)`.
     /// When there is none, the back end has taken everything: a later change schedules a new write
     /// (`isWriteScheduled` is cleared in the same locked step).

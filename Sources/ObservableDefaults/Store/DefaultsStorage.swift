@@ -255,7 +255,7 @@ package final class DefaultsStorage: @unchecked Sendable {
         state.version &+= 1
         state.dirty[key] = state.version
         state.keyVersions[key] = state.version
-        if state.keepsOutbox { state.outbox.append([PendingWrite.Change(key: key, entry: entry, version: state.version)]) }
+        if state.keepsOutbox { queueInOutbox(key, entry) }
         let needsWrite = !state.isWriteScheduled
         state.isWriteScheduled = true
         let targets = state.observers[key]

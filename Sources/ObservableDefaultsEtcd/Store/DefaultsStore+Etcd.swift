@@ -8,7 +8,7 @@ extension DefaultsStore {
     ///
     /// The password is sent only to etcd's `/v3/auth/authenticate`; it never appears in an error,
     /// a log or a `description` (which shows the user only). Over `http` it crosses the network in
-    /// clear text: beyond loopback, reach the cluster through a TLS tunnel (see the EtcdWire article).
+    /// clear text: beyond loopback, use `https` endpoints.
     public struct EtcdCredentials: Sendable, CustomStringConvertible {
         /// The etcd user.
         public var user: String
@@ -60,17 +60,21 @@ extension DefaultsStore {
     ///   observers keep working on the last values, and changes are sent when it answers again.
     ///
     /// - Parameters:
-    ///   - endpoints: the `http` URLs of the cluster's members; requests fail over from one to the
-    ///     next. `https` is refused: reach a TLS cluster through a local TLS tunnel (see the
-    ///     EtcdWire article).
+    ///   - endpoints: the `http` or `https` URLs of the cluster's members; requests fail over from
+    ///     one to the next. An `https` member's certificate is verified (TLS 1.2 or later, chain and
+    ///     host name) against the system's trust store and `trustedCertificates`.
     ///   - prefix: the etcd key prefix of this store's keys, such as `"myapp/"`.
     ///   - credentials: for a cluster with authentication enabled.
+    ///   - trustedCertificates: a PEM file of private certificate authorities trusted for `https`
+    ///     endpoints in addition to the system's trust store (see the EtcdWire article for adding a
+    ///     CA to the system's store instead).
     ///   - timeout: how long to wait for the first read, and for each request.
     ///   - errorHandler: called with each problem met later (an outage, a refused change, a value
     ///     that is not JSON or does not decode), on the thread that met it; with no handler, problems
     ///     are printed to standard error.
-    /// - Throws: `DefaultsError`: `.invalidEndpoint` for no endpoint, or one that is not an `http`
-    ///   URL with a host (or has a user or password in it), `.unreachable` if no member answered within
+    /// - Throws: `DefaultsError`: `.invalidEndpoint` for no endpoint, one that is not an `http(s)`
+    ///   URL with a host (or has a user or password in it), or `https` without a usable OpenSSL or
+    ///   `trustedCertificates` file; `.unreachable` if no member answered within
     ///   `timeout`, `.authenticationFailed`, `.permissionDenied` (the user may not read the
     ///   prefix), `.remoteFailed`.
     /// - Complexity: the initializer reads every key under the prefix once (when no store of this
@@ -79,19 +83,23 @@ extension DefaultsStore {
         etcd endpoints: [URL],
         prefix: String,
         credentials: EtcdCredentials? = nil,
+        trustedCertificates: URL? = nil,
         timeout: Duration = .seconds(5),
         errorHandler: (@Sendable (DefaultsError) -> Void)? = nil
     ) throws(DefaultsError) {
         try self.init(
-            etcd: endpoints, prefix: prefix, credentials: credentials, timeout: timeout, sharesStorage: true, errorHandler: errorHandler)
+            etcd: endpoints, prefix: prefix, credentials: credentials, trustedCertificates: trustedCertificates, timeout: timeout,
+            sharesStorage: true, errorHandler: errorHandler)
     }
 
-    /// `init(etcd:prefix:credentials:timeout:errorHandler:)`, with `sharesStorage: false` giving this
-    /// store its own values, client and watch (for tests: two "processes" in one).
+    /// `init(etcd:prefix:credentials:trustedCertificates:timeout:errorHandler:)`, with
+    /// `sharesStorage: false` giving this store its own values, client and watch (for tests: two
+    /// "processes" in one).
     package convenience init(
         etcd endpoints: [URL],
         prefix: String,
         credentials: EtcdCredentials? = nil,
+        trustedCertificates: URL? = nil,
         timeout: Duration = .seconds(5),
         sharesStorage: Bool,
         errorHandler: (@Sendable (DefaultsError) -> Void)? = nil
@@ -99,10 +107,11 @@ extension DefaultsStore {
         precondition(timeout > .zero, "DefaultsStore(etcd:): the timeout must be positive (got \(timeout))")
         try EtcdBackend.validate(endpoints)
         var identity = "etcd:" + endpoints.map(\.absoluteString).sorted().joined(separator: ",") + "\n" + prefix + "\n"
-        identity += credentials?.user ?? ""
+        identity += (credentials?.user ?? "") + "\n" + (trustedCertificates?.path ?? "")
         if !sharesStorage { identity += "\n" + String(UInt64.random(in: 0...UInt64.max), radix: 16) }
         let (storage, problems) = try DefaultsStorageRegistry.storage(identity: identity) { () throws(DefaultsError) in
-            try EtcdBackend.open(endpoints: endpoints, prefix: prefix, credentials: credentials, timeout: timeout)
+            try EtcdBackend.open(
+                endpoints: endpoints, prefix: prefix, credentials: credentials, trustedCertificates: trustedCertificates, timeout: timeout)
         }
         self.init(storage: storage, problems: problems, errorHandler: errorHandler)
     }
@@ -122,10 +131,11 @@ extension EtcdBackend {
     /// A new storage on etcd: the client, the first read of the prefix (waited for up to
     /// `timeout`), and the watch from the read's revision + 1.
     static func open(
-        endpoints: [URL], prefix: String, credentials: DefaultsStore.EtcdCredentials?, timeout: Duration
+        endpoints: [URL], prefix: String, credentials: DefaultsStore.EtcdCredentials?, trustedCertificates: URL?, timeout: Duration
     ) throws(DefaultsError) -> (DefaultsStorage, [DefaultsError]) {
         let location = DefaultsLocation.etcd(endpoints: endpoints, prefix: prefix)
-        let options = clientOptions(timeout: timeout)
+        var options = clientOptions(timeout: timeout)
+        options.trustedCertificatesFile = trustedCertificates?.path
         let client: EtcdClient
         do {
             client = try EtcdClient(

@@ -23,7 +23,7 @@ package final class EtcdClient: Sendable {
     /// The timeouts and retries.
     package let options: EtcdClientOptions
     let credentials: EtcdCredentials?
-    let transport = EtcdTransport()
+    let transport: EtcdTransport
     let state = Locked(State())
 
     struct State {
@@ -38,23 +38,20 @@ package final class EtcdClient: Sendable {
     /// Makes a client; it connects only when a call needs it.
     ///
     /// - Parameters:
-    ///   - endpoints: The client URLs of one cluster's members (http or https, with a host).
+    ///   - endpoints: The client URLs of one cluster's members (http or https, with a host). https
+    ///     certificates are verified against the system's trust store and
+    ///     `options.trustedCertificatesFile`.
     ///   - credentials: A user and password when the cluster has authentication enabled.
     ///   - options: Timeouts, retries and back-off.
-    /// - Throws: `EtcdError` `.invalidEndpoint` for an empty list or a URL that is not http(s) with a host.
+    /// - Throws: `EtcdError` `.invalidEndpoint` for an empty list, a URL that is not http(s) with a
+    ///   host, or https when OpenSSL is missing or `trustedCertificatesFile` cannot be loaded.
     package init(endpoints: [URL], credentials: EtcdCredentials?, options: EtcdClientOptions = .init()) throws(EtcdError) {
         guard !endpoints.isEmpty else { throw EtcdError(.invalidEndpoint, endpoints: [], reason: "no endpoint given") }
         for endpoint in endpoints {
             guard let host = endpoint.host, !host.isEmpty, let scheme = endpoint.scheme?.lowercased(), scheme == "http" || scheme == "https"
             else {
-                throw EtcdError(.invalidEndpoint, endpoints: [endpoint], reason: "an etcd endpoint must be an http:// URL with a host")
-            }
-            guard scheme == "http" else {
                 throw EtcdError(
-                    .invalidEndpoint, endpoints: [endpoint],
-                    reason: "https is not supported: this client speaks plain HTTP/1.1 on sockets (FoundationNetworking's URLSession, "
-                        + "the toolchain's only TLS, traps on etcd's error replies); reach a remote cluster through a local TLS "
-                        + "tunnel (stunnel, an envoy or ghostunnel sidecar) at an http://127.0.0.1 endpoint")
+                    .invalidEndpoint, endpoints: [endpoint], reason: "an etcd endpoint must be an http:// or https:// URL with a host")
             }
             guard endpoint.user == nil && endpoint.password == nil else {
                 throw EtcdError(
@@ -62,6 +59,15 @@ package final class EtcdClient: Sendable {
                 )
             }
         }
+        var tls: EtcdTLS?
+        if endpoints.contains(where: { $0.scheme?.lowercased() == "https" }) {
+            do {
+                tls = try EtcdTLS(trustedCertificatesFile: options.trustedCertificatesFile)
+            } catch {
+                throw EtcdError(.invalidEndpoint, endpoints: endpoints.filter { $0.scheme?.lowercased() == "https" }, reason: error.reason)
+            }
+        }
+        transport = EtcdTransport(tls: tls)
         self.endpoints = endpoints
         self.credentials = credentials
         self.options = options

@@ -24,6 +24,9 @@ package struct EtcdClientOptions: Sendable, Hashable {
     /// The longest back-off between rounds, also the watch's longest wait between reconnect rounds
     /// (default 2 s).
     package var maximumBackoff: Duration
+    /// A PEM file of certificate authorities trusted for https endpoints in addition to the
+    /// system's trust store: a private CA (default none).
+    package var trustedCertificatesFile: String?
 
     /// Options with the documented defaults, or the given values.
     ///
@@ -33,12 +36,14 @@ package struct EtcdClientOptions: Sendable, Hashable {
     ///   - attempts: Rounds over all endpoints (at least 1).
     ///   - initialBackoff: The first back-off between rounds.
     ///   - maximumBackoff: The longest back-off.
+    ///   - trustedCertificatesFile: A PEM file of private certificate authorities for https.
     package init(
         requestTimeout: Duration = .seconds(5),
         connectTimeout: Duration = .seconds(2),
         attempts: Int = 6,
         initialBackoff: Duration = .milliseconds(100),
-        maximumBackoff: Duration = .seconds(2)
+        maximumBackoff: Duration = .seconds(2),
+        trustedCertificatesFile: String? = nil
     ) {
         precondition(attempts >= 1, "EtcdClientOptions: attempts must be at least 1 (got \(attempts))")
         precondition(
@@ -52,5 +57,6 @@ package struct EtcdClientOptions: Sendable, Hashable {
         self.attempts = attempts
         self.initialBackoff = initialBackoff
         self.maximumBackoff = maximumBackoff
+        self.trustedCertificatesFile = trustedCertificatesFile
     }
 }

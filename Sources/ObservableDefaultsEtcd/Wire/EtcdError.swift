@@ -33,7 +33,7 @@ package struct EtcdError: Error, Sendable, Hashable, CustomStringConvertible {
     package var endpoints: [URL]
     /// For `.authenticationFailed`: the user.
     package var user: String?
-    /// For `.compacted`: the compact revision etcd reported.
+    /// For `.compacted`: the compact revision, when etcd reported it.
     package var compactRevision: Int64?
     /// For `.server`: the HTTP status.
     package var status: Int?

@@ -18,10 +18,12 @@ struct EtcdSocketFailure: Error {
 /// `shutdown()` may be called from any thread to wake a blocked call; only the owner closes the
 /// descriptor (`close()`), after its last use.
 final class EtcdSocket: @unchecked Sendable {
-    // Invariant: `descriptor` is written only by `init` and `close()`; `close()` is called by the
-    // single owner after every other call on this socket returned (a concurrent `shutdown()` is guarded
-    // by `lock`, which `close()` takes too).
+    // Invariant: `descriptor` and `session` are written only by `init`, `connect` (before the socket
+    // is shared) and `close()`; `close()` is called by the single owner after every other call on
+    // this socket returned (a concurrent `shutdown()` is guarded by `lock`, which `close()` takes too).
     private var descriptor: Int32
+    /// The TLS connection over the socket, for https (set once by `connect`, released by `close()`).
+    private var session: EtcdTLSSession?
     private let lock = Lock()
 
     private init(descriptor: Int32) {
@@ -32,10 +34,11 @@ final class EtcdSocket: @unchecked Sendable {
         close()
     }
 
-    /// Connects to `host`:`port` (every address the name resolves to, in order) before `deadline`.
+    /// Connects to `host`:`port` (every address the name resolves to, in order) before `deadline`,
+    /// and with `tls` completes a verified TLS handshake.
     ///
     /// - Throws: `EtcdSocketFailure` when nothing was connected: no byte of a request was sent then.
-    static func connect(host: String, port: Int, deadline: ContinuousClock.Instant) throws(EtcdSocketFailure) -> EtcdSocket {
+    static func connect(host: String, port: Int, tls: EtcdTLS?, deadline: ContinuousClock.Instant) throws(EtcdSocketFailure) -> EtcdSocket {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         #if canImport(Darwin)
@@ -62,10 +65,16 @@ final class EtcdSocket: @unchecked Sendable {
             socket.configure()
             do {
                 try socket.connect(address.pointee.ai_addr, address.pointee.ai_addrlen, deadline: deadline)
-                return socket
             } catch {
                 lastFailure = error.reason
+                continue
             }
+            guard let tls else { return socket }
+            // A refused certificate is final: the next address serves the same one.
+            socket.session = try tls.handshake(descriptor: socket.descriptor, host: host) { (events) throws(EtcdSocketFailure) in
+                try socket.wait(for: events, until: deadline, what: "TLS handshake")
+            }
+            return socket
         }
         throw EtcdSocketFailure(reason: lastFailure)
     }
@@ -111,6 +120,24 @@ final class EtcdSocket: @unchecked Sendable {
     func send(_ bytes: [UInt8], deadline: ContinuousClock.Instant) -> (sent: Int, failure: EtcdSocketFailure?) {
         var sent = 0
         while sent < bytes.count {
+            if let session {
+                let events: Int16
+                switch bytes[sent...].withUnsafeBytes({ session.write($0) }) {
+                case .done(let count):
+                    sent += count
+                    continue
+                case .wantRead: events = Int16(POLLIN)
+                case .wantWrite: events = Int16(POLLOUT)
+                case .closed: return (sent, EtcdSocketFailure(reason: "send: the server closed the connection"))
+                case .failed(let reason): return (sent, EtcdSocketFailure(reason: "send: \(reason)"))
+                }
+                do {
+                    try wait(for: events, until: deadline, what: "send")
+                } catch {
+                    return (sent, error)
+                }
+                continue
+            }
             let result = bytes[sent...].withUnsafeBytes { buffer in
                 #if canImport(Darwin)
                 systemSend(descriptor, buffer.baseAddress, buffer.count, 0)
@@ -140,6 +167,16 @@ final class EtcdSocket: @unchecked Sendable {
     func receive(deadline: ContinuousClock.Instant?) throws(EtcdSocketFailure) -> [UInt8] {
         var buffer = [UInt8](repeating: 0, count: 65_536)
         while true {
+            if let session {
+                switch buffer.withUnsafeMutableBytes({ session.read(into: $0) }) {
+                case .done(let count): return Array(buffer[..<count])
+                case .wantRead: try wait(for: Int16(POLLIN), until: deadline, what: "reply")
+                case .wantWrite: try wait(for: Int16(POLLOUT), until: deadline, what: "reply")
+                case .closed: return []
+                case .failed(let reason): throw EtcdSocketFailure(reason: "receive: \(reason)")
+                }
+                continue
+            }
             let result = buffer.withUnsafeMutableBytes { systemReceive(descriptor, $0.baseAddress, $0.count, 0) }
             if result >= 0 { return Array(buffer[..<result]) }
             guard errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR else {
@@ -153,7 +190,12 @@ final class EtcdSocket: @unchecked Sendable {
     /// connection becomes readable only when the server closed it or sent something unexpected).
     var isReusable: Bool {
         var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-        return poll(&entry, 1, 0) == 0
+        guard poll(&entry, 1, 0) != 0 else { return true }
+        // Over TLS the server may send records that carry no data (TLS 1.3 session tickets).
+        guard let session else { return false }
+        var byte: [UInt8] = [0]
+        if case .wantRead = byte.withUnsafeMutableBytes({ session.read(into: $0) }) { return true }
+        return false
     }
 
     /// Wakes every blocked call on this socket (from any thread); they fail or see the end.
@@ -166,6 +208,7 @@ final class EtcdSocket: @unchecked Sendable {
     /// Closes the descriptor (the owner, once no other call runs). Idempotent.
     func close() {
         lock.withLock {
+            session = nil
             if descriptor >= 0 { _ = systemClose(descriptor) }
             descriptor = -1
         }

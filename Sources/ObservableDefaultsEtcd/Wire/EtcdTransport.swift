@@ -28,8 +28,8 @@ protocol EtcdStreamSink: Sendable {
 /// Not FoundationNetworking: on Linux its `URLSession` traps (`fatalError`, Swift 6.3.1) on every
 /// error reply of etcd's gateway, which ends with an HTTP trailer that corelibs mistakes for a new
 /// header block. Owning the socket also tells exactly whether a request was sent, so that only
-/// requests that certainly did not reach a server are retried. Plain `http` only (see the EtcdWire
-/// article on TLS).
+/// requests that certainly did not reach a server are retried. `https` uses the system's OpenSSL
+/// (`EtcdTLS`).
 ///
 /// Idle connections are kept per endpoint (at most `maximumIdle`) and reused after checking that
 /// the server did not close them.
@@ -38,6 +38,12 @@ final class EtcdTransport: Sendable {
     static let maximumIdle = 4
 
     private let idle = Locked<[String: [EtcdSocket]]>([:])
+    /// TLS for https endpoints (nil when every endpoint is http).
+    private let tls: EtcdTLS?
+
+    init(tls: EtcdTLS?) {
+        self.tls = tls
+    }
 
     deinit {
         idle.withLock { $0.values.joined().forEach { $0.close() } }
@@ -78,8 +84,7 @@ final class EtcdTransport: Sendable {
             socket = reused
         } else {
             do {
-                socket = try EtcdSocket.connect(
-                    host: endpoint.host ?? "", port: EtcdTransport.port(of: endpoint), deadline: .now + connectTimeout)
+                socket = try connect(endpoint, deadline: .now + connectTimeout)
             } catch {
                 return .notSent(error.reason)
             }
@@ -117,6 +122,13 @@ final class EtcdTransport: Sendable {
         return .reply(status: status ?? 0, body: reply)
     }
 
+    /// A new connection to `endpoint` (TLS for https).
+    func connect(_ endpoint: URL, deadline: ContinuousClock.Instant) throws(EtcdSocketFailure) -> EtcdSocket {
+        let secure = endpoint.scheme?.lowercased() == "https"
+        return try EtcdSocket.connect(
+            host: endpoint.host ?? "", port: EtcdTransport.port(of: endpoint), tls: secure ? tls : nil, deadline: deadline)
+    }
+
     private func takeIdle(_ key: String) -> EtcdSocket? {
         while let socket = idle.withLock({ $0[key]?.popLast() }) {
             if socket.isReusable { return socket }
@@ -142,7 +154,7 @@ final class EtcdTransport: Sendable {
         let stream = EtcdHTTPStream()
         let request = EtcdTransport.request(endpoint: endpoint, path: path, body: body, token: token, keepAlive: false)
         let thread = Thread {
-            stream.run(endpoint: endpoint, request: request, connectTimeout: connectTimeout, sink: sink)
+            stream.run(transport: self, endpoint: endpoint, request: request, connectTimeout: connectTimeout, sink: sink)
         }
         thread.name = "ObservableDefaultsEtcd.stream"
         thread.start()
@@ -169,11 +181,10 @@ final class EtcdHTTPStream: Sendable {
         socket?.shutdown()
     }
 
-    fileprivate func run(endpoint: URL, request: [UInt8], connectTimeout: Duration, sink: any EtcdStreamSink) {
+    fileprivate func run(transport: EtcdTransport, endpoint: URL, request: [UInt8], connectTimeout: Duration, sink: any EtcdStreamSink) {
         let socket: EtcdSocket
         do {
-            socket = try EtcdSocket.connect(
-                host: endpoint.host ?? "", port: EtcdTransport.port(of: endpoint), deadline: .now + connectTimeout)
+            socket = try transport.connect(endpoint, deadline: .now + connectTimeout)
         } catch {
             sink.ended(error.reason)
             return

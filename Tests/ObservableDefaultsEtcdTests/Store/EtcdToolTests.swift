@@ -112,6 +112,26 @@ struct EtcdToolTests {
         #expect(missing.error.contains("needs a password"))
     }
 
+    @Test func anHttpsClusterWithAPrivateAuthorityWorksForTheStoreAndTheToolWhenTheAuthorityIsGiven() throws {
+        let certificates = try EtcdTestCertificates()
+        let server = try EtcdServer(options: EtcdCluster.Options(tls: certificates))
+        let authority = URL(fileURLWithPath: certificates.authorityFile)
+        let store = try DefaultsStore(etcd: server.endpoints, prefix: "app/", trustedCertificates: authority, sharesStorage: false)
+        store[DefaultsKey("speed", default: 1.0)] = 2.5
+        try store.flush()
+        let read = try tool("read", server, ["--cacert", certificates.authorityFile, "speed"])
+        #expect(read.output == "2.5\n", "\(read.error)")
+
+        let untrusted = try #require(throws: DefaultsError.self) {
+            try DefaultsStore(etcd: server.endpoints, prefix: "app/", timeout: .seconds(2), sharesStorage: false)
+        }
+        #expect(untrusted.kind == .unreachable)
+        #expect(untrusted.description.contains("certificate"))
+        let refused = try tool("read", server, ["--timeout", "2", "speed"])
+        #expect(refused.status == 1)
+        #expect(refused.error.contains("certificate"))
+    }
+
     @Test func aClusterThatDoesNotAnswerFailsWithAClearMessage() throws {
         let server = try EtcdServer()
         server.stop()

@@ -168,15 +168,11 @@ struct WireFormatTests {
         #expect("\(credentials)".contains("alice"))
     }
 
-    @Test func endpointsMustBePlainHTTPURLsWithAHost() throws {
+    @Test func endpointsMustBeHTTPOrHTTPSURLsWithAHostAndNoPassword() throws {
         let ftp = try #require(throws: EtcdError.self) { try EtcdClient(endpoints: [URL(string: "ftp://h:1")!], credentials: nil) }
         #expect(ftp.kind == .invalidEndpoint)
         #expect(ftp.description.contains("ftp://h:1"))
-        let https = try #require(throws: EtcdError.self) {
-            try EtcdClient(endpoints: [URL(string: "https://etcd:2379")!], credentials: nil)
-        }
-        #expect(https.kind == .invalidEndpoint)
-        #expect(https.description.contains("https is not supported"))
+        #expect(throws: Never.self) { try EtcdClient(endpoints: [URL(string: "https://etcd:2379")!], credentials: nil) }
         #expect(throws: EtcdError.self) { try EtcdClient(endpoints: [], credentials: nil) }
         #expect(throws: EtcdError.self) { try EtcdClient(endpoints: [URL(string: "http://u:p@h:1")!], credentials: nil) }
     }
