@@ -176,7 +176,7 @@ public struct Observed<Value> {
                 storage.pointee._value = newValue
                 return
             case .recorded(let change):
-                change.pointee.oldValue = _ValueCell(storage.pointee._value)
+                withUnsafeMutablePointer(to: &change.pointee.oldValue) { _ValueCell.store(storage.pointee._value, in: $0) }
                 storage.pointee._value = newValue
                 return
             case .recordWithKey(let batch, let slot, let version):
@@ -295,36 +295,40 @@ public struct Observed<Value> {
         let finisher =
             batch.finisher(for: ObjectIdentifier(Value.self))
             ?? batch.addFinisher(
-                _BatchFinisher(type: ObjectIdentifier(Value.self)) { change, step, batch, object in
-                    _finishBatchedChange(change, step, batch: batch, on: object)
-                })
+                _BatchFinisher(
+                    type: ObjectIdentifier(Value.self),
+                    readFinalValue: { change in
+                        let value = change.pointee.storage.assumingMemoryBound(to: Observed<Value>.self).pointee._value
+                        withUnsafeMutablePointer(to: &change.pointee.finalValue) { _ValueCell.store(value, in: $0) }
+                    },
+                    deliver: { change, observers, batch, object in _deliverBatchedChange(change, to: observers, batch: batch, on: object) }
+                ))
         let extra = key.map { batch.addExtra(key: $0) } ?? -1
         let change = batch.append(
             offset: offset, storage: UnsafeMutableRawPointer(storage), slotIndex: slotIndex, version: version, finisher: finisher,
             extra: extra, trivialSize: _ValueCell.trivialSize(Value.self))
-        change.pointee.oldValue = _ValueCell(storage.pointee._value)
+        withUnsafeMutablePointer(to: &change.pointee.oldValue) { _ValueCell.store(storage.pointee._value, in: $0) }
         return extra
     }
 
-    /// The end of a batched change of this property (a `_BatchFinisher`): reads its final value,
-    /// then notifies the key's observers of the end of the batch.
+    /// Notifies `observers`, the key's observers at the end of the batch, of a batched change of this
+    /// property (`_BatchFinisher.deliver`), and takes its values out.
     @inlinable
-    static func _finishBatchedChange(_ change: UnsafeMutablePointer<_BatchedChange>, _ step: _BatchStep, batch: _BatchState, on object: AnyObject) {
-        switch step {
-        case .readFinalValue:
-            change.pointee.finalValue = _ValueCell(change.pointee.storage.assumingMemoryBound(to: Observed<Value>.self).pointee._value)
-        case .deliver:
-            let oldValue = change.pointee.oldValue.take(Value.self)
-            let finalValue = change.pointee.finalValue.take(Value.self)
-            guard let current = change.pointee.current?.takeRetainedValue() else { return }
-            if current.isPlain {
-                current.deliverPlain(finalValue, on: object)
-                return
-            }
-            let extra = change.pointee.extra
-            let pending = extra < 0 ? nil : batch.extras[extra].pending?.values(for: current)
-            current.didChange(finalValue, oldValue: oldValue, pending: pending, on: object, batch: batch)
+    static func _deliverBatchedChange(
+        _ change: UnsafeMutablePointer<_BatchedChange>,
+        to observers: _ObserverSnapshot,
+        batch: _BatchState,
+        on object: AnyObject
+    ) {
+        let oldValue = withUnsafeMutablePointer(to: &change.pointee.oldValue) { _ValueCell.take(Value.self, from: $0) }
+        let finalValue = withUnsafeMutablePointer(to: &change.pointee.finalValue) { _ValueCell.take(Value.self, from: $0) }
+        if observers.isPlain {
+            observers.deliverPlain(finalValue, on: object)
+            return
         }
+        let extra = change.pointee.extra
+        let pending = extra < 0 ? nil : batch.extras[extra].pending?.values(for: observers)
+        observers.didChange(finalValue, oldValue: oldValue, pending: pending, on: object, batch: batch)
     }
 
     /// The byte offset of the property's storage in `object`: what identifies an `@Observed`
