@@ -235,19 +235,21 @@ public struct Observed<Value> {
         // path, as a silenced setter is recognised. No storage is at offset -1.
         let offset = isZeroSized ? -1 : storageOffset
         let namingOffset: Int? = isZeroSized ? nil : storageOffset
-        var found = registry._withUnsafeGuaranteedRef { registry in
-            let knownKey: AnyKeyPath? = isZeroSized || flags & _SlowPath.silencedSetter != 0 ? key() : nil
-            return registry.slowPathLookup(offset: offset, key: knownKey, flags: flags)
+        var changedKey: AnyKeyPath? = isZeroSized || flags & _SlowPath.silencedSetter != 0 ? key() : nil
+        var snapshot: _ObserverSnapshot?
+        var anyKey: _AnyKeySnapshot?
+        let found = registry._withUnsafeGuaranteedRef {
+            $0.slowPathLookup(offset: offset, flags: flags, key: &changedKey, snapshot: &snapshot, anyKey: &anyKey)
         }
         if found.storesOnly {
             storage.pointee._value = newValue
             return
         }
         if found.needsLearning {
-            found.snapshot = registry._withUnsafeGuaranteedRef { $0.snapshot(forStorageAt: storageOffset, key: key) }
+            snapshot = registry._withUnsafeGuaranteedRef { $0.snapshot(forStorageAt: storageOffset, key: key) }
         }
-        let changedKey = found.key ?? key()
-        let automatic = found.snapshot?.notifiesAutomatically ?? type(of: object).automaticallyNotifiesObservers(for: changedKey)
+        let keyPath = changedKey ?? key()
+        let automatic = snapshot?.notifiesAutomatically ?? type(of: object).automaticallyNotifiesObservers(for: keyPath)
         guard automatic else {
             storage.pointee._value = newValue
             return
@@ -257,9 +259,9 @@ public struct Observed<Value> {
                 // Observers of every key hear of the batch's first change only.
                 let isFirst = !batch.anyKeyPriorSent
                 let extra = _recordBatchedChange(
-                    in: batch, offset: offset, storage: storage, slotIndex: found.slotIndex, version: found.version, key: changedKey)
-                if isFirst { found.anyKey?.willChange(object, changedKey, storageOffset: namingOffset) }
-                if let snapshot = found.snapshot, snapshot.needsWillChange {
+                    in: batch, offset: offset, storage: storage, slotIndex: found.slotIndex, version: found.version, key: keyPath)
+                if isFirst { anyKey?.willChange(object, keyPath, storageOffset: namingOffset) }
+                if let snapshot, snapshot.needsWillChange {
                     if let values = snapshot.willChange(on: object, oldValue: storage.pointee._value, batch: batch), extra >= 0 {
                         batch.extras[extra].pending = _BatchedPending(observers: snapshot, values: values)
                     }
@@ -268,8 +270,8 @@ public struct Observed<Value> {
             storage.pointee._value = newValue
             return
         }
-        found.anyKey?.willChange(object, changedKey, storageOffset: namingOffset)
-        if let snapshot = found.snapshot {
+        anyKey?.willChange(object, keyPath, storageOffset: namingOffset)
+        if let snapshot {
             let oldValue: Value? = snapshot.needsOld ? storage.pointee._value : nil
             let pending = snapshot.willChange(on: object, oldValue: oldValue, newValue: newValue)
             storage.pointee._value = newValue
@@ -277,7 +279,7 @@ public struct Observed<Value> {
         } else {
             storage.pointee._value = newValue
         }
-        found.anyKey?.didChange(object, changedKey, storageOffset: namingOffset)
+        anyKey?.didChange(object, keyPath, storageOffset: namingOffset)
     }
 
     /// Appends a change of this property, with its value now as the value before the batch, to

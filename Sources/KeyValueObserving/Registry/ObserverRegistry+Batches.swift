@@ -15,20 +15,16 @@ import Musl
 // One batch at a time per object is held by the registry's owner slot (`batchOwner`, `ownedBatch`),
 // which its thread reads without the lock; other threads' batches are in their thread records.
 
-/// What the slow path of a set needs to know, found under one lock (`slowPathLookup`).
+/// What the slow path of a set needs to know, found under one lock (`slowPathLookup`), besides the
+/// references it hands over in its `inout` parameters. A plain value: nothing to retain or release.
 @usableFromInline
 struct _SlowPathLookup {
-    /// The key's observers, or `nil` if it has none (or they are still to be learned: `needsLearning`).
-    @usableFromInline var snapshot: _ObserverSnapshot?
-    /// The key, if the caller passed it or a slot names it.
-    @usableFromInline var key: AnyKeyPath?
-    /// Where `snapshot` was found in the registry's slots, or -1, right at `stateVersion` `version`.
+    /// Where the key's observers were found in the registry's slots, or -1, right at `stateVersion`
+    /// `version`.
     @usableFromInline var slotIndex = -1
     @usableFromInline var version = UInt.max
     /// A slot waits to learn which property it is, and this one may be it: ask `snapshot(forStorageAt:key:)`.
     @usableFromInline var needsLearning = false
-    /// The observers of every key, if there are some and the set may have to tell them.
-    @usableFromInline var anyKey: _AnyKeySnapshot?
     /// The calling thread's open batch on the object (unretained: the registry holds it until this
     /// thread ends it).
     @usableFromInline var batch: Unmanaged<_BatchState>?
@@ -36,9 +32,8 @@ struct _SlowPathLookup {
     /// its key already changed in the thread's batch.
     @usableFromInline var storesOnly = false
 
-    init(key: AnyKeyPath?) {
-        self.key = key
-    }
+    @inlinable
+    init() {}
 }
 
 /// How a set of a property goes into the calling thread's batch without the lock
@@ -98,22 +93,30 @@ extension _ObserverRegistry {
     }
 
     /// What the slow path of a set of the property stored at `offset` needs (for a zero-sized property,
-    /// `offset` is -1 and `key` names it), with one lock round trip. `flags` is the value of
-    /// `slowPathFlags` the caller read; `key` must be passed when it has the silenced-setter bit.
+    /// `offset` is -1 and `key` names it), with one lock round trip: the key's observers in
+    /// `snapshot`, the key in `key` if a slot names it, the observers of every key in `anyKey` if the
+    /// set may have to tell them. `flags` is the value of `slowPathFlags` the caller read; `key` must
+    /// be passed in when it has the silenced-setter bit.
     ///
     /// - Complexity: O(*k*) in the number of observed keys, plus O(*c*) in the keys changed so far in
     ///   the thread's batch, by integer comparison.
     @usableFromInline
-    func slowPathLookup(offset: Int, key: AnyKeyPath?, flags: UInt8) -> _SlowPathLookup {
-        var found = _SlowPathLookup(key: key)
+    func slowPathLookup(
+        offset: Int,
+        flags: UInt8,
+        key: inout AnyKeyPath?,
+        snapshot: inout _ObserverSnapshot?,
+        anyKey: inout _AnyKeySnapshot?
+    ) -> _SlowPathLookup {
+        var found = _SlowPathLookup()
         let thread: pthread_t? = flags & (_SlowPath.batch | _SlowPath.silencedSetter) != 0 ? pthread_self() : nil
         mutex.lock()
+        defer { mutex.unlock() }
         if let thread {
             var batch = ownedBatch(of: thread)?.takeUnretainedValue()
             if let record = state.threads.firstIndex(where: { pthread_equal($0.thread, thread) != 0 }) {
                 // Wrapper key paths are plain property key paths: comparing them runs no user code.
                 if let key, state.threads[record].silencedKeys.contains(where: { _sameKey($0, key) }) {
-                    mutex.unlock()
                     found.storesOnly = true
                     return found
                 }
@@ -121,7 +124,6 @@ extension _ObserverRegistry {
             }
             if let batch {
                 if batch.hasChanged(offset: offset, key: key) {
-                    mutex.unlock()
                     found.storesOnly = true
                     return found
                 }
@@ -131,8 +133,8 @@ extension _ObserverRegistry {
         }
         let (index, needsLearning) = slotIndex(ofPropertyAt: offset, key: key, hint: -1)
         if index >= 0 {
-            found.snapshot = state.slots[index].snapshot
-            found.key = state.slots[index].keyPath
+            snapshot = state.slots[index].snapshot
+            key = state.slots[index].keyPath
             found.slotIndex = index
         }
         found.needsLearning = needsLearning
@@ -140,9 +142,8 @@ extension _ObserverRegistry {
         // In a batch, observers of every key hear of its first change only.
         let priorSent = found.batch?._withUnsafeGuaranteedRef { $0.anyKeyPriorSent } ?? false
         if !priorSent, !state.anyKeyObservers.observers.isEmpty {
-            found.anyKey = state.anyKeyObservers
+            anyKey = state.anyKeyObservers
         }
-        mutex.unlock()
         return found
     }
 
