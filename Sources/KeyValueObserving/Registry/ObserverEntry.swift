@@ -8,9 +8,11 @@ import Synchronization
 /// (`_KeyPathObserver`) reads its value through its own key path before and after the change; it
 /// serves keys reached indirectly (dependent keys, an inherited property observed through a subclass
 /// key path, keys that only manual notification can change). A *signal* entry (`_SignalObserver`,
-/// in `DependencyPaths.swift`) is only told that a property is about to change and has changed: it
-/// follows a dependent key's path through other objects. Only direct entries are `isDirect`; the
-/// delivery loops (`_ObserverSnapshot`) call the other two through `willChange`/`didChange`.
+/// in `DependencyPaths.swift`) is only told that a property is about to change and has changed.
+/// Only direct entries are `isDirect`; the delivery loops (`_ObserverSnapshot`) call the other two
+/// through `willChange`/`didChange`. The followers that a path's registration keeps on the objects
+/// along the path (`isPathFollower`) are signal entries, or direct ones that ignore the value when
+/// the registration wants no `.prior` (see `_DependencyPaths.follow`).
 @usableFromInline
 class _ObserverEntry: @unchecked Sendable {
     // Invariant: every stored property is immutable after init except `_active`, which is atomic;
@@ -19,12 +21,16 @@ class _ObserverEntry: @unchecked Sendable {
     @usableFromInline final let isDirect: Bool
     @usableFromInline final let id: UInt64
     @usableFromInline final let _active = Atomic<Bool>(true)
+    /// One of the observers that follow a path through this object for a registration elsewhere
+    /// (`_DependencyPaths`): introspection counts it apart.
+    final let isPathFollower: Bool
 
     @usableFromInline
-    init(id: UInt64, options: KeyValueObservingOptions, isDirect: Bool) {
+    init(id: UInt64, options: KeyValueObservingOptions, isDirect: Bool, isPathFollower: Bool = false) {
         self.id = id
         self.options = options
         self.isDirect = isDirect
+        self.isPathFollower = isPathFollower
     }
 
     /// `false` once the registration was removed; checked before each call of the handler.
@@ -79,11 +85,12 @@ final class _DirectObserver<Value>: _ObserverEntry, @unchecked Sendable {
         id: UInt64,
         options: KeyValueObservingOptions,
         isDuplicate: (@Sendable (Value, Value) -> Bool)? = nil,
+        isPathFollower: Bool = false,
         handler: @escaping @Sendable (AnyObject, KeyValueObservedChange<Value>) -> Void
     ) {
         self.handler = handler
         self.isDuplicate = isDuplicate
-        super.init(id: id, options: options, isDirect: true)
+        super.init(id: id, options: options, isDirect: true, isPathFollower: isPathFollower)
     }
 
     override var removesDuplicates: Bool {
