@@ -176,7 +176,13 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
     private func follow(_ read: _ObserverRegistry.ProbedRead, of step: Step, retargets: Bool) -> _PathFollower {
         let marker = _PathFollower.Marker(retargets: retargets)
         let id = step.registry.makeID()
-        let entry = _SignalObserver(id: id, announcingTo: self, marker: marker, announcesPrior: needsPrior)
+        // Without `.prior` the follower is a direct observer of the property's type: then, with no
+        // other kind of observer there, a set takes the plain delivery, the cheapest. With it, a
+        // signal entry, told with `valueHasChanged` (a direct observer's prior notification is not).
+        let entry =
+            needsPrior
+            ? _SignalObserver(id: id, announcingTo: self, marker: marker)
+            : directFollower(of: read.valueType, id: id, marker: marker)
         _ = step.registry.add(
             entry,
             for: .observedProperty(read.key, isZeroSized: read.isZeroSized),
@@ -184,6 +190,14 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
         )
         return _PathFollower(
             registry: step.registry, key: read.key, marker: marker, token: KeyValueObservation(registry: step.registry, id: id))
+    }
+
+    /// A direct observer of a property of type `Value` that tells this resolver of its changes.
+    private func directFollower<Value>(of _: Value.Type, id: UInt64, marker: _PathFollower.Marker) -> _ObserverEntry {
+        // Holds the resolver strongly, as `_SignalObserver` does.
+        _ClosureDirectObserver<Value>(id: id, options: [], isPathFollower: true) { object, _ in
+            self.didChange(marker, on: object)
+        }
     }
 
     /// Each step and property that `steps` read, once per object and property, and whether a change
@@ -242,13 +256,11 @@ final class _SignalObserver: _ObserverEntry, @unchecked Sendable {
     private let resolver: _DependencyPaths
     private let marker: _PathFollower.Marker
 
-    /// - Parameter announcesPrior: Whether the resolver is also told before the change; without it
-    ///   the setter skips the work before the store.
-    init(id: UInt64, announcingTo resolver: _DependencyPaths, marker: _PathFollower.Marker, announcesPrior: Bool) {
+    init(id: UInt64, announcingTo resolver: _DependencyPaths, marker: _PathFollower.Marker) {
         self.resolver = resolver
         self.marker = marker
         // `.prior`: the setter then calls `willChange` on it.
-        super.init(id: id, options: announcesPrior ? [.prior] : [], isDirect: false)
+        super.init(id: id, options: [.prior], isDirect: false, isPathFollower: true)
     }
 
     override func willChange(_ object: AnyObject, valueHasChanged: Bool) -> Any? {

@@ -8,9 +8,11 @@ import Synchronization
 /// (`_KeyPathObserver`) reads its value through its own key path before and after the change; it
 /// serves keys reached indirectly (dependent keys, an inherited property observed through a subclass
 /// key path, keys that only manual notification can change). A *signal* entry (`_SignalObserver`,
-/// in `DependencyPaths.swift`) is only told that a property is about to change and has changed: it
-/// follows a dependent key's path through other objects. Only direct entries are `isDirect`; the
-/// delivery loops (`_ObserverSnapshot`) call the other two through `willChange`/`didChange`.
+/// in `DependencyPaths.swift`) is only told that a property is about to change and has changed.
+/// Only direct entries are `isDirect`; the delivery loops (`_ObserverSnapshot`) call the other two
+/// through `willChange`/`didChange`. The followers that a path's registration keeps on the objects
+/// along the path (`isPathFollower`) are signal entries, or direct ones that ignore the value when
+/// the registration wants no `.prior` (see `_DependencyPaths.follow`).
 @usableFromInline
 class _ObserverEntry: @unchecked Sendable {
     // Invariant: every stored property is immutable after init except `_active`, which is atomic;
@@ -20,12 +22,16 @@ class _ObserverEntry: @unchecked Sendable {
     @usableFromInline final let options: KeyValueObservingOptions
     @usableFromInline final let isDirect: Bool
     @usableFromInline final let _active = Atomic<Bool>(true)
+    /// One of the observers that follow a path through this object for a registration elsewhere
+    /// (`_DependencyPaths`): introspection counts it apart.
+    final let isPathFollower: Bool
 
     @usableFromInline
-    init(id: UInt64, options: KeyValueObservingOptions, isDirect: Bool) {
+    init(id: UInt64, options: KeyValueObservingOptions, isDirect: Bool, isPathFollower: Bool = false) {
         self.id = id
         self.options = options
         self.isDirect = isDirect
+        self.isPathFollower = isPathFollower
     }
 
     /// `false` once the registration was removed; checked before each call of the handler.
@@ -68,8 +74,8 @@ class _ObserverEntry: @unchecked Sendable {
 }
 
 /// An observer of an `@Observed` key that receives values straight from the setter. The handler is
-/// called through `handler(_:_:)`; the one subclass, `_RootedDirectObserver`, keeps it with its own
-/// object type.
+/// called through `handler(_:_:)`: `_RootedDirectObserver` keeps the user's handler with its own
+/// object type, `_ClosureDirectObserver` a closure of the package (a path follower).
 @usableFromInline
 class _DirectObserver<Value>: _ObserverEntry, @unchecked Sendable {
     // Invariant: immutable after init (see `_ObserverEntry`).
@@ -77,19 +83,26 @@ class _DirectObserver<Value>: _ObserverEntry, @unchecked Sendable {
     @usableFromInline final let isDuplicate: (@Sendable (Value, Value) -> Bool)?
     /// The class of the objects the handler takes (`_RootedDirectObserver`'s `Root`): the set path of
     /// that class's properties calls `rootedHandler` directly, with one indirect call instead of two.
-    @usableFromInline final let rootType: ObjectIdentifier
+    /// `nil` for a `_ClosureDirectObserver`.
+    @usableFromInline final let rootType: ObjectIdentifier?
 
     @usableFromInline
-    init(id: UInt64, options: KeyValueObservingOptions, isDuplicate: (@Sendable (Value, Value) -> Bool)?, rootType: ObjectIdentifier) {
+    init(
+        id: UInt64,
+        options: KeyValueObservingOptions,
+        isDuplicate: (@Sendable (Value, Value) -> Bool)?,
+        rootType: ObjectIdentifier?,
+        isPathFollower: Bool = false
+    ) {
         self.isDuplicate = isDuplicate
         self.rootType = rootType
-        super.init(id: id, options: options, isDirect: true)
+        super.init(id: id, options: options, isDirect: true, isPathFollower: isPathFollower)
     }
 
     /// Calls the user's handler with `object`.
     @usableFromInline
     func handler(_ object: AnyObject, _ change: KeyValueObservedChange<Value>) {
-        preconditionFailure("_DirectObserver is abstract: only _RootedDirectObserver is instantiated")
+        preconditionFailure("_DirectObserver is abstract: its subclasses call the handler")
     }
 
     override final var removesDuplicates: Bool {
@@ -101,6 +114,28 @@ class _DirectObserver<Value>: _ObserverEntry, @unchecked Sendable {
     final func skips(_ oldValue: Value?, _ newValue: Value) -> Bool {
         guard let isDuplicate, let oldValue else { return false }
         return isDuplicate(oldValue, newValue)
+    }
+}
+
+/// A direct observer whose handler takes any object: the package's own observers (path followers).
+@usableFromInline
+final class _ClosureDirectObserver<Value>: _DirectObserver<Value>, @unchecked Sendable {
+    // Invariant: immutable after init (see `_ObserverEntry`).
+    let closure: @Sendable (AnyObject, KeyValueObservedChange<Value>) -> Void
+
+    init(
+        id: UInt64,
+        options: KeyValueObservingOptions,
+        isPathFollower: Bool,
+        handler: @escaping @Sendable (AnyObject, KeyValueObservedChange<Value>) -> Void
+    ) {
+        closure = handler
+        super.init(id: id, options: options, isDuplicate: nil, rootType: nil, isPathFollower: isPathFollower)
+    }
+
+    @usableFromInline
+    override func handler(_ object: AnyObject, _ change: KeyValueObservedChange<Value>) {
+        closure(object, change)
     }
 }
 

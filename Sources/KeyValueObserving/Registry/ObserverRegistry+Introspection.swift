@@ -15,12 +15,12 @@ extension _ObserverRegistry.State {
         }
         for slot in slots {
             for entry in slot.snapshot.entries {
-                if entry.isDirect {
+                if entry.isPathFollower {
+                    followers.insert(entry.id)
+                } else if entry.isDirect {
                     count(slot.keyPath, slot.kind == .storage ? slot.offset : nil)
                 } else if let reading = entry as? _KeyPathObserver, seen.insert(entry.id).inserted {
                     count(reading.observedKey, nil)
-                } else if entry is _SignalObserver {
-                    followers.insert(entry.id)
                 }
             }
         }
