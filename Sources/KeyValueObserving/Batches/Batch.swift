@@ -402,7 +402,7 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     ///   end delivers once per key.
     public func coalescingChanges<Result>(_ body: () throws -> Result) rethrows -> Result {
         // The object keeps its registry: no retain needed while it runs this.
-        let registry = Unmanaged.passUnretained(_registryCreatingIfNeeded())
+        let registry = _kvoRegistry.load(ordering: .acquiring) ?? Unmanaged.passUnretained(_registryCreatingIfNeeded())
         registry._withUnsafeGuaranteedRef { $0.beginBatch() }
         defer { registry._withUnsafeGuaranteedRef { $0.endBatch(on: self) } }
         return try body()

@@ -316,6 +316,7 @@ public struct Observed<Value> {
     /// Notifies `observers`, the key's observers at the end of the batch, of a batched change of this
     /// property (`_BatchFinisher.deliver`), and takes its values out.
     @inlinable
+    @inline(__always)
     static func _deliverBatchedChange(
         _ change: UnsafeMutablePointer<_BatchedChange>,
         to observers: _ObserverSnapshot,
