@@ -1,208 +1,262 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 import Synchronization
 
-/// Follows the inputs of a dependent key that reach through other objects (`\AppState.settings.username`)
-/// for one registration, and announces their changes to it.
+/// Follows key paths through other objects for one registration (`observe(\.engine.rpm)`, a chain
+/// overload, or the inputs of a dependent key, `\AppState.settings.username`), and announces their
+/// changes to it.
 ///
 /// Swift key paths cannot be taken apart, so the properties along a path are found by reading the whole
 /// path from the root while the registry of each object on the way records which of its `@Observed`
 /// properties are read (a constant child, `let settings`, is found among the object's stored
-/// properties). Every such property is observed; when one changes, the paths are resolved again, so a
-/// replaced child is followed (and the old one forgotten, not retained), and a child that was nil
-/// becomes observed once it is set. Each property is observed once, however many paths pass through
-/// it, so one change is one announcement.
+/// properties): these are the path's *steps*. Every property read is observed by a follower, once
+/// however many paths pass through it, so one change is one announcement.
+///
+/// When a followed property changes, only what it can change is looked at again: if it holds the next
+/// object of a path and now holds another one, the steps from there on are found again (the old
+/// objects' followers removed, so a replaced child is not retained, and a child that was nil is
+/// followed once it is set); the steps before it, and every step after a change that leaves the next
+/// object in place (the end of the path above all), keep their followers.
 final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
-    // Invariant: `paths` and the callbacks are immutable (key paths are immutable objects); `root` and
-    // `tokens` are only accessed with `lock` held; `isActive` is atomic.
+    // Invariant: `paths`, `entry` and `needsPrior` are immutable (key paths are immutable objects,
+    // entries are thread-safe); `root` is never written after init (loading a weak reference is
+    // thread-safe); `state` is only accessed with `lock` held, `pending` is a lock itself;
+    // `isActive` is atomic.
     private let paths: [AnyKeyPath]
-    private let willChange: @Sendable (KeyValueObservable, _ valueHasChanged: Bool) -> Void
-    private let didChange: @Sendable (KeyValueObservable) -> Void
+    /// The registration's entry, told of the changes (`willChange`/`didChange` with the root).
+    private let entry: _ObserverEntry
+    /// Whether the entry wants `.prior` or old values: otherwise it does nothing before a change, so
+    /// followers do not announce one and nothing is kept between the two announcements.
+    private let needsPrior: Bool
+    /// What the entry returned before each change, for the announcement after it; announcements nest
+    /// per thread, like `willChangeValue`/`didChangeValue`.
+    private let pending = Locked<[(thread: pthread_t, old: Any?)]>([])
+    private weak let root: KeyValueObservable?
     private let lock = Lock()
-    private weak var root: KeyValueObservable?
-    private var tokens: [KeyValueObservation] = []
+    private var state: State
     private let isActive = Atomic<Bool>(true)
 
-    /// How deep a path is followed (a guard against reference cycles between objects).
-    private static let maximumDepth = 16
+    /// The steps of every path and the followers observing them. `generation` counts the changes, so
+    /// that steps found outside the lock are installed only over the state they were found from.
+    struct State {
+        var steps: [[Step]]
+        var followers: [_PathFollower] = []
+        var generation = 0
+    }
 
-    init(
-        root: KeyValueObservable,
-        paths: [AnyKeyPath],
-        willChange: @escaping @Sendable (KeyValueObservable, _ valueHasChanged: Bool) -> Void,
-        didChange: @escaping @Sendable (KeyValueObservable) -> Void
-    ) {
+    /// Follows `paths` from `root` and announces their changes to `entry`, a registration on `root`.
+    init(root: KeyValueObservable, paths: [AnyKeyPath], announcingTo entry: _ObserverEntry) {
         self.root = root
         self.paths = paths
-        self.willChange = willChange
-        self.didChange = didChange
-        resolve()
+        self.entry = entry
+        needsPrior = !entry.options.isDisjoint(with: [.old, .prior])
+        state = State(steps: paths.map { _ in [] })
+        update { _, _ in paths.map { Self.steps(of: $0, from: root) } }
     }
 
     func invalidate() {
         guard isActive.exchange(false, ordering: .acquiringAndReleasing) else { return }
-        let old = lock.withLock { () -> [KeyValueObservation] in
-            defer { tokens = [] }
-            return tokens
+        let old = lock.withLock { () -> [_PathFollower] in
+            defer { state.followers = [] }
+            return state.followers
         }
-        old.forEach { $0.invalidate() }
+        old.forEach { $0.token.invalidate() }
     }
 
-    /// Finds the properties along the paths from the current objects and observes them, replacing
-    /// what was observed before.
-    private func resolve() {
-        guard let root = lock.withLock({ root }) else { return }
-        var observed: [(object: KeyValueObservable, read: _ObserverRegistry.ProbedRead)] = []
-        func note(_ object: KeyValueObservable, _ read: _ObserverRegistry.ProbedRead) {
-            if !observed.contains(where: { $0.object === object && _sameKey($0.read.key, read.key) }) {
-                observed.append((object, read))
-            }
-        }
-        for path in paths {
-            for (object, reads) in Self.steps(of: path, from: root) {
-                reads.forEach { note(object, $0) }
-            }
-        }
-        let fresh = observed.map { object, read in
-            Self.signal(on: object, read: read) { [weak self] isPrior, valueHasChanged in
-                self?.changed(isPrior: isPrior, valueHasChanged: valueHasChanged)
-            }
-        }
-        let replaced = lock.withLock { () -> [KeyValueObservation] in
-            defer { tokens = fresh }
-            return tokens
-        }
-        replaced.forEach { $0.invalidate() }
-        if !isActive.load(ordering: .acquiring) {
-            fresh.forEach { $0.invalidate() }
-        }
+    /// A followed property is about to change.
+    fileprivate func willChange(valueHasChanged: Bool) {
+        guard isActive.load(ordering: .acquiring), let root else { return }
+        let old = entry.willChange(root, valueHasChanged: valueHasChanged)
+        pending.withLock { $0.append((pthread_self(), old)) }
     }
 
-    /// The objects that reading `path` from `root` passes through, each with the `@Observed`
-    /// properties of it that the read reads (empty for a constant child), in order.
-    static func steps(
-        of path: AnyKeyPath,
-        from root: KeyValueObservable
-    ) -> [(object: KeyValueObservable, reads: [_ObserverRegistry.ProbedRead])] {
-        var steps: [(object: KeyValueObservable, reads: [_ObserverRegistry.ProbedRead])] = []
-        var current: KeyValueObservable? = root
-        while let object = current, steps.count < maximumDepth {
-            let reads = _ObservationRoute.unique(object._registryCreatingIfNeeded().probe { _ = root[keyPath: path] })
-            steps.append((object, reads))
-            if reads.count == 1 {
-                current = object[keyPath: reads[0].key] as? KeyValueObservable
-            } else if reads.isEmpty {
-                current = childRead(by: path, from: root, in: object)
-            } else {
-                current = nil
-            }
-        }
-        return steps
-    }
-
-    /// What a registration learns from one walk along the path `path` of `root`: its name after its
-    /// steps (`"engine.rpm"`), if every step is one `@Observed` property (or a constant child) and it
-    /// ends on a value, not an object; and the object past the root where it ends without reading any
-    /// `@Observed` property (`\.engine.rpm` with a plain `var rpm`), whose last segment can never notify.
-    static func describe(
-        _ path: AnyKeyPath,
-        from root: KeyValueObservable
-    ) -> (name: String?, unobservableEnd: KeyValueObservable?) {
-        var names: [String] = []
-        var isNameable = true
-        var endsOnValue = false
-        for (index, step) in steps(of: path, from: root).enumerated() {
-            guard !step.reads.isEmpty else {
-                // A constant child, or the end of what can be observed.
-                guard let child = childRead(by: path, from: root, in: step.object) else {
-                    return (nil, index > 0 ? step.object : nil)
-                }
-                if let name = fieldName(of: child, in: step.object) { names.append(name) } else { isNameable = false }
-                continue
-            }
-            isNameable = isNameable && step.reads.count == 1
-            names.append(_KeyNames.name(of: step.reads[0].key))
-            endsOnValue = !step.reads[0].holdsObservableObject
-        }
-        return (isNameable && endsOnValue ? names.joined(separator: ".") : nil, nil)
-    }
-
-    /// The label of the stored property of `object` that holds `child`.
-    private static func fieldName(of child: KeyValueObservable, in object: KeyValueObservable) -> String? {
-        var mirror: Mirror? = Mirror(reflecting: object)
-        while let current = mirror {
-            if let label = current.children.first(where: { ($0.value as? KeyValueObservable) === child })?.label {
-                return label.hasPrefix("_") ? String(label.dropFirst()) : label
-            }
-            mirror = current.superclassMirror
-        }
-        return nil
-    }
-
-    private func changed(isPrior: Bool, valueHasChanged: Bool) {
-        guard isActive.load(ordering: .acquiring), let root = lock.withLock({ root }) else { return }
-        if isPrior {
-            willChange(root, valueHasChanged)
-        } else {
-            resolve()
+    /// The property of `marker`'s follower on `object` has changed: re-targets the paths if that can
+    /// change them, then tells the entry.
+    fileprivate func didChange(_ marker: _PathFollower.Marker, on object: AnyObject) {
+        guard isActive.load(ordering: .acquiring), let root else { return }
+        if marker.retargets.load(ordering: .acquiring) {
+            retarget(after: marker, on: object, root: root)
             guard isActive.load(ordering: .acquiring) else { return }
-            didChange(root)
+        }
+        if needsPrior {
+            didChange(root, withPendingOf: pthread_self())
+        } else {
+            // Borrowed: the weak load holds it, and an object referenced weakly has its retains on
+            // the slow path.
+            Unmanaged.passUnretained(root)._withUnsafeGuaranteedRef { entry.didChange($0) }
         }
     }
 
-    /// The observable object stored in `object` (a constant child, which no `@Observed` read reveals)
-    /// whose properties reading `path` from `root` reads, if any.
-    static func childRead<Root: KeyValueObservable>(
-        by path: AnyKeyPath,
-        from root: Root,
-        in object: KeyValueObservable
-    ) -> KeyValueObservable? {
-        var mirror: Mirror? = Mirror(reflecting: object)
-        while let current = mirror {
-            for child in current.children {
-                guard let candidate = child.value as? KeyValueObservable, candidate !== object else { continue }
-                if !candidate._registryCreatingIfNeeded().probe({ _ = root[keyPath: path] }).isEmpty {
-                    return candidate
+    /// Tells the entry with what it returned before the change now announced on `thread`.
+    @inline(never)
+    private func didChange(_ root: KeyValueObservable, withPendingOf thread: pthread_t) {
+        let old = pending.withLock { stack in
+            stack.lastIndex { pthread_equal($0.thread, thread) != 0 }.map { stack.remove(at: $0).old } ?? nil
+        }
+        entry.didChange(root, old: old)
+    }
+
+    /// Re-targets the paths after the property of `marker`'s follower on `object` changed.
+    @inline(never)
+    private func retarget(after marker: _PathFollower.Marker, on object: AnyObject, root: KeyValueObservable) {
+        // Only registries' objects notify, and they are all observable.
+        let object = unsafeDowncast(object, to: KeyValueObservable.self)
+        update { steps, followers in retargeted(steps, after: marker, on: object, followers: followers, root: root) }
+    }
+
+    /// The steps after the property of `marker`'s follower on `object` changed, or `nil` if no path's
+    /// steps change.
+    private func retargeted(
+        _ steps: [[Step]],
+        after marker: _PathFollower.Marker,
+        on object: KeyValueObservable,
+        followers: [_PathFollower],
+        root: KeyValueObservable
+    ) -> [[Step]]? {
+        // An announcement of a follower that was just replaced changes nothing.
+        guard let follower = followers.first(where: { $0.marker === marker }) else { return nil }
+        var resolved = steps
+        var isChanged = false
+        for index in steps.indices {
+            guard
+                let position = steps[index].firstIndex(where: { step in
+                    step.registry === follower.registry && step.reads.contains { _sameKey($0.key, follower.key) }
+                }),
+                let found = Self.steps(steps[index], changedAt: position, of: object, path: paths[index], root: root)
+            else { continue }
+            resolved[index] = found
+            isChanged = true
+        }
+        return isChanged ? resolved : nil
+    }
+
+    /// Finds steps with `resolve` (given the current steps and followers, outside the lock; `nil` when
+    /// nothing changes), observes what they read, and installs them; again if another change was
+    /// installed meanwhile.
+    private func update(_ resolve: (_ steps: [[Step]], _ followers: [_PathFollower]) -> [[Step]]?) {
+        while true {
+            let (generation, steps, followers) = lock.withLock { (state.generation, state.steps, state.followers) }
+            guard let resolved = resolve(steps, followers) else { return }
+            if install(resolved, over: generation, replacing: followers) { return }
+        }
+    }
+
+    /// Observes the properties `steps` read, keeping the followers of `existing` that still serve, and
+    /// installs steps and followers if the state is still at `generation`. Returns `false` if it is not
+    /// (the caller resolves again); followers no longer needed, or not installed, are removed.
+    private func install(_ steps: [[Step]], over generation: Int, replacing existing: [_PathFollower]) -> Bool {
+        var kept: [(follower: _PathFollower, retargets: Bool)] = []
+        var added: [_PathFollower] = []
+        for (step, read, retargets) in Self.followed(by: steps) {
+            if let follower = existing.first(where: { $0.registry === step.registry && _sameKey($0.key, read.key) }) {
+                kept.append((follower, retargets))
+            } else {
+                added.append(follow(read, of: step, retargets: retargets))
+            }
+        }
+        let outcome = lock.withLock { () -> (released: [_PathFollower], isInstalled: Bool) in
+            guard isActive.load(ordering: .acquiring) else { return (added, true) }
+            guard state.generation == generation else { return (added, false) }
+            let removed = state.followers.filter { old in !kept.contains { $0.follower === old } }
+            for (follower, retargets) in kept { follower.marker.retargets.store(retargets, ordering: .releasing) }
+            state = State(steps: steps, followers: kept.map(\.follower) + added, generation: generation &+ 1)
+            return (removed, true)
+        }
+        outcome.released.forEach { $0.token.invalidate() }
+        return outcome.isInstalled
+    }
+
+    /// Observes `read` on the object of `step` for this registration, as the object's class would
+    /// notify it.
+    private func follow(_ read: _ObserverRegistry.ProbedRead, of step: Step, retargets: Bool) -> _PathFollower {
+        let marker = _PathFollower.Marker(retargets: retargets)
+        let id = step.registry.makeID()
+        let entry = _SignalObserver(id: id, announcingTo: self, marker: marker, announcesPrior: needsPrior)
+        _ = step.registry.add(
+            entry,
+            for: .observedProperty(read.key, isZeroSized: read.isZeroSized),
+            notifiesAutomatically: step.objectType.automaticallyNotifiesObservers(for: read.key)
+        )
+        return _PathFollower(
+            registry: step.registry, key: read.key, marker: marker, token: KeyValueObservation(registry: step.registry, id: id))
+    }
+
+    /// Each step and property that `steps` read, once per object and property, and whether a change
+    /// of it may change the steps after it (for any of the paths through it).
+    private static func followed(by steps: [[Step]]) -> [(step: Step, read: _ObserverRegistry.ProbedRead, retargets: Bool)] {
+        var followed: [(step: Step, read: _ObserverRegistry.ProbedRead, retargets: Bool)] = []
+        for step in steps.joined() {
+            for read in step.reads {
+                let retargets = step.change != .none
+                if let index = followed.firstIndex(where: { $0.step.registry === step.registry && _sameKey($0.read.key, read.key) }) {
+                    followed[index].retargets = followed[index].retargets || retargets
+                } else {
+                    followed.append((step, read, retargets))
                 }
             }
-            mirror = current.superclassMirror
         }
-        return nil
-    }
-
-    /// Observes `read` on `object` for `handler(isPrior)`, as the object's class would notify it.
-    private static func signal(
-        on object: KeyValueObservable,
-        read: _ObserverRegistry.ProbedRead,
-        handler: @escaping @Sendable (_ isPrior: Bool, _ valueHasChanged: Bool) -> Void
-    ) -> KeyValueObservation {
-        let automatic = type(of: object).automaticallyNotifiesObservers(for: read.key)
-        let registry = object._registryCreatingIfNeeded()
-        let id = registry.makeID()
-        _ = registry.add(
-            _SignalObserver(id: id, handler: handler),
-            for: .observedProperty(read.key, isZeroSized: read.isZeroSized),
-            notifiesAutomatically: automatic
-        )
-        return KeyValueObservation(registry: registry, id: id)
+        return followed
     }
 }
 
-/// An observer that only learns that a property is about to change and has changed.
-final class _SignalObserver: _ObserverEntry, @unchecked Sendable {
-    // Invariant: immutable after init (see `_ObserverEntry`).
-    let handler: @Sendable (_ isPrior: Bool, _ valueHasChanged: Bool) -> Void
+/// One followed property of one object along a registration's paths: its observer there, and the
+/// marker its announcements carry. Not `Sendable`: followers are kept in a resolver's state, under
+/// its lock, and used outside it only by the thread that took them out.
+final class _PathFollower {
+    /// Identifies the follower in its announcements, and says whether they make the resolver look
+    /// at the steps after it.
+    final class Marker: Sendable {
+        let retargets: Atomic<Bool>
 
-    init(id: UInt64, handler: @escaping @Sendable (_ isPrior: Bool, _ valueHasChanged: Bool) -> Void) {
-        self.handler = handler
+        init(retargets: Bool) {
+            self.retargets = Atomic(retargets)
+        }
+    }
+
+    /// The registry of the followed object (see `_DependencyPaths.Step`).
+    let registry: _ObserverRegistry
+    let key: AnyKeyPath
+    let marker: Marker
+    let token: KeyValueObservation
+
+    init(registry: _ObserverRegistry, key: AnyKeyPath, marker: Marker, token: KeyValueObservation) {
+        self.registry = registry
+        self.key = key
+        self.marker = marker
+        self.token = token
+    }
+}
+
+/// The observer a follower keeps on an object along a path: it only tells the resolver that the
+/// property is about to change and has changed, and on which object.
+final class _SignalObserver: _ObserverEntry, @unchecked Sendable {
+    // Invariant: immutable after init (see `_ObserverEntry`); the resolver and the marker are
+    // thread-safe.
+    /// Held strongly (a weak reference would cost a weak load per change): the cycle through the
+    /// resolver's followers ends when the follower is removed, which `invalidate()` does to all.
+    private let resolver: _DependencyPaths
+    private let marker: _PathFollower.Marker
+
+    /// - Parameter announcesPrior: Whether the resolver is also told before the change; without it
+    ///   the setter skips the work before the store.
+    init(id: UInt64, announcingTo resolver: _DependencyPaths, marker: _PathFollower.Marker, announcesPrior: Bool) {
+        self.resolver = resolver
+        self.marker = marker
         // `.prior`: the setter then calls `willChange` on it.
-        super.init(id: id, options: [.prior], isDirect: false)
+        super.init(id: id, options: announcesPrior ? [.prior] : [], isDirect: false)
     }
 
     override func willChange(_ object: AnyObject, valueHasChanged: Bool) -> Any? {
-        if isActive { handler(true, valueHasChanged) }
+        if isActive { resolver.willChange(valueHasChanged: valueHasChanged) }
         return nil
     }
 
     override func didChange(_ object: AnyObject, old: Any?) {
-        if isActive { handler(false, false) }
+        if isActive { resolver.didChange(marker, on: object) }
     }
 }

@@ -28,7 +28,7 @@ extension KeyValueObservable {
             }
         }
         keys.sort { $0.name < $1.name }
-        return KeyValueObservationInfo(keys: keys, anyKeyObserverCount: anyKey, pathFollowerCount: followers)
+        return KeyValueObservationInfo(keys: keys, anyKeyObserverCount: anyKey, pathFollowerCount: followers.count)
     }
 
     /// Whether this object has allocated its observer registry (it does so on the first registration
@@ -36,6 +36,23 @@ extension KeyValueObservable {
     /// empty class. A hook for the tests of that claim, not API.
     package var hasObserverRegistry: Bool {
         _existingRegistry != nil
+    }
+
+    /// How many replaced set tables still wait until no set can be reading them
+    /// (`ObserverRegistry+ReadPath.swift`): 0 once no set is running. A hook for the tests of the
+    /// reclamation, not API.
+    package var retiredSetTableCount: Int {
+        guard let registry = _existingRegistry else { return 0 }
+        registry.mutex.lock()
+        defer { registry.mutex.unlock() }
+        return registry.state.retiredTables.count
+    }
+
+    /// The registration ids of the followers that observations of paths keep on this object (see
+    /// `KeyValueObservationInfo.pathFollowerCount`): a follower registered again gets a new id. A
+    /// hook for the tests of re-targeting, not API.
+    package var pathFollowerIDs: Set<UInt64> {
+        _existingRegistry?.observerCounts().followers ?? []
     }
 }
 

@@ -102,12 +102,13 @@ public struct Observed<Value> {
     }
 
     /// The set path of an object that has a registry: find the property's observers, deliver
-    /// `.prior`, store, deliver. Specialised per value type in the client, never inlined.
+    /// `.prior`, store, deliver. Specialised per declaring class and value type in the client, never
+    /// inlined: knowing the class lets observers registered with it be called directly.
     @inlinable
     @inline(never)
-    static func _setObserved(
+    static func _setObserved<EnclosingSelf: KeyValueObservable>(
         _ newValue: Value,
-        on object: KeyValueObservable,
+        on object: EnclosingSelf,
         storageOffset: Int,
         key: () -> AnyKeyPath,
         registry: Unmanaged<_ObserverRegistry>
@@ -121,28 +122,56 @@ public struct Observed<Value> {
             _setNotifyingAnyKey(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry)
             return
         }
-        let found: _ObserverSnapshot?
         if MemoryLayout<Value>.size == 0 {
-            // Zero-sized properties may share their offset with another property.
-            found = registry._withUnsafeGuaranteedRef { $0.snapshot(forZeroSizedKey: key()) }
-        } else if registry._withUnsafeGuaranteedRef({ $0.mayHaveObservers(atOffset: storageOffset) }) {
-            found = registry._withUnsafeGuaranteedRef { $0.snapshot(forStorageAt: storageOffset, key: key) }
-        } else {
-            found = nil
+            // Zero-sized properties may share their offset with another property: found by key path,
+            // under the lock.
+            let snapshot = registry._withUnsafeGuaranteedRef { $0.snapshot(forZeroSizedKey: key()) }
+            withExtendedLifetime(snapshot) {
+                _deliver(newValue, to: snapshot.map { Unmanaged.passUnretained($0) }, storage: storage, on: object)
+            }
+            return
         }
-        guard let snapshot = found, snapshot.notifiesAutomatically else {
+        guard registry._withUnsafeGuaranteedRef({ $0.mayHaveObservers(atOffset: storageOffset) }) else {
             storage.pointee._value = newValue
             return
         }
-        if snapshot.isPlain {
+        // Without the lock or a retain: the snapshot is borrowed from the published table for the
+        // time of the delivery (`ObserverRegistry+ReadPath.swift`).
+        let reading = registry._withUnsafeGuaranteedRef { $0.enterReading() }
+        let found = registry._withUnsafeGuaranteedRef { $0.observersInReadSection(atOffset: storageOffset, key: key) }
+        _deliver(newValue, to: found, storage: storage, on: object)
+        registry._withUnsafeGuaranteedRef { $0.exitReading(reading) }
+    }
+
+    /// Stores `newValue` and notifies the observers of `found` around the store. `found` is
+    /// unretained: the caller keeps it alive (a read section of the set table, or a reference).
+    @inlinable
+    @inline(__always)
+    static func _deliver<EnclosingSelf: KeyValueObservable>(
+        _ newValue: Value,
+        to found: Unmanaged<_ObserverSnapshot>?,
+        storage: UnsafeMutablePointer<Observed<Value>>,
+        on object: EnclosingSelf
+    ) {
+        guard let found else {
             storage.pointee._value = newValue
-            snapshot.deliverPlain(newValue, on: object)
             return
         }
-        let oldValue: Value? = snapshot.needsOld ? storage.pointee._value : nil
-        let pending = snapshot.willChange(on: object, oldValue: oldValue, newValue: newValue)
-        storage.pointee._value = newValue
-        snapshot.didChange(newValue, oldValue: oldValue, pending: pending, on: object)
+        found._withUnsafeGuaranteedRef { snapshot in
+            guard snapshot.notifiesAutomatically else {
+                storage.pointee._value = newValue
+                return
+            }
+            if snapshot.isPlain {
+                storage.pointee._value = newValue
+                snapshot.deliverPlain(newValue, on: object)
+                return
+            }
+            let oldValue: Value? = snapshot.needsOld ? storage.pointee._value : nil
+            let pending = snapshot.willChange(on: object, oldValue: oldValue, newValue: newValue)
+            storage.pointee._value = newValue
+            snapshot.didChange(newValue, oldValue: oldValue, pending: pending, on: object)
+        }
     }
 
     /// The set path when the object has observers of every key (they are told before the key's own

@@ -15,9 +15,10 @@ import Synchronization
 class _ObserverEntry: @unchecked Sendable {
     // Invariant: every stored property is immutable after init except `_active`, which is atomic;
     // handlers are `@Sendable` closures.
+    // The id first, then the one-byte fields together: the subclasses' fields start at 32 bytes.
+    @usableFromInline final let id: UInt64
     @usableFromInline final let options: KeyValueObservingOptions
     @usableFromInline final let isDirect: Bool
-    @usableFromInline final let id: UInt64
     @usableFromInline final let _active = Atomic<Bool>(true)
 
     @usableFromInline
@@ -57,37 +58,72 @@ class _ObserverEntry: @unchecked Sendable {
     /// Indirect entries only: after the change, deliver the notification.
     @usableFromInline
     func didChange(_ object: AnyObject, old: Any?) {}
+
+    /// Indirect entries only: after a change announced without asking `willChange` first (the entry
+    /// wants neither `.prior` nor old values), deliver the notification. Spares passing an `Any?`,
+    /// whose copies and destruction go through value witnesses.
+    func didChange(_ object: AnyObject) {
+        didChange(object, old: nil)
+    }
 }
 
-/// An observer of an `@Observed` key that receives values straight from the setter.
+/// An observer of an `@Observed` key that receives values straight from the setter. The handler is
+/// called through `handler(_:_:)`; the one subclass, `_RootedDirectObserver`, keeps it with its own
+/// object type.
 @usableFromInline
-final class _DirectObserver<Value>: _ObserverEntry, @unchecked Sendable {
+class _DirectObserver<Value>: _ObserverEntry, @unchecked Sendable {
     // Invariant: immutable after init (see `_ObserverEntry`).
-    @usableFromInline let handler: @Sendable (AnyObject, KeyValueObservedChange<Value>) -> Void
     /// For observers that asked to remove duplicates: whether an assignment changes nothing.
-    @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
+    @usableFromInline final let isDuplicate: (@Sendable (Value, Value) -> Bool)?
+    /// The class of the objects the handler takes (`_RootedDirectObserver`'s `Root`): the set path of
+    /// that class's properties calls `rootedHandler` directly, with one indirect call instead of two.
+    @usableFromInline final let rootType: ObjectIdentifier
 
     @usableFromInline
-    init(
-        id: UInt64,
-        options: KeyValueObservingOptions,
-        isDuplicate: (@Sendable (Value, Value) -> Bool)? = nil,
-        handler: @escaping @Sendable (AnyObject, KeyValueObservedChange<Value>) -> Void
-    ) {
-        self.handler = handler
+    init(id: UInt64, options: KeyValueObservingOptions, isDuplicate: (@Sendable (Value, Value) -> Bool)?, rootType: ObjectIdentifier) {
         self.isDuplicate = isDuplicate
+        self.rootType = rootType
         super.init(id: id, options: options, isDirect: true)
     }
 
-    override var removesDuplicates: Bool {
+    /// Calls the user's handler with `object`.
+    @usableFromInline
+    func handler(_ object: AnyObject, _ change: KeyValueObservedChange<Value>) {
+        preconditionFailure("_DirectObserver is abstract: only _RootedDirectObserver is instantiated")
+    }
+
+    override final var removesDuplicates: Bool {
         isDuplicate != nil
     }
 
     /// Whether this observer skips the assignment of `newValue` over `oldValue`.
     @inlinable
-    func skips(_ oldValue: Value?, _ newValue: Value) -> Bool {
+    final func skips(_ oldValue: Value?, _ newValue: Value) -> Bool {
         guard let isDuplicate, let oldValue else { return false }
         return isDuplicate(oldValue, newValue)
+    }
+}
+
+/// A direct observer with the user's handler, which takes objects of class `Root`.
+@usableFromInline
+final class _RootedDirectObserver<Root: AnyObject, Value>: _DirectObserver<Value>, @unchecked Sendable {
+    // Invariant: immutable after init (see `_ObserverEntry`).
+    @usableFromInline let rootedHandler: @Sendable (Root, KeyValueObservedChange<Value>) -> Void
+
+    @usableFromInline
+    init(
+        id: UInt64,
+        options: KeyValueObservingOptions,
+        isDuplicate: (@Sendable (Value, Value) -> Bool)?,
+        handler: @escaping @Sendable (Root, KeyValueObservedChange<Value>) -> Void
+    ) {
+        rootedHandler = handler
+        super.init(id: id, options: options, isDuplicate: isDuplicate, rootType: ObjectIdentifier(Root.self))
+    }
+
+    @usableFromInline
+    override func handler(_ object: AnyObject, _ change: KeyValueObservedChange<Value>) {
+        rootedHandler(unsafeDowncast(object, to: Root.self), change)
     }
 }
 
@@ -102,7 +138,10 @@ final class _KeyPathObserver: _ObserverEntry, @unchecked Sendable {
     // Invariant: immutable after init (see `_ObserverEntry`); the closures are only called with the
     // object being changed, on the thread changing it.
     let before: (AnyObject, _ valueHasChanged: Bool) -> Any?
-    let after: (AnyObject, Any?) -> Void
+    /// Delivers after the change, given the value `before` returned (an `Any?`), if there was one:
+    /// by address, so that a change with none creates and destroys no `Any?`, whose copies and
+    /// destruction go through value witnesses.
+    let after: (AnyObject, _ old: UnsafeRawPointer?) -> Void
     /// The key the user observed, for introspection (the entry may sit in several slots).
     let observedKey: AnyKeyPath
 
@@ -112,7 +151,7 @@ final class _KeyPathObserver: _ObserverEntry, @unchecked Sendable {
         options: KeyValueObservingOptions,
         observedKey: AnyKeyPath,
         before: @escaping (AnyObject, _ valueHasChanged: Bool) -> Any?,
-        after: @escaping (AnyObject, Any?) -> Void
+        after: @escaping (AnyObject, _ old: UnsafeRawPointer?) -> Void
     ) {
         self.observedKey = observedKey
         self.before = before
@@ -125,16 +164,22 @@ final class _KeyPathObserver: _ObserverEntry, @unchecked Sendable {
     }
 
     override func didChange(_ object: AnyObject, old: Any?) {
-        if isActive { after(object, old) }
+        guard isActive else { return }
+        withUnsafePointer(to: old) { after(object, UnsafeRawPointer($0)) }
+    }
+
+    override func didChange(_ object: AnyObject) {
+        if isActive { after(object, nil) }
     }
 }
 
-/// An observer of `keyPath` that reads its value around each change.
+/// An observer of `keyPath` that reads its value with `read` around each change.
 @inlinable
 func _readingObserver<Root: AnyObject, Value>(
     id: UInt64,
     options: KeyValueObservingOptions,
     keyPath: KeyPath<Root, Value>,
+    read: @escaping (Root) -> Value,
     initialValue: () -> Value,
     handler: @escaping @Sendable (Root, KeyValueObservedChange<Value>) -> Void
 ) -> _ObserverEntry {
@@ -155,18 +200,20 @@ func _readingObserver<Root: AnyObject, Value>(
             if valueHasChanged, let cached = last.withLock({ $0 }) {
                 old = cached
             } else {
-                old = root[keyPath: keyPath]
+                old = read(root)
             }
             if wantsPrior {
                 handler(root, KeyValueObservedChange(settingNew: nil, old: wantsOld ? old : nil, isPrior: true))
             }
             return wantsOld ? old : nil
         },
-        after: { object, old in
+        after: { object, boxedOld in
             let root = unsafeDowncast(object, to: Root.self)
-            let new: Value? = wantsNew || last != nil ? root[keyPath: keyPath] : nil
+            let new: Value? = wantsNew || last != nil ? read(root) : nil
             if let last, let new { last.withLock { $0 = new } }
-            handler(root, KeyValueObservedChange(settingNew: wantsNew ? new : nil, old: old.map { $0 as! Value }))
+            var old: Value?
+            if wantsOld, let boxedOld { old = boxedOld.assumingMemoryBound(to: Any?.self).pointee.map { $0 as! Value } }
+            handler(root, KeyValueObservedChange(settingNew: wantsNew ? new : nil, old: old))
         }
     )
     return entry

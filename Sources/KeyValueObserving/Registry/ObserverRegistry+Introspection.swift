@@ -2,7 +2,7 @@
 
 extension _ObserverRegistry.State {
     /// See `_ObserverRegistry.observerCounts()`.
-    func observerCounts() -> (keys: [(key: AnyKeyPath, storageOffset: Int?, count: Int)], anyKey: Int, followers: Int) {
+    func observerCounts() -> (keys: [(key: AnyKeyPath, storageOffset: Int?, count: Int)], anyKey: Int, followers: Set<UInt64>) {
         var counts: [(key: AnyKeyPath, storageOffset: Int?, count: Int)] = []
         var seen: Set<UInt64> = []
         var followers: Set<UInt64> = []
@@ -24,7 +24,7 @@ extension _ObserverRegistry.State {
                 }
             }
         }
-        return (counts, anyKeyObservers.observers.count, followers.count)
+        return (counts, anyKeyObservers.observers.count, followers)
     }
 }
 
@@ -34,7 +34,7 @@ extension _ObserverRegistry {
     /// notified manually) once each, under the key they observed, though they sit in one slot per
     /// input; the internal observers that follow dependent keys' paths through other objects do not
     /// count.
-    func observerCounts() -> (keys: [(key: AnyKeyPath, storageOffset: Int?, count: Int)], anyKey: Int, followers: Int) {
+    func observerCounts() -> (keys: [(key: AnyKeyPath, storageOffset: Int?, count: Int)], anyKey: Int, followers: Set<UInt64>) {
         mutex.lock()
         defer { mutex.unlock() }
         return state.observerCounts()

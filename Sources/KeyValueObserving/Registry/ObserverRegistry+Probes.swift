@@ -20,9 +20,7 @@ extension _ObserverRegistry {
         /// Whether the value is an observable object (or an optional one): a path may continue
         /// through it.
         var holdsObservableObject: Bool {
-            var type = valueType
-            while let wrapped = (type as? any _OptionalType.Type)?._wrappedType { type = wrapped }
-            return type is KeyValueObservable.Type
+            _unwrapped(valueType) is KeyValueObservable.Type
         }
     }
 

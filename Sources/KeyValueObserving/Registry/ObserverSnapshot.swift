@@ -52,14 +52,24 @@ final class _ObserverSnapshot: @unchecked Sendable {
 // retain (`_withUnsafeGuaranteedRef`), and so are their handlers: the caller holds the snapshot, which
 // holds them, for the whole loop.
 extension _ObserverSnapshot {
-    /// Delivers a change to a snapshot of direct observers that want no old value.
+    /// Delivers a change to a snapshot of direct observers that want no old value. `object` is of
+    /// static type `Root` (the class that declares the property, on the set path): observers
+    /// registered with that root type get the change from one call of their handler, the others
+    /// through `handler(_:_:)`.
     @inlinable
-    func deliverPlain<Value>(_ newValue: Value, on object: AnyObject) {
+    @inline(__always)
+    func deliverPlain<Root: AnyObject, Value>(_ newValue: Value, on object: Root) {
         for index in entries.indices {
             Unmanaged.passUnretained(entries[index])._withUnsafeGuaranteedRef { entry in
                 let observer = unsafeDowncast(entry, to: _DirectObserver<Value>.self)
                 guard observer.isActive else { return }
-                observer.handler(object, KeyValueObservedChange(settingNew: observer.options.contains(.new) ? newValue : nil, old: nil))
+                let change = KeyValueObservedChange(settingNew: observer.options.contains(.new) ? newValue : nil, old: nil)
+                if observer.rootType == ObjectIdentifier(Root.self) {
+                    // The observer was registered with this very class: its handler takes `Root`.
+                    unsafeDowncast(observer, to: _RootedDirectObserver<Root, Value>.self).rootedHandler(object, change)
+                } else {
+                    observer.handler(object, change)
+                }
             }
         }
     }
