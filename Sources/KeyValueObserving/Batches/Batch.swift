@@ -98,7 +98,8 @@ final class _BatchState {
         }
         let change = changes + changeCount
         change.initialize(
-            to: _BatchedChange(offset: offset, storage: storage, slotIndex: slotIndex, finisher: finisher, extra: extra, trivialSize: trivialSize))
+            to: _BatchedChange(
+                offset: offset, storage: storage, slotIndex: slotIndex, finisher: finisher, extra: extra, trivialSize: trivialSize))
         changeCount += 1
         if offset >= 0 { changedMask |= _maskBit(forOffset: offset) }
         anyKeyPriorSent = true
@@ -224,7 +225,10 @@ final class _BatchFinisher {
     init(
         type: ObjectIdentifier,
         readFinalValue: @escaping (_ change: UnsafeMutablePointer<_BatchedChange>) -> Void,
-        deliver: @escaping (_ change: UnsafeMutablePointer<_BatchedChange>, _ observers: _ObserverSnapshot, _ batch: _BatchState, _ object: AnyObject)
+        deliver:
+            @escaping (
+                _ change: UnsafeMutablePointer<_BatchedChange>, _ observers: _ObserverSnapshot, _ batch: _BatchState, _ object: AnyObject
+            )
             -> Void
     ) {
         self.type = type

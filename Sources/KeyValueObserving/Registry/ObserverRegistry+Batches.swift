@@ -88,7 +88,8 @@ extension _ObserverRegistry {
             }
             return .recorded(
                 state.append(
-                    offset: offset, storage: storage, slotIndex: slot, version: version, finisher: finisher, extra: -1, trivialSize: trivialSize))
+                    offset: offset, storage: storage, slotIndex: slot, version: version, finisher: finisher, extra: -1,
+                    trivialSize: trivialSize))
         }
     }
 
@@ -149,7 +150,9 @@ extension _ObserverRegistry {
 
     /// With the lock held: the batch in the owner slot if `thread` holds it (the slot keeps it).
     private func ownedBatch(of thread: pthread_t) -> Unmanaged<_BatchState>? {
-        guard batchOwner.load(ordering: .relaxed) == _threadID(thread), let pointer = ownedBatch.load(ordering: .relaxed) else { return nil }
+        guard batchOwner.load(ordering: .relaxed) == _threadID(thread), let pointer = ownedBatch.load(ordering: .relaxed) else {
+            return nil
+        }
         return Unmanaged<_BatchState>.fromOpaque(pointer)
     }
 
@@ -333,7 +336,9 @@ extension _ObserverRegistry {
                 if needsLearning { learning = (learning ?? []) + [index] }
                 // A change is recorded without its key only when a slot knew its offset, which the
                 // registry then remembers for good.
-                if named != nil, let key = extraKey ?? (slot < 0 ? state.learnedOffsets.first { $0.offset == offset }?.key : pinned[slot].keyPath) {
+                if named != nil,
+                    let key = extraKey ?? (slot < 0 ? state.learnedOffsets.first { $0.offset == offset }?.key : pinned[slot].keyPath)
+                {
                     named!.keys.append(key)
                     named!.offsets.append(offset < 0 ? nil : offset)
                 }
