@@ -10,7 +10,7 @@ extension ObservableProgress {
     /// with time, not with updates): read it when you report.
     public var throughput: Double? {
         let now = clock.now()
-        return withLock { progress -> Double? in
+        return withRefreshedLock { progress -> Double? in
             let values = progress.values
             guard !values.isIndeterminate, values.total > 0,
                 let rate = progress.rate.fractionPerSecond(current: values.fraction, now: now)
@@ -23,7 +23,7 @@ extension ObservableProgress {
     /// time has passed, or while no progress is being made.
     public var estimatedTimeRemaining: Duration? {
         let now = clock.now()
-        return withLock { progress -> Duration? in
+        return withRefreshedLock { progress -> Duration? in
             let values = progress.values
             if values.isFinished { return .zero }
             let rate = progress.rate.fractionPerSecond(current: values.fraction, now: now)
@@ -38,7 +38,7 @@ extension ObservableProgress: CustomStringConvertible {
     /// 5 s remaining"`, `"indeterminate (3 completed)"`, with `", paused"` or `", cancelled"`.
     public var description: String {
         let now = clock.now()
-        let (values, fractionRate, cancelled, paused) = withLock { progress in
+        let (values, fractionRate, cancelled, paused) = withRefreshedLock { progress in
             (
                 progress.values,
                 progress.rate.fractionPerSecond(current: progress.values.fraction, now: now),

@@ -57,6 +57,19 @@ extension ObservableProgress: _ExplicitlyNotifiedKeys {
         notifyObserversOfChanges(from: before, to: after)
     }
 
+    /// Notifies this node's observers that its fraction, and nothing else, went from `old` to `new`.
+    @inline(__always)
+    func notifyObservers(fractionFrom old: Double, to new: Double) {
+        guard old != new, _mayHaveObservers else { return }
+        notifyObserversOfFraction(from: old, to: new)
+    }
+
+    @inline(never)
+    private func notifyObserversOfFraction(from old: Double, to new: Double) {
+        _notifyExplicitChange(
+            offset: _ProgressKey.fractionCompleted.offset, key: { _ProgressKey.fractionCompleted.keyPath }, from: old, to: new)
+    }
+
     /// The five notifications, out of line: inlined, they made the update's code so large that the
     /// optimizer stopped inlining into it, and an unobserved update paid for calls it never needed.
     @inline(never)

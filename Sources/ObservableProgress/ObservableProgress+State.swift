@@ -30,6 +30,16 @@ struct _ProgressState {
     /// The fraction whose contribution was last sent to `parent` (0 once finished or while
     /// indeterminate: no contribution).
     var sentFraction: Double = 0
+    /// When the contribution was last sent to `parent` (the time the message carried).
+    var sentTime: UInt64 = 0
+    /// Whether `parent` has not applied this node's latest contribution: this node is listed
+    /// among its outdated children (or is being listed), and stays listed until the parent asks
+    /// for its contribution (`refresh()`). Set by the first change not sent, so later changes
+    /// cost nothing more.
+    var isOutdatedInParent = false
+    /// Whether an ancestor was found to have an observer registry (`isObservedAbove`), which it
+    /// keeps for life: then every change is sent up at once.
+    var hasObservedAncestor = false
 
     // The tree, seen from this node as a parent.
     var children = _ProgressChildren()
@@ -54,66 +64,114 @@ struct _ProgressState {
 
     // MARK: Units
 
-    /// Applies `mutate` to the counts; returns the values before and after, and whether `message`
-    /// was filled for the parent.
+    /// Applies `mutate` to the counts; returns the values before and after, and what the parent
+    /// must hear (see `propagation`).
     @inline(__always)
     mutating func update(
         _ mutate: (inout _ProgressCounts) -> Void,
         clock: _ProgressClock,
+        exact: Bool,
         message: inout _ChildMessage
-    ) -> (before: _ProgressValues, after: _ProgressValues, mustTell: Bool) {
+    ) -> (before: _ProgressValues, after: _ProgressValues, propagation: _Propagation) {
         let now = rate.time(clock)
         let before = values
         mutate(&counts)
         let after = counts.values
         values = after
         if after.fraction != before.fraction { rate.record(fraction: after.fraction, now: now) }
-        let mustTell = fillMessage(&message, after: after, changedFrom: before, force: false, now: now)
-        return (before, after, mustTell)
+        return (before, after, propagation(&message, after: after, changedFrom: before, now: now, exact: exact))
     }
 
     /// Applies a child's message (see `_ProgressChildren.apply`); returns the values before and
-    /// after, and whether `message` was rewritten for this node's parent, or `nil` if it changed
-    /// nothing.
+    /// after, and what this node's parent must hear (with `message` rewritten for it), or `nil`
+    /// if the message changed nothing.
     @inline(__always)
-    mutating func apply(_ message: inout _ChildMessage) -> (before: _ProgressValues, after: _ProgressValues, mustTell: Bool)? {
+    mutating func apply(
+        _ message: inout _ChildMessage,
+        exact: Bool
+    ) -> (before: _ProgressValues, after: _ProgressValues, propagation: _Propagation)? {
         let before = values
         guard children.apply(message, to: &counts) else { return nil }
         let after = counts.values
         values = after
         let time = message.time
         if after.fraction != before.fraction { rate.record(fraction: after.fraction, now: time) }
-        let mustTell = fillMessage(&message, after: after, changedFrom: before, force: false, now: time)
-        return (before, after, mustTell)
+        return (before, after, propagation(&message, after: after, changedFrom: before, now: time, exact: exact))
     }
 
-    /// Fills `message` with what the parent must hear after a change to `values`: the new
-    /// contribution, or that this node finished. Returns `false` (and leaves `message` alone) if
-    /// there is no parent or nothing changed for it. The message is filled in place, not returned: it is copied at every level of the walk
-    /// otherwise.
+    /// What the parent must hear after a change from `before` to `values`: nothing (no parent, no
+    /// change for it, or it knows already that this node is outdated); the new contribution or
+    /// that this node finished, filled into `message` to send now; or that this node is outdated
+    /// (`message` then holds the parent and the record to list it by).
+    ///
+    /// A change is sent at once when `exact` (an ancestor may have observers, who get every
+    /// change with exact values), when this node finishes or stops being finished (which credits
+    /// units to the parent), and when the last message is a rate sample interval old (so every
+    /// ancestor's throughput keeps its samples). Otherwise it is not sent: nobody watches the
+    /// ancestors' fractions, which are computed when read (`refresh()`), and an update costs
+    /// the node's own bookkeeping only.
     @inline(__always)
-    mutating func fillMessage(
+    mutating func propagation(
         _ message: inout _ChildMessage,
         after values: _ProgressValues,
-        changedFrom before: _ProgressValues?,
-        force: Bool,
-        now: UInt64
-    ) -> Bool {
-        guard let parentReference, let recordReference else { return false }
+        changedFrom before: _ProgressValues,
+        now: UInt64,
+        exact: Bool
+    ) -> _Propagation {
+        guard let parentReference, let recordReference else { return .none }
         // The contribution is a function of the fraction (the pending units never change), so the
         // fraction tells whether it changed, and it is computed only when it is sent.
         let contributing = values.isFinished || values.isIndeterminate ? 0 : values.fraction
-        let finishedChanged = before.map { $0.isFinished != values.isFinished } ?? false
-        guard force || finishedChanged || contributing != sentFraction else { return false }
-        sentFraction = contributing
-        version &+= 1
+        let finishedChanged = before.isFinished != values.isFinished
+        guard finishedChanged || contributing != sentFraction else { return .none }
         message.parent = parentReference
         message.record = recordReference
+        guard exact || finishedChanged || now &- sentTime >= _ProgressRate.sampleInterval else {
+            if isOutdatedInParent { return .none }
+            isOutdatedInParent = true
+            return .markOutdated
+        }
+        fill(&message, contributing: contributing, isFinished: values.isFinished, now: now)
+        return .send
+    }
+
+    /// Fills `message` with this node's contribution now, for a parent that asks for it
+    /// (`refresh()`) or that this node joins. Returns whether this node must be listed as
+    /// outdated in its parent again: its own outdated children changed it since it was asked.
+    mutating func fillForParent(_ message: inout _ChildMessage, now: UInt64) -> Bool {
+        guard let parentReference, let recordReference else { return false }
+        let values = self.values
+        message.parent = parentReference
+        message.record = recordReference
+        fill(
+            &message, contributing: values.isFinished || values.isIndeterminate ? 0 : values.fraction, isFinished: values.isFinished,
+            now: now)
+        isOutdatedInParent = children.hasOutdated
+        return isOutdatedInParent
+    }
+
+    /// Fills in what `message` says beyond its addressee (filled by the caller). The message is
+    /// filled in place, not returned: it is copied at every level of the walk otherwise.
+    @inline(__always)
+    mutating func fill(_ message: inout _ChildMessage, contributing: Double, isFinished: Bool, now: UInt64) {
+        sentFraction = contributing
+        sentTime = now
+        version &+= 1
         message.version = version
         message.contribution = _ProgressUnits(fraction: contributing, times: pendingUnitCountInParent)
-        message.isFinished = values.isFinished
+        message.isFinished = isFinished
         message.time = now
-        return true
+    }
+
+    /// Lists the child of `record` as outdated; returns this node's parent and record in it if
+    /// this node must now be listed as outdated there too (it was not listed yet).
+    mutating func markOutdated(_ record: Unmanaged<_ChildRecord>) -> (
+        parent: Unmanaged<ObservableProgress>, record: Unmanaged<_ChildRecord>
+    )? {
+        children.markOutdated(record)
+        guard !isOutdatedInParent, let parentReference, let recordReference else { return nil }
+        isOutdatedInParent = true
+        return (parentReference, recordReference)
     }
 
     // MARK: Control
@@ -142,4 +200,15 @@ struct _ProgressState {
         let run = changed ? handlers.handlers(pausing: value) : []
         return (changed, run, pauseGeneration, children.live)
     }
+}
+
+/// What a node must do for its parent after a change, once its lock is released.
+enum _Propagation {
+    /// Nothing.
+    case none
+    /// Send the message, filled in, to the parent now.
+    case send
+    /// List this node as outdated in its parent, and each ancestor in its own parent up to the
+    /// first listed already (the message holds the parent and the record).
+    case markOutdated
 }

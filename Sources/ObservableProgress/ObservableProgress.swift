@@ -1,4 +1,5 @@
 import KeyValueObserving
+import Synchronization
 
 /// A thread-safe, observable progress tree with the semantics of Foundation's `Progress`, for
 /// server and command-line Swift: every key (`fractionCompleted`, `completedUnitCount`,
@@ -18,7 +19,13 @@ import KeyValueObserving
 /// child, the child's fraction times the units of this node it was given (its *pending* units), over
 /// its total. A child that finishes credits its pending units to the parent's `completedUnitCount`
 /// and leaves the tree; an indeterminate child contributes nothing. An update changes the node it is
-/// made on and then each ancestor in turn, each under its own lock (never two at once): O(depth).
+/// made on and, when an ancestor is observed, each ancestor in turn, each under its own lock (never
+/// two at once): O(depth). When no ancestor is observed, the change is not sent up: the node lists
+/// itself once as changed with its parent (and the parent with its own), and reading an ancestor's
+/// fraction (or its throughput, time remaining or description) first asks the listed descendants for
+/// their contributions. An update below ancestors nobody observes thus costs about what an update of
+/// a lone node costs. A node that finishes still tells its parent at once, and while updates go on,
+/// one every quarter of a second is sent up, so the ancestors' throughput keeps its samples.
 ///
 /// **Observation.** Progress keys notify only when their value actually changes. A node's observers
 /// are notified after the node's lock is released and before its parent is updated, on the thread
@@ -37,11 +44,15 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
     // Invariant: `state` is accessed only with `lock` held, except in `deinit`, when no other
     // thread can reach the object. Each node's state is guarded by its own lock only: what a parent
     // knows of a child is in the parent's state (`_ProgressChildren`). No code but this module's
-    // bookkeeping runs under a lock: no handler, no user closure, no other node's lock. `lock` is
-    // destroyed in `deinit`. The lock makes every access exclusive, so the dynamic exclusivity
-    // checks are redundant (`@exclusivity(unchecked)`).
-    let lock = LockPrimitive()
+    // bookkeeping runs under a lock: no handler, no user closure, no other node's lock. The lock
+    // makes every access exclusive, so the dynamic exclusivity checks are redundant
+    // (`@exclusivity(unchecked)`).
+    let lock = _ProgressLock()
     @exclusivity(unchecked) var state: _ProgressState
+    /// The parent, for the walk up that asks whether an ancestor is observed without taking a
+    /// lock (`isObservedAbove`): stored once (releasing), when the node starts reporting to it,
+    /// and never changed (as `state.parent`).
+    let parentLink = Atomic<Unmanaged<ObservableProgress>?>(nil)
     /// Where the node reads the time (for its throughput and time remaining). Immutable.
     let clock: _ProgressClock
 
@@ -72,11 +83,16 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
         // A child dropped before finishing leaves the parent's record of its children (its
         // contribution stays, as in Foundation, where the parent would have kept the child alive).
         if let parent = state.parent, let record = state.recordInParent {
+            if state.isOutdatedInParent {
+                // The parent has not applied the latest contribution: it does now, and keeps it.
+                var message = _ChildMessage(to: parent)
+                _ = state.fillForParent(&message, now: clock.now())
+                deliver(&message, exact: isObservedAbove, notifying: false)
+            }
             parent.lock.lock()
             parent.state.children.detach(record)
             parent.lock.unlock()
         }
-        lock.destroy()
     }
 
     // MARK: Units
@@ -118,9 +134,12 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
 
     /// The fraction of the work completed, children included: 0 when indeterminate, above 1 when
     /// over-completed. Observable; notified only when it changes.
+    ///
+    /// - Complexity: O(1) when nothing below changed since the last read or while an observer
+    ///   watches this node or an ancestor; otherwise O(number of descendants that changed since).
     public var fractionCompleted: Double {
         reportRead(.fractionCompleted, Double.self)
-        return withLock { $0.values.fraction }
+        return withRefreshedLock { $0.values.fraction }
     }
 
     /// Whether the completed or total count is below zero, or both are zero. Observable.

@@ -5,8 +5,20 @@
 /// reference to it only to address its messages (it never reads it), so applying a message costs
 /// a pointer access rather than a hashed lookup; the record says whether the child still counts,
 /// so a stale message from a child that left is ignored.
+///
+/// It also lists the children whose latest contribution this node has not applied yet: a child
+/// whose ancestors nobody observes does not send each change up, it lists itself here once, and
+/// this node asks it for its contribution when its own fraction is read (see `refresh()`).
 struct _ProgressChildren {
     private var records: [ObjectIdentifier: _ChildRecord] = [:]
+    /// The children that changed since this node last applied their contribution, each listed
+    /// once (`_ChildRecord.isListedOutdated`); records of children that left are skipped.
+    private var outdated: [_ChildRecord] = []
+
+    /// Whether a child's latest contribution may be missing from this node's counts.
+    var hasOutdated: Bool {
+        @inline(__always) get { !outdated.isEmpty }
+    }
 
     /// Records `child`, standing for `pendingUnitCount` units of this node.
     mutating func attach(_ child: ObservableProgress, pendingUnitCount: Int64) -> _ChildRecord {
@@ -46,6 +58,25 @@ struct _ProgressChildren {
         }
     }
 
+    /// Lists the child of `record` as changed since this node last applied its contribution.
+    mutating func markOutdated(_ record: Unmanaged<_ChildRecord>) {
+        record._withUnsafeGuaranteedRef { record in
+            guard record.isAttached, !record.isListedOutdated else { return }
+            record.isListedOutdated = true
+            outdated.append(record)
+        }
+    }
+
+    /// The listed children still in the tree, retained, and an empty list.
+    mutating func takeOutdated() -> [ObservableProgress] {
+        // The storage stays, for the children that list themselves again.
+        defer { outdated.removeAll(keepingCapacity: true) }
+        return outdated.compactMap { record in
+            record.isListedOutdated = false
+            return record.isAttached ? record.node : nil
+        }
+    }
+
     /// The children still alive, retained (for cancelling and pausing them).
     var live: [ObservableProgress] {
         records.values.compactMap(\.node)
@@ -74,6 +105,8 @@ final class _ChildRecord {
     @exclusivity(unchecked) var appliedVersion: UInt64 = 0
     /// The child's contribution included in the parent's `childUnits`.
     @exclusivity(unchecked) var appliedContribution = _ProgressUnits.zero
+    /// Whether the record is in the parent's list of children with a contribution not applied yet.
+    @exclusivity(unchecked) var isListedOutdated = false
 
     init(node: ObservableProgress, pendingUnitCount: Int64) {
         self.node = node

@@ -20,14 +20,15 @@ struct _ProgressRate {
     private var fractions: ContiguousArray<Double> = []
     /// Index of the oldest sample once the ring is full.
     private var oldest = 0
-    private var lastSampleTime: UInt64
+    /// When the next sample may be taken: `sampleInterval` after the last one.
+    private var nextSampleTime: UInt64
     /// The clock, read sparingly (see `time()`).
     private var lastClock: UInt64
     private var clockStride = 0
     private var clockSkipped = 0
 
     init(fraction: Double, now: UInt64) {
-        lastSampleTime = now
+        nextSampleTime = now &+ Self.sampleInterval
         lastClock = now
         times.reserveCapacity(Self.capacity)
         fractions.reserveCapacity(Self.capacity)
@@ -62,13 +63,13 @@ struct _ProgressRate {
     @inline(__always)
     mutating func record(fraction: Double, now: UInt64) {
         // Parents are stamped with their children's times, which may arrive out of order: a time
-        // before the last sample wraps around in the first test and is caught by the second.
-        guard now &- lastSampleTime >= Self.sampleInterval, now > lastSampleTime else { return }
+        // before the last sample is before the next one too.
+        guard now >= nextSampleTime else { return }
         append(fraction: fraction, now: now)
     }
 
     private mutating func append(fraction: Double, now: UInt64) {
-        lastSampleTime = now
+        nextSampleTime = now &+ Self.sampleInterval
         if times.count < Self.capacity {
             times.append(now)
             fractions.append(fraction)

@@ -40,8 +40,9 @@ struct _ProgressUnits: Equatable {
             self = .zero
             return
         }
-        // Rounding is monotonic: a product that rounds below 2^64 is below 2^64 exactly.
-        guard fraction * Double(units) < 0x1p64 else {
+        // A fraction below 1 times an `Int64` is below 2^63; above 1, rounding is monotonic: a
+        // product that rounds below 2^64 is below 2^64 exactly.
+        guard bits < (1.0).bitPattern || fraction * Double(units) < 0x1p64 else {
             self = .maximum
             return
         }

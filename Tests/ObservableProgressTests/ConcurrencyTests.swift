@@ -31,6 +31,46 @@ struct ConcurrencyTests {
         token.invalidate()
     }
 
+    @Test func updatesBelowAncestorsNobodyObservesAddUpWhileTheyAreReadAndStartBeingObserved() {
+        // Leaves update while nobody observes the tree (their changes are not sent up), readers
+        // bring the ancestors up to date concurrently, and an observer arrives half-way (from then
+        // on every change is sent up at once). Every change arrives.
+        let root = ObservableProgress(totalUnitCount: 2)
+        let middles = (0..<2).map { _ in ObservableProgress(totalUnitCount: 2, parent: root, pendingUnitCount: 1) }
+        let leaves = (0..<4).map { index in ObservableProgress(totalUnitCount: 4_000, parent: middles[index % 2], pendingUnitCount: 1) }
+        let observed = Locked<[Double]>([])
+        let tokens = Locked<[KeyValueObservation]>([])
+        let halfWay = Counter(0)
+        TestThread.run(6) { index in
+            switch index {
+            case 0..<4:
+                for unit in 0..<3_999 {
+                    leaves[index].complete()
+                    if unit == 2_000 { halfWay.increment() }
+                }
+            case 4:
+                while halfWay.current < 4 { _ = root.fractionCompleted }
+                let token = root.observe(\.fractionCompleted, options: [.new]) { _, change in observed.append(change.newValue!) }
+                tokens.append(token)
+            default:
+                for _ in 0..<2_000 {
+                    _ = middles[0].fractionCompleted
+                    _ = root.description
+                }
+            }
+        }
+        // Each leaf, each middle and the root are 3,999 / 4,000 done.
+        #expect(middles.allSatisfy { $0.fractionCompleted == 3_999.0 / 4_000 })
+        #expect(root.fractionCompleted == 3_999.0 / 4_000)
+        // However the threads ran, the observer hears of the next update, with the value a read
+        // returns (the first leaf finishes and credits its unit to its middle).
+        leaves[0].complete()
+        let expected = ((1 + 3_999.0 / 4_000) / 2 + 3_999.0 / 4_000) / 2
+        #expect(root.fractionCompleted == expected)
+        #expect(observed.current.last == expected)
+        tokens.withLock { $0.forEach { $0.invalidate() } }
+    }
+
     @Test func stressUpdatesAddsCancelsAndObserversTogether() {
         let root = ObservableProgress(totalUnitCount: 1_000)
         let middles = (0..<4).map { _ in ObservableProgress(totalUnitCount: 100, parent: root, pendingUnitCount: 100) }

@@ -7,7 +7,7 @@ import Synchronization
 /// Each such key is given a registry slot like an `@Observed` property's, under a made-up "storage
 /// offset" that the class picks (distinct per key; a multiple of 8 keeps the observed-mask bits
 /// apart), so a notification costs what an `@Observed` set costs: one atomic load when nobody
-/// observes the key, an integer search under the registry's lock when someone does.
+/// observes the key, a look-up in the registry's published set table, without a lock, when someone does.
 package protocol _ExplicitlyNotifiedKeys: KeyValueObservable {
     /// The offset and canonical key path under which observers of `keyPath` are registered, or
     /// `nil` if `keyPath` is not one of the explicitly notified keys.
@@ -36,20 +36,25 @@ extension KeyValueObservable {
         guard let registry = _kvoRegistry.load(ordering: .acquiring) else { return }
         registry._withUnsafeGuaranteedRef { registry in
             let anyKey = registry.hasAnyKeyObservers ? registry.anyKeySnapshot() : nil
-            let snapshot: _ObserverSnapshot? =
-                registry.mayHaveObservers(atOffset: offset)
-                ? registry.snapshot(forStorageAt: offset, key: key)
-                : nil
-            guard anyKey != nil || snapshot != nil else { return }
+            let mayHaveObservers = registry.mayHaveObservers(atOffset: offset)
+            guard anyKey != nil || mayHaveObservers else { return }
             let keyPath = anyKey == nil ? nil : key()
             if let anyKey, let keyPath { anyKey.willChange(self, keyPath) }
-            if let snapshot {
-                if snapshot.isPlain {
-                    snapshot.deliverPlain(newValue, on: self)
-                } else {
-                    let pending = snapshot.willChange(on: self, oldValue: oldValue, newValue: newValue, valueHasChanged: true)
-                    snapshot.didChange(newValue, oldValue: oldValue, pending: pending, on: self)
+            if mayHaveObservers {
+                // The observers borrowed from the published set table, as on the `@Observed` set path.
+                let reading = registry.enterReading()
+                if let found = registry.observersInReadSection(atOffset: offset, key: key) {
+                    found._withUnsafeGuaranteedRef { snapshot in
+                        if snapshot.isPlain {
+                            snapshot.deliverPlain(newValue, on: self)
+                        } else {
+                            let pending = snapshot.willChange(
+                                on: self, oldValue: oldValue, newValue: newValue, valueHasChanged: true)
+                            snapshot.didChange(newValue, oldValue: oldValue, pending: pending, on: self)
+                        }
+                    }
                 }
+                registry.exitReading(reading)
             }
             if let anyKey, let keyPath { anyKey.didChange(self, keyPath) }
         }

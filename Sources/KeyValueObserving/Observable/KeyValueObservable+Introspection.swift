@@ -38,6 +38,16 @@ extension KeyValueObservable {
         _existingRegistry != nil
     }
 
+    /// How many replaced set tables still wait until no set can be reading them
+    /// (`ObserverRegistry+ReadPath.swift`): 0 once no set is running. A hook for the tests of the
+    /// reclamation, not API.
+    package var retiredSetTableCount: Int {
+        guard let registry = _existingRegistry else { return 0 }
+        registry.mutex.lock()
+        defer { registry.mutex.unlock() }
+        return registry.state.retiredTables.count
+    }
+
     /// The registration ids of the followers that observations of paths keep on this object (see
     /// `KeyValueObservationInfo.pathFollowerCount`): a follower registered again gets a new id. A
     /// hook for the tests of re-targeting, not API.

@@ -100,9 +100,8 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         var reader: ((Self) -> Value)?
         let entry: _ObserverEntry
         if registration.isDirect {
-            entry = _DirectObserver<Value>(id: registration.id, options: options, isDuplicate: isDuplicate) { object, change in
-                changeHandler(unsafeDowncast(object, to: Self.self), change)
-            }
+            entry = _RootedDirectObserver<Self, Value>(
+                id: registration.id, options: options, isDuplicate: isDuplicate, handler: changeHandler)
         } else {
             let read = _reader(again, registered: keyPath)
             reader = read

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// The token of one observation, the `NSKeyValueObservation` of this package. Keep it for as long
 /// as you want to observe: when it is deallocated, the observation ends.
 ///
@@ -20,6 +22,10 @@ public final class KeyValueObservation: Sendable {
     /// What else ends with this observation: the chain observers of a key-path chain or of a
     /// dependent key with chained inputs.
     private let parts: [any _Invalidatable]
+    /// Set when an `invalidate()` has finished: the later ones (the deinit's, usually) have nothing to
+    /// do. Set after the removal, not before, so that a call racing the first one still returns only
+    /// once the observer is removed.
+    private let isInvalidated = Atomic<Bool>(false)
 
     @usableFromInline
     init(registry: _ObserverRegistry?, id: UInt64, parts: [any _Invalidatable] = []) {
@@ -34,8 +40,10 @@ public final class KeyValueObservation: Sendable {
     /// the observed object has been deallocated. After it returns, no new delivery to this observer
     /// starts; a delivery that another thread had already started may still be running.
     public func invalidate() {
+        guard !isInvalidated.load(ordering: .acquiring) else { return }
         registry?.remove(id: id)
         for part in parts { part.invalidate() }
+        isInvalidated.store(true, ordering: .releasing)
     }
 
     /// A token that ends `part`'s observation: for the package's other modules (the defaults store),

@@ -102,12 +102,13 @@ public struct Observed<Value> {
     }
 
     /// The set path of an object that has a registry: find the property's observers, deliver
-    /// `.prior`, store, deliver. Specialised per value type in the client, never inlined.
+    /// `.prior`, store, deliver. Specialised per declaring class and value type in the client, never
+    /// inlined: knowing the class lets observers registered with it be called directly.
     @inlinable
     @inline(never)
-    static func _setObserved(
+    static func _setObserved<EnclosingSelf: KeyValueObservable>(
         _ newValue: Value,
-        on object: KeyValueObservable,
+        on object: EnclosingSelf,
         storageOffset: Int,
         key: () -> AnyKeyPath,
         registry: Unmanaged<_ObserverRegistry>
@@ -118,36 +119,66 @@ public struct Observed<Value> {
         // One load for every reason to take the slow path: observers of every key, an open batch, a
         // silenced setter (`_SlowPath`).
         if _slowPath(registry._withUnsafeGuaranteedRef { $0.slowPathFlags.load(ordering: .acquiring) != 0 }) {
-            _setNotifyingAnyKey(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key(), registry: registry)
+            _setNotifyingAnyKey(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry)
             return
         }
-        let found: _ObserverSnapshot?
         if MemoryLayout<Value>.size == 0 {
-            // Zero-sized properties may share their offset with another property.
-            found = registry._withUnsafeGuaranteedRef { $0.snapshot(forZeroSizedKey: key()) }
-        } else if registry._withUnsafeGuaranteedRef({ $0.mayHaveObservers(atOffset: storageOffset) }) {
-            found = registry._withUnsafeGuaranteedRef { $0.snapshot(forStorageAt: storageOffset, key: key) }
-        } else {
-            found = nil
+            // Zero-sized properties may share their offset with another property: found by key path,
+            // under the lock.
+            let snapshot = registry._withUnsafeGuaranteedRef { $0.snapshot(forZeroSizedKey: key()) }
+            withExtendedLifetime(snapshot) {
+                _deliver(newValue, to: snapshot.map { Unmanaged.passUnretained($0) }, storage: storage, on: object)
+            }
+            return
         }
-        guard let snapshot = found, snapshot.notifiesAutomatically else {
+        guard registry._withUnsafeGuaranteedRef({ $0.mayHaveObservers(atOffset: storageOffset) }) else {
             storage.pointee._value = newValue
             return
         }
-        if snapshot.isPlain {
+        // Without the lock or a retain: the snapshot is borrowed from the published table for the
+        // time of the delivery (`ObserverRegistry+ReadPath.swift`).
+        let reading = registry._withUnsafeGuaranteedRef { $0.enterReading() }
+        let found = registry._withUnsafeGuaranteedRef { $0.observersInReadSection(atOffset: storageOffset, key: key) }
+        _deliver(newValue, to: found, storage: storage, on: object)
+        registry._withUnsafeGuaranteedRef { $0.exitReading(reading) }
+    }
+
+    /// Stores `newValue` and notifies the observers of `found` around the store. `found` is
+    /// unretained: the caller keeps it alive (a read section of the set table, or a reference).
+    @inlinable
+    @inline(__always)
+    static func _deliver<EnclosingSelf: KeyValueObservable>(
+        _ newValue: Value,
+        to found: Unmanaged<_ObserverSnapshot>?,
+        storage: UnsafeMutablePointer<Observed<Value>>,
+        on object: EnclosingSelf
+    ) {
+        guard let found else {
             storage.pointee._value = newValue
-            snapshot.deliverPlain(newValue, on: object)
             return
         }
-        let oldValue: Value? = snapshot.needsOld ? storage.pointee._value : nil
-        let pending = snapshot.willChange(on: object, oldValue: oldValue, newValue: newValue)
-        storage.pointee._value = newValue
-        snapshot.didChange(newValue, oldValue: oldValue, pending: pending, on: object)
+        found._withUnsafeGuaranteedRef { snapshot in
+            guard snapshot.notifiesAutomatically else {
+                storage.pointee._value = newValue
+                return
+            }
+            if snapshot.isPlain {
+                storage.pointee._value = newValue
+                snapshot.deliverPlain(newValue, on: object)
+                return
+            }
+            let oldValue: Value? = snapshot.needsOld ? storage.pointee._value : nil
+            let pending = snapshot.willChange(on: object, oldValue: oldValue, newValue: newValue)
+            storage.pointee._value = newValue
+            snapshot.didChange(newValue, oldValue: oldValue, pending: pending, on: object)
+        }
     }
 
     /// The set path when the object has observers of every key (they are told before the key's own
-    /// observers, with `.prior`, and after them) or an open batch (on this thread, the change is
-    /// announced at the first change of the key and delivered when the batch ends).
+    /// observers, with `.prior`, and after them), an open batch (on this thread, the change is
+    /// announced at the first change of the key and delivered when the batch ends) or a silenced
+    /// setter. A change the calling thread's batch can record without the lock is recorded here
+    /// (`recordInOwnedBatch`); anything else goes on to `_setNotifyingAnyKeyLocked`.
     @inlinable
     @inline(never)
     static func _setNotifyingAnyKey(
@@ -155,71 +186,119 @@ public struct Observed<Value> {
         on object: KeyValueObservable,
         storage: UnsafeMutablePointer<Observed<Value>>,
         storageOffset: Int,
-        key: AnyKeyPath,
+        key: () -> AnyKeyPath,
         registry: Unmanaged<_ObserverRegistry>
     ) {
-        if registry._withUnsafeGuaranteedRef({ $0.isSilenced(key) }) {
-            // A to-many mutation through the library: it sends its own notification.
+        let flags = registry._withUnsafeGuaranteedRef { $0.slowPathFlags.load(ordering: .acquiring) }
+        // Zero-sized properties are found by key path, and a silenced setter by its key: under the lock.
+        if MemoryLayout<Value>.size != 0, flags & (_SlowPath.batch | _SlowPath.silencedSetter) == _SlowPath.batch {
+            let valueType = ObjectIdentifier(Value.self)
+            let trivialSize = _ValueCell.trivialSize(Value.self)
+            let rawStorage = UnsafeMutableRawPointer(storage)
+            let recorded = registry._withUnsafeGuaranteedRef {
+                $0.recordInOwnedBatch(offset: storageOffset, storage: rawStorage, valueType: valueType, trivialSize: trivialSize)
+            }
+            switch recorded {
+            case .unavailable:
+                break
+            case .repeated:
+                storage.pointee._value = newValue
+                return
+            case .recorded(let change):
+                change.pointee.oldValue = _ValueCell(storage.pointee._value)
+                storage.pointee._value = newValue
+                return
+            case .recordWithKey(let batch, let slot, let version):
+                _recordInBatchWithKey(
+                    newValue, on: object, storage: storage, storageOffset: storageOffset, slot: slot, version: version, key: key, batch: batch)
+                return
+            }
+        }
+        _setNotifyingAnyKeyLocked(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry, flags: flags)
+    }
+
+    /// Records a change in the calling thread's batch, through its shortcut, with its key when no
+    /// observer's slot names it (then the class decides whether the key notifies automatically).
+    @inlinable
+    @inline(never)
+    static func _recordInBatchWithKey(
+        _ newValue: Value,
+        on object: KeyValueObservable,
+        storage: UnsafeMutablePointer<Observed<Value>>,
+        storageOffset: Int,
+        slot: Int,
+        version: UInt,
+        key: () -> AnyKeyPath,
+        batch: Unmanaged<_BatchState>
+    ) {
+        var changedKey: AnyKeyPath?
+        if slot < 0 {
+            let key = key()
+            guard type(of: object).automaticallyNotifiesObservers(for: key) else {
+                storage.pointee._value = newValue
+                return
+            }
+            changedKey = key
+        }
+        batch._withUnsafeGuaranteedRef { batch in
+            _ = _recordBatchedChange(in: batch, offset: storageOffset, storage: storage, slotIndex: slot, version: version, key: changedKey)
+        }
+        storage.pointee._value = newValue
+    }
+
+    /// The rest of `_setNotifyingAnyKey`: everything the set needs, found under one lock
+    /// (`slowPathLookup`). `key` is only called when no slot names the property.
+    @inlinable
+    @inline(never)
+    static func _setNotifyingAnyKeyLocked(
+        _ newValue: Value,
+        on object: KeyValueObservable,
+        storage: UnsafeMutablePointer<Observed<Value>>,
+        storageOffset: Int,
+        key: () -> AnyKeyPath,
+        registry: Unmanaged<_ObserverRegistry>,
+        flags: UInt8
+    ) {
+        let isZeroSized = MemoryLayout<Value>.size == 0
+        // Zero-sized properties may share their offset with another property: they are found by key
+        // path, as a silenced setter is recognised. No storage is at offset -1.
+        let offset = isZeroSized ? -1 : storageOffset
+        let namingOffset: Int? = isZeroSized ? nil : storageOffset
+        var found = registry._withUnsafeGuaranteedRef { registry in
+            let knownKey: AnyKeyPath? = isZeroSized || flags & _SlowPath.silencedSetter != 0 ? key() : nil
+            return registry.slowPathLookup(offset: offset, key: knownKey, flags: flags)
+        }
+        if found.storesOnly {
             storage.pointee._value = newValue
             return
         }
-        let snapshot: _ObserverSnapshot? = registry._withUnsafeGuaranteedRef { registry in
-            MemoryLayout<Value>.size == 0
-                ? registry.snapshot(forZeroSizedKey: key)
-                : registry.snapshot(forStorageAt: storageOffset, key: { key })
+        if found.needsLearning {
+            found.snapshot = registry._withUnsafeGuaranteedRef { $0.snapshot(forStorageAt: storageOffset, key: key) }
         }
-        let anyKey = registry._withUnsafeGuaranteedRef { $0.anyKeySnapshot() }
-        let automatic = snapshot?.notifiesAutomatically ?? type(of: object).automaticallyNotifiesObservers(for: key)
+        let changedKey = found.key ?? key()
+        let automatic = found.snapshot?.notifiesAutomatically ?? type(of: object).automaticallyNotifiesObservers(for: changedKey)
         guard automatic else {
             storage.pointee._value = newValue
             return
         }
-        if let batch = registry._withUnsafeGuaranteedRef({ $0.currentBatch() }) {
-            let isZeroSized = MemoryLayout<Value>.size == 0
-            if batch.hasChanged(offset: storageOffset, key: key, isZeroSized: isZeroSized) {
-                storage.pointee._value = newValue
-                return
+        if let batch = found.batch {
+            batch._withUnsafeGuaranteedRef { batch in
+                // Observers of every key hear of the batch's first change only.
+                let isFirst = !batch.anyKeyPriorSent
+                let extra = _recordBatchedChange(
+                    in: batch, offset: offset, storage: storage, slotIndex: found.slotIndex, version: found.version, key: changedKey)
+                if isFirst { found.anyKey?.willChange(object, changedKey, storageOffset: namingOffset) }
+                if let snapshot = found.snapshot, snapshot.needsWillChange {
+                    if let values = snapshot.willChange(on: object, oldValue: storage.pointee._value, batch: batch), extra >= 0 {
+                        batch.extras[extra].pending = _BatchedPending(observers: snapshot, values: values)
+                    }
+                }
             }
-            batch.changedKeys.append(key)
-            // Aligned with `changedKeys`; no storage is at offset -1.
-            batch.changedOffsets.append(isZeroSized ? -1 : storageOffset)
-            if !batch.anyKeyPriorSent {
-                batch.anyKeyPriorSent = true
-                anyKey?.willChange(object, key, storageOffset: isZeroSized ? nil : storageOffset)
-            }
-            let oldValue = storage.pointee._value
-            let pending = snapshot?.willChange(on: object, oldValue: oldValue, batch: batch.delivery)
             storage.pointee._value = newValue
-            // Old values of observers reading through key paths, by observer (the key's observers may
-            // change during the batch).
-            var pendingByID: [UInt64: Any?] = [:]
-            if let snapshot, let pending {
-                for (entry, value) in zip(snapshot.entries, pending) { pendingByID[entry.id] = value }
-            }
-            let delivery = batch.delivery
-            batch.finishers.append {
-                // Phase 1, for every key before any delivery: the final value and the observers now.
-                let finalValue = storage.pointee._value
-                let current: _ObserverSnapshot? = registry._withUnsafeGuaranteedRef { registry in
-                    MemoryLayout<Value>.size == 0
-                        ? registry.snapshot(forZeroSizedKey: key)
-                        : registry.snapshot(forStorageAt: storageOffset, key: { key })
-                }
-                return {
-                    // Phase 2: the delivery.
-                    guard let current else { return }
-                    let currentPending =
-                        pendingByID.isEmpty
-                        ? nil
-                        : ContiguousArray(current.entries.map { pendingByID[$0.id] ?? nil })
-                    current.didChange(finalValue, oldValue: oldValue, pending: currentPending, on: object, batch: delivery)
-                }
-            }
             return
         }
-        let namingOffset: Int? = MemoryLayout<Value>.size == 0 ? nil : storageOffset
-        anyKey?.willChange(object, key, storageOffset: namingOffset)
-        if let snapshot {
+        found.anyKey?.willChange(object, changedKey, storageOffset: namingOffset)
+        if let snapshot = found.snapshot {
             let oldValue: Value? = snapshot.needsOld ? storage.pointee._value : nil
             let pending = snapshot.willChange(on: object, oldValue: oldValue, newValue: newValue)
             storage.pointee._value = newValue
@@ -227,7 +306,54 @@ public struct Observed<Value> {
         } else {
             storage.pointee._value = newValue
         }
-        anyKey?.didChange(object, key, storageOffset: namingOffset)
+        found.anyKey?.didChange(object, changedKey, storageOffset: namingOffset)
+    }
+
+    /// Appends a change of this property, with its value now as the value before the batch, to
+    /// `batch`; returns the index of its `_BatchedExtra` (-1 if it has none: no key to keep).
+    /// `slotIndex` is right at the registry's `stateVersion` `version` (`.max`: unknown).
+    @inlinable
+    static func _recordBatchedChange(
+        in batch: _BatchState,
+        offset: Int,
+        storage: UnsafeMutablePointer<Observed<Value>>,
+        slotIndex: Int,
+        version: UInt,
+        key: AnyKeyPath?
+    ) -> Int {
+        let finisher =
+            batch.finisher(for: ObjectIdentifier(Value.self))
+            ?? batch.addFinisher(
+                _BatchFinisher(type: ObjectIdentifier(Value.self)) { change, step, batch, object in
+                    _finishBatchedChange(change, step, batch: batch, on: object)
+                })
+        let extra = key.map { batch.addExtra(key: $0) } ?? -1
+        let change = batch.append(
+            offset: offset, storage: UnsafeMutableRawPointer(storage), slotIndex: slotIndex, version: version, finisher: finisher,
+            extra: extra, trivialSize: _ValueCell.trivialSize(Value.self))
+        change.pointee.oldValue = _ValueCell(storage.pointee._value)
+        return extra
+    }
+
+    /// The end of a batched change of this property (a `_BatchFinisher`): reads its final value,
+    /// then notifies the key's observers of the end of the batch.
+    @inlinable
+    static func _finishBatchedChange(_ change: UnsafeMutablePointer<_BatchedChange>, _ step: _BatchStep, batch: _BatchState, on object: AnyObject) {
+        switch step {
+        case .readFinalValue:
+            change.pointee.finalValue = _ValueCell(change.pointee.storage.assumingMemoryBound(to: Observed<Value>.self).pointee._value)
+        case .deliver:
+            let oldValue = change.pointee.oldValue.take(Value.self)
+            let finalValue = change.pointee.finalValue.take(Value.self)
+            guard let current = change.pointee.current?.takeRetainedValue() else { return }
+            if current.isPlain {
+                current.deliverPlain(finalValue, on: object)
+                return
+            }
+            let extra = change.pointee.extra
+            let pending = extra < 0 ? nil : batch.extras[extra].pending?.values(for: current)
+            current.didChange(finalValue, oldValue: oldValue, pending: pending, on: object, batch: batch)
+        }
     }
 
     /// The byte offset of the property's storage in `object`: what identifies an `@Observed`

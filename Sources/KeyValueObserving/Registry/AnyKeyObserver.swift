@@ -7,12 +7,23 @@ public struct KeyValueAnyKeyChange: @unchecked Sendable, CustomStringConvertible
     /// The key that changed, as its declaring class names it (`\Base.title` for an inherited property);
     /// for a batch (`coalescingChanges`), the first key changed in it.
     public var keyPath: AnyKeyPath {
-        keyPaths[0]
+        switch keys {
+        case .one(let key): key
+        case .many(let keys): keys[0]
+        }
     }
 
     /// The keys that changed: one, or for a batch every key changed in it, in the order of their first
     /// change (a prior notification in a batch names the key whose change opened it).
-    public let keyPaths: [AnyKeyPath]
+    public var keyPaths: [AnyKeyPath] {
+        switch keys {
+        case .one(let key): [key]
+        case .many(let keys): keys
+        }
+    }
+
+    /// `keyPaths`, with no array to allocate for the change of one key.
+    let keys: _ChangedKeys
 
     /// `true` for the notification sent before the change to observers that asked for `.prior`.
     public let isPrior: Bool
@@ -28,17 +39,18 @@ public struct KeyValueAnyKeyChange: @unchecked Sendable, CustomStringConvertible
     /// (`"computed Int property of Car"`), because Swift keeps no names for computed properties at
     /// run time on Linux.
     public var keyName: String {
-        _KeyNames.name(of: keyPaths[0], storageOffset: storageOffsets[0])
+        _KeyNames.name(of: keyPath, storageOffset: storageOffsets[0])
     }
 
     /// The names of `keyPaths`, in the same order.
     public var keyNames: [String] {
-        keyPaths.indices.map { _KeyNames.name(of: keyPaths[$0], storageOffset: storageOffsets[$0]) }
+        let keyPaths = keyPaths
+        return keyPaths.indices.map { _KeyNames.name(of: keyPaths[$0], storageOffset: storageOffsets[$0]) }
     }
 
     @usableFromInline
-    init(keyPaths: [AnyKeyPath], storageOffsets: _StorageOffsets, isPrior: Bool) {
-        self.keyPaths = keyPaths
+    init(keys: _ChangedKeys, storageOffsets: _StorageOffsets, isPrior: Bool) {
+        self.keys = keys
         self.storageOffsets = storageOffsets
         self.isPrior = isPrior
     }
@@ -46,6 +58,13 @@ public struct KeyValueAnyKeyChange: @unchecked Sendable, CustomStringConvertible
     public var description: String {
         "\(isPrior ? "will change" : "did change") \(keyNames.joined(separator: ", "))"
     }
+}
+
+/// The keys of a change of observers of every key: one, or several (a batch).
+@usableFromInline
+enum _ChangedKeys {
+    case one(AnyKeyPath)
+    case many([AnyKeyPath])
 }
 
 /// The storage offsets of the keys of a change, where known: none, one (a single `@Observed`
@@ -101,30 +120,38 @@ final class _AnyKeyObserver: @unchecked Sendable {
 final class _AnyKeySnapshot: @unchecked Sendable {
     // Invariant: immutable after init.
     @usableFromInline let observers: ContiguousArray<_AnyKeyObserver>
+    /// Some observer asked for `.prior`.
+    @usableFromInline let wantsPrior: Bool
 
     init(observers: ContiguousArray<_AnyKeyObserver>) {
         self.observers = observers
+        wantsPrior = observers.contains { $0.wantsPrior }
     }
 
     /// Notifies before a change of `keyPath` the observers that asked for `.prior`.
     @usableFromInline
     func willChange(_ object: AnyObject, _ keyPath: AnyKeyPath, storageOffset: Int? = nil) {
+        guard wantsPrior else { return }
         for observer in observers where observer.wantsPrior && observer.isActive {
-            observer.handler(object, KeyValueAnyKeyChange(keyPaths: [keyPath], storageOffsets: .init(storageOffset), isPrior: true))
+            observer.handler(object, KeyValueAnyKeyChange(keys: .one(keyPath), storageOffsets: .init(storageOffset), isPrior: true))
         }
     }
 
     /// Notifies after a change of `keyPaths` (several after a batch).
     @usableFromInline
     func didChange(_ object: AnyObject, _ keyPaths: [AnyKeyPath], storageOffsets: _StorageOffsets = .none) {
-        for observer in observers where observer.isActive {
-            observer.handler(object, KeyValueAnyKeyChange(keyPaths: keyPaths, storageOffsets: storageOffsets, isPrior: false))
-        }
+        didChange(object, .many(keyPaths), storageOffsets: storageOffsets)
     }
 
     @usableFromInline
     func didChange(_ object: AnyObject, _ keyPath: AnyKeyPath, storageOffset: Int? = nil) {
-        didChange(object, [keyPath], storageOffsets: .init(storageOffset))
+        didChange(object, .one(keyPath), storageOffsets: .init(storageOffset))
+    }
+
+    private func didChange(_ object: AnyObject, _ keys: _ChangedKeys, storageOffsets: _StorageOffsets) {
+        for observer in observers where observer.isActive {
+            observer.handler(object, KeyValueAnyKeyChange(keys: keys, storageOffsets: storageOffsets, isPrior: false))
+        }
     }
 }
 

@@ -379,24 +379,63 @@ enum _CheckedDependencies {
 /// bounded by the number of `@Observed` properties and classes in the program. It is per class
 /// because a subclass's dependency table may declare inputs for an inherited stored property.
 enum _ObservedKeyCache {
-    private struct Key: Hashable {
-        let keyPath: ObjectIdentifier
-        let type: ObjectIdentifier
+    /// One known key: the identities of the key path and the class, and whether the property is
+    /// zero-sized. `keyPath == 0` marks a free element.
+    private struct Element {
+        var keyPath: UInt = 0
+        var type: UInt = 0
+        var isZeroSized = false
     }
 
     private static let lock = Lock()
-    // Invariant: only accessed with `lock` held. The entries keep the identified key paths alive, so
+    // Invariant: only accessed with `lock` held. `keyPaths` keeps the identified key paths alive, so
     // an identifier is never reused for another key path; classes live for the life of the process.
-    nonisolated(unsafe) private static var keys: [Key: (keyPath: AnyKeyPath, isZeroSized: Bool)] = [:]
+    // An open-addressed table with a multiplicative hash of the two identities: a look-up on every
+    // registration costs a few instructions, where a `Dictionary` hashes with SipHash (~300).
+    nonisolated(unsafe) private static var elements = [Element](repeating: Element(), count: 64)
+    nonisolated(unsafe) private static var count = 0
+    nonisolated(unsafe) private static var keyPaths: [AnyKeyPath] = []
+
+    private static func home(keyPath: UInt, type: UInt, mask: Int) -> Int {
+        Int(truncatingIfNeeded: ((keyPath &* 0x9E37_79B9_7F4A_7C15) ^ type) &* 0x9E37_79B9_7F4A_7C15 &>> 32) & mask
+    }
+
+    /// The element of (`keyPath`, `type`), or the free element where it would go. Lock held.
+    private static func index(keyPath: UInt, type: UInt) -> Int {
+        let mask = elements.count - 1
+        var index = home(keyPath: keyPath, type: type, mask: mask)
+        while elements[index].keyPath != 0, elements[index].keyPath != keyPath || elements[index].type != type {
+            index = (index + 1) & mask
+        }
+        return index
+    }
 
     /// Whether the property is zero-sized, if `keyPath` is a known `@Observed` key of `type`; else `nil`.
     static func isZeroSized(_ keyPath: AnyKeyPath, in type: AnyClass) -> Bool? {
-        let key = Key(keyPath: ObjectIdentifier(keyPath), type: ObjectIdentifier(type))
-        return lock.withLock { keys[key]?.isZeroSized }
+        let keyPathID = UInt(bitPattern: ObjectIdentifier(keyPath))
+        let typeID = UInt(bitPattern: ObjectIdentifier(type))
+        lock.lock()
+        defer { lock.unlock() }
+        let element = elements[index(keyPath: keyPathID, type: typeID)]
+        return element.keyPath == 0 ? nil : element.isZeroSized
     }
 
     static func insert(_ keyPath: AnyKeyPath, in type: AnyClass, isZeroSized: Bool) {
-        let key = Key(keyPath: ObjectIdentifier(keyPath), type: ObjectIdentifier(type))
-        lock.withLock { keys[key] = (keyPath, isZeroSized) }
+        let keyPathID = UInt(bitPattern: ObjectIdentifier(keyPath))
+        let typeID = UInt(bitPattern: ObjectIdentifier(type))
+        lock.lock()
+        defer { lock.unlock() }
+        guard elements[index(keyPath: keyPathID, type: typeID)].keyPath == 0 else { return }
+        if (count + 1) * 2 > elements.count {
+            // At most half full: grow, and place every element again.
+            let old = elements
+            elements = [Element](repeating: Element(), count: old.count * 2)
+            for element in old where element.keyPath != 0 {
+                elements[index(keyPath: element.keyPath, type: element.type)] = element
+            }
+        }
+        elements[index(keyPath: keyPathID, type: typeID)] = Element(keyPath: keyPathID, type: typeID, isZeroSized: isZeroSized)
+        count += 1
+        keyPaths.append(keyPath)
     }
 }

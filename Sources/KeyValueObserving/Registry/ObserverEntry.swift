@@ -17,9 +17,10 @@ import Synchronization
 class _ObserverEntry: @unchecked Sendable {
     // Invariant: every stored property is immutable after init except `_active`, which is atomic;
     // handlers are `@Sendable` closures.
+    // The id first, then the one-byte fields together: the subclasses' fields start at 32 bytes.
+    @usableFromInline final let id: UInt64
     @usableFromInline final let options: KeyValueObservingOptions
     @usableFromInline final let isDirect: Bool
-    @usableFromInline final let id: UInt64
     @usableFromInline final let _active = Atomic<Bool>(true)
     /// One of the observers that follow a path through this object for a registration elsewhere
     /// (`_DependencyPaths`): introspection counts it apart.
@@ -72,36 +73,70 @@ class _ObserverEntry: @unchecked Sendable {
     }
 }
 
-/// An observer of an `@Observed` key that receives values straight from the setter.
+/// An observer of an `@Observed` key that receives values straight from the setter. The handler is
+/// called through `handler(_:_:)`; the subclasses are `_RootedDirectObserver`, which keeps the user's
+/// handler with its own object type, and `_DirectFollower` (a path's follower, which ignores the
+/// value).
 @usableFromInline
-final class _DirectObserver<Value>: _ObserverEntry, @unchecked Sendable {
+class _DirectObserver<Value>: _ObserverEntry, @unchecked Sendable {
     // Invariant: immutable after init (see `_ObserverEntry`).
-    @usableFromInline let handler: @Sendable (AnyObject, KeyValueObservedChange<Value>) -> Void
     /// For observers that asked to remove duplicates: whether an assignment changes nothing.
-    @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
+    @usableFromInline final let isDuplicate: (@Sendable (Value, Value) -> Bool)?
+    /// The class of the objects the handler takes (`_RootedDirectObserver`'s `Root`): the set path of
+    /// that class's properties calls `rootedHandler` directly, with one indirect call instead of two.
+    @usableFromInline final let rootType: ObjectIdentifier
 
     @usableFromInline
     init(
         id: UInt64,
         options: KeyValueObservingOptions,
-        isDuplicate: (@Sendable (Value, Value) -> Bool)? = nil,
-        isPathFollower: Bool = false,
-        handler: @escaping @Sendable (AnyObject, KeyValueObservedChange<Value>) -> Void
+        isDuplicate: (@Sendable (Value, Value) -> Bool)?,
+        rootType: ObjectIdentifier,
+        isPathFollower: Bool = false
     ) {
-        self.handler = handler
         self.isDuplicate = isDuplicate
+        self.rootType = rootType
         super.init(id: id, options: options, isDirect: true, isPathFollower: isPathFollower)
     }
 
-    override var removesDuplicates: Bool {
+    /// Calls the user's handler with `object`.
+    @usableFromInline
+    func handler(_ object: AnyObject, _ change: KeyValueObservedChange<Value>) {
+        preconditionFailure("_DirectObserver is abstract: only its subclasses are instantiated")
+    }
+
+    override final var removesDuplicates: Bool {
         isDuplicate != nil
     }
 
     /// Whether this observer skips the assignment of `newValue` over `oldValue`.
     @inlinable
-    func skips(_ oldValue: Value?, _ newValue: Value) -> Bool {
+    final func skips(_ oldValue: Value?, _ newValue: Value) -> Bool {
         guard let isDuplicate, let oldValue else { return false }
         return isDuplicate(oldValue, newValue)
+    }
+}
+
+/// A direct observer with the user's handler, which takes objects of class `Root`.
+@usableFromInline
+final class _RootedDirectObserver<Root: AnyObject, Value>: _DirectObserver<Value>, @unchecked Sendable {
+    // Invariant: immutable after init (see `_ObserverEntry`).
+    @usableFromInline let rootedHandler: @Sendable (Root, KeyValueObservedChange<Value>) -> Void
+
+    @usableFromInline
+    init(
+        id: UInt64,
+        options: KeyValueObservingOptions,
+        isDuplicate: (@Sendable (Value, Value) -> Bool)?,
+        handler: @escaping @Sendable (Root, KeyValueObservedChange<Value>) -> Void
+    ) {
+        rootedHandler = handler
+        super.init(id: id, options: options, isDuplicate: isDuplicate, rootType: ObjectIdentifier(Root.self))
+    }
+
+    @usableFromInline
+    override func handler(_ object: AnyObject, _ change: KeyValueObservedChange<Value>) {
+        rootedHandler(unsafeDowncast(object, to: Root.self), change)
     }
 }
 

@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(Darwin)
 import Darwin
 #elseif canImport(Glibc)
@@ -6,26 +8,254 @@ import Glibc
 import Musl
 #endif
 
-// Batches (`coalescingChanges`): one per object and thread, in the thread's record.
+// Batches (`coalescingChanges`): one per object and thread, and the lookups of the set path's slow
+// path (`_setNotifyingAnyKey`): without the lock for a change the calling thread's batch can record
+// through its shortcut (`recordInOwnedBatch`), else everything under one lock (`slowPathLookup`).
+//
+// One batch at a time per object is held by the registry's owner slot (`batchOwner`, `ownedBatch`),
+// which its thread reads without the lock; other threads' batches are in their thread records.
+
+/// What the slow path of a set needs to know, found under one lock (`slowPathLookup`).
+@usableFromInline
+struct _SlowPathLookup {
+    /// The key's observers, or `nil` if it has none (or they are still to be learned: `needsLearning`).
+    @usableFromInline var snapshot: _ObserverSnapshot?
+    /// The key, if the caller passed it or a slot names it.
+    @usableFromInline var key: AnyKeyPath?
+    /// Where `snapshot` was found in the registry's slots, or -1, right at `stateVersion` `version`.
+    @usableFromInline var slotIndex = -1
+    @usableFromInline var version = UInt.max
+    /// A slot waits to learn which property it is, and this one may be it: ask `snapshot(forStorageAt:key:)`.
+    @usableFromInline var needsLearning = false
+    /// The observers of every key, if there are some and the set may have to tell them.
+    @usableFromInline var anyKey: _AnyKeySnapshot?
+    /// The calling thread's open batch on the object (unretained: the registry holds it until this
+    /// thread ends it).
+    @usableFromInline var batch: Unmanaged<_BatchState>?
+    /// The set only stores: its setter is silenced (a to-many mutation sends its own notification), or
+    /// its key already changed in the thread's batch.
+    @usableFromInline var storesOnly = false
+
+    init(key: AnyKeyPath?) {
+        self.key = key
+    }
+}
+
+/// How a set of a property goes into the calling thread's batch without the lock
+/// (`recordInOwnedBatch`).
+@usableFromInline
+enum _BatchShortcutResult {
+    /// Not that way: take the locked path (`slowPathLookup`).
+    case unavailable
+    /// The key already changed in the batch: the set only stores.
+    case repeated
+    /// The change is recorded: write the value before it into the change's `oldValue`, then store.
+    case recorded(UnsafeMutablePointer<_BatchedChange>)
+    /// The key has no observers (`slot` is -1), so the class decides whether it notifies, by key; or
+    /// the value's type is not the last one recorded. Record it with `_recordBatchedChange`.
+    case recordWithKey(Unmanaged<_BatchState>, slot: Int, version: UInt)
+}
+
+/// A thread's identity as an integer (0 is no thread).
+@inlinable
+func _threadID(_ thread: pthread_t) -> UInt {
+    #if canImport(Glibc)
+    UInt(thread)
+    #else
+    UInt(bitPattern: thread)
+    #endif
+}
 
 extension _ObserverRegistry {
-    func beginBatch() {
-        let thread = pthread_self()
-        withState { state in
-            state.withRecord(of: thread) { record in
-                if let batch = record.batch {
-                    batch.depth += 1
-                } else {
-                    record.batch = _BatchState()
+    /// Records a set of the `@Observed` property stored at `offset` (not a zero-sized one) in the
+    /// calling thread's batch without the lock, if that thread holds the owner slot and the batch's
+    /// shortcut is valid. The caller checked `slowPathFlags` (a batch, no silenced setter).
+    ///
+    /// - Complexity: O(1) for a property whose storage offset class (`_maskBit(forOffset:)`) no
+    ///   other observed or changed property shares.
+    @inlinable
+    @inline(__always)
+    func recordInOwnedBatch(offset: Int, storage: UnsafeMutableRawPointer, valueType: ObjectIdentifier, trivialSize: Int)
+        -> _BatchShortcutResult
+    {
+        guard batchOwner.load(ordering: .relaxed) == _threadID(pthread_self()), let pointer = ownedBatch.load(ordering: .relaxed) else {
+            return .unavailable
+        }
+        // The owner slot holds the batch until this thread ends it.
+        let batch = Unmanaged<_BatchState>.fromOpaque(pointer)
+        return batch._withUnsafeGuaranteedRef { state in
+            let version = stateVersion.load(ordering: .acquiring)
+            guard state.shortcutVersion == version else { return .unavailable }
+            if state.changedMask & _maskBit(forOffset: offset) != 0, state.hasChanged(offset: offset, key: nil) { return .repeated }
+            let slot = state.shortcutSlot(ofPropertyAt: offset)
+            guard slot >= 0, let finisher = state.lastFinisher, finisher._withUnsafeGuaranteedRef({ $0.type == valueType }) else {
+                return .recordWithKey(batch, slot: slot, version: version)
+            }
+            return .recorded(
+                state.append(
+                    offset: offset, storage: storage, slotIndex: slot, version: version, finisher: finisher, extra: -1, trivialSize: trivialSize))
+        }
+    }
+
+    /// What the slow path of a set of the property stored at `offset` needs (for a zero-sized property,
+    /// `offset` is -1 and `key` names it), with one lock round trip. `flags` is the value of
+    /// `slowPathFlags` the caller read; `key` must be passed when it has the silenced-setter bit.
+    ///
+    /// - Complexity: O(*k*) in the number of observed keys, plus O(*c*) in the keys changed so far in
+    ///   the thread's batch, by integer comparison.
+    @usableFromInline
+    func slowPathLookup(offset: Int, key: AnyKeyPath?, flags: UInt8) -> _SlowPathLookup {
+        var found = _SlowPathLookup(key: key)
+        let thread: pthread_t? = flags & (_SlowPath.batch | _SlowPath.silencedSetter) != 0 ? pthread_self() : nil
+        mutex.lock()
+        if let thread {
+            var batch = ownedBatch(of: thread)?.takeUnretainedValue()
+            if let record = state.threads.firstIndex(where: { pthread_equal($0.thread, thread) != 0 }) {
+                // Wrapper key paths are plain property key paths: comparing them runs no user code.
+                if let key, state.threads[record].silencedKeys.contains(where: { _sameKey($0, key) }) {
+                    mutex.unlock()
+                    found.storesOnly = true
+                    return found
                 }
+                batch = batch ?? state.threads[record].batch
+            }
+            if let batch {
+                if batch.hasChanged(offset: offset, key: key) {
+                    mutex.unlock()
+                    found.storesOnly = true
+                    return found
+                }
+                refreshShortcut(of: batch)
+                found.batch = Unmanaged.passUnretained(batch)
             }
         }
+        let (index, needsLearning) = slotIndex(ofPropertyAt: offset, key: key, hint: -1)
+        if index >= 0 {
+            found.snapshot = state.slots[index].snapshot
+            found.key = state.slots[index].keyPath
+            found.slotIndex = index
+        }
+        found.needsLearning = needsLearning
+        found.version = needsLearning ? .max : stateVersion.load(ordering: .relaxed)
+        // In a batch, observers of every key hear of its first change only.
+        let priorSent = found.batch?._withUnsafeGuaranteedRef { $0.anyKeyPriorSent } ?? false
+        if !priorSent, !state.anyKeyObservers.observers.isEmpty {
+            found.anyKey = state.anyKeyObservers
+        }
+        mutex.unlock()
+        return found
+    }
+
+    /// With the lock held: the batch in the owner slot if `thread` holds it (the slot keeps it).
+    private func ownedBatch(of thread: pthread_t) -> Unmanaged<_BatchState>? {
+        guard batchOwner.load(ordering: .relaxed) == _threadID(thread), let pointer = ownedBatch.load(ordering: .relaxed) else { return nil }
+        return Unmanaged<_BatchState>.fromOpaque(pointer)
+    }
+
+    /// With the lock held: the batch in the record of `thread`, if it has one.
+    private func recordedBatch(of thread: pthread_t) -> _BatchState? {
+        guard !state.threads.isEmpty, let record = state.threads.firstIndex(where: { pthread_equal($0.thread, thread) != 0 }) else {
+            return nil
+        }
+        return state.threads[record].batch
+    }
+
+    /// With the lock held: brings the shortcut of `batch` up to date with the state.
+    private func refreshShortcut(of batch: _BatchState) {
+        let version = stateVersion.load(ordering: .relaxed)
+        guard batch.shortcutCheckedVersion != version else { return }
+        batch.shortcutCheckedVersion = version
+        batch.clearShortcut()
+        if !state.anyKeyObservers.observers.isEmpty, state.anyKeyObservers.wantsPrior { return }
+        for index in state.slots.indices where state.slots[index].kind == .storage {
+            // A slot still to learn its offset could be any property's.
+            guard let offset = state.slots[index].offset else { return }
+            let snapshot = Unmanaged.passUnretained(state.slots[index].snapshot)
+            let isSimple = snapshot._withUnsafeGuaranteedRef { !$0.needsWillChange && $0.notifiesAutomatically }
+            guard isSimple else { return }
+            batch.addToShortcut(offset: offset, slot: index)
+        }
+        batch.shortcutVersion = version
+    }
+
+    /// With the lock held: the index of the slot of the `@Observed` property stored at `offset` (or,
+    /// for `offset` -1, of the zero-sized one named `key`), trying `hint` first; -1 if none, then
+    /// with whether a slot waits to learn its offset and this offset may be it.
+    ///
+    /// By index, reading only the fields needed: copying a slot, or calling a method of `State`,
+    /// would retain what it holds.
+    @inline(__always)
+    private func slotIndex(ofPropertyAt offset: Int, key: AnyKeyPath?, hint: Int) -> (index: Int, needsLearning: Bool) {
+        if offset < 0 {
+            guard let key else { return (-1, false) }
+            for index in state.slots.indices where state.slots[index].kind == .zeroSizedStorage {
+                if _sameKey(state.slots[index].keyPath, key) { return (index, false) }
+            }
+            return (-1, false)
+        }
+        if hint >= 0, hint < state.slots.count, state.slots[hint].kind == .storage, state.slots[hint].offset == offset {
+            return (hint, false)
+        }
+        var waiting = false
+        for index in state.slots.indices where state.slots[index].kind == .storage {
+            let slotOffset = state.slots[index].offset
+            if slotOffset == offset { return (index, false) }
+            waiting = waiting || slotOffset == nil
+        }
+        return (-1, waiting && !state.learnedOffsets.contains { $0.offset == offset })
+    }
+
+    func beginBatch() {
+        let thread = pthread_self()
+        mutex.lock()
+        if let batch = ownedBatch(of: thread) {
+            batch._withUnsafeGuaranteedRef { $0.depth += 1 }
+            mutex.unlock()
+            return
+        }
+        if let batch = recordedBatch(of: thread) {
+            batch.depth += 1
+            mutex.unlock()
+            return
+        }
+        // A finished batch is reused: its buffers keep their capacity, its shortcut may still hold.
+        let batch: _BatchState
+        if let spare = state.spareBatch, !spare.isDelivering.load(ordering: .acquiring) {
+            batch = spare
+            state.spareBatch = nil
+        } else {
+            batch = _BatchState()
+        }
+        batch.depth = 1
+        if batchOwner.load(ordering: .relaxed) == 0 {
+            ownedBatch.store(Unmanaged.passRetained(batch).toOpaque(), ordering: .relaxed)
+            batchOwner.store(_threadID(thread), ordering: .relaxed)
+            slowPathFlags.store(slowPathFlags.load(ordering: .relaxed) | _SlowPath.batch, ordering: .releasing)
+        } else {
+            state.withRecord(of: thread) { $0.batch = batch }
+            publishSlowPathFlags()
+        }
+        mutex.unlock()
     }
 
     func endBatch(on object: AnyObject) {
         let thread = pthread_self()
-        let finished: _BatchState? = withState { state in
-            state.withRecord(of: thread) { record in
+        mutex.lock()
+        let finished: _BatchState?
+        if let owned = ownedBatch(of: thread) {
+            let depth = owned._withUnsafeGuaranteedRef { batch in
+                batch.depth -= 1
+                return batch.depth
+            }
+            if depth == 0 {
+                batchOwner.store(0, ordering: .relaxed)
+                ownedBatch.store(nil, ordering: .relaxed)
+                finished = owned.takeRetainedValue()
+            } else {
+                finished = nil
+            }
+        } else {
+            finished = state.withRecord(of: thread) { record in
                 guard let batch = record.batch else { return nil }
                 batch.depth -= 1
                 guard batch.depth == 0 else { return nil }
@@ -33,19 +263,100 @@ extension _ObserverRegistry {
                 return batch
             }
         }
-        guard let finished else { return }
-        // Delivered after the batch is closed: changes made by handlers notify as usual. Every final
-        // value is read before any handler runs, so a handler changing another key of the batch
-        // cannot make that key's notification report its own change.
-        let deliveries = finished.finishers.map { $0() }
-        for deliver in deliveries { deliver() }
-        if !finished.changedKeys.isEmpty, let anyKey = anyKeySnapshot() {
-            anyKey.didChange(
-                object,
-                finished.changedKeys,
-                storageOffsets: .many(finished.changedOffsets.map { $0 < 0 ? nil : $0 })
-            )
+        guard let batch = finished else {
+            mutex.unlock()
+            return
         }
+        publishSlowPathFlags()
+        // Kept for the next batch now, to save taking the lock again: marked as still delivering.
+        let keeps = state.spareBatch == nil
+        if keeps {
+            batch.isDelivering.store(true, ordering: .relaxed)
+            state.spareBatch = batch
+        }
+        // Delivered after the batch is closed: changes made by handlers notify as usual, and the batch
+        // is reachable from here only. The observers notified are those of the end of the batch (one
+        // may have registered meanwhile), and every final value is read before any handler runs: a
+        // trivial one here, by copying its bytes (no user code), the others after unlocking.
+        let count = batch.changeCount
+        let anyKey = count == 0 || state.anyKeyObservers.observers.isEmpty ? nil : state.anyKeyObservers
+        var named: (keys: [AnyKeyPath], offsets: [Int?])? = anyKey == nil ? nil : ([], [])
+        var learning: [Int]?
+        var allTrivial = true
+        // Unless the observers changed since the changes were recorded, their slot indices are right.
+        let hintsAreRight = batch.slotIndicesVersion == stateVersion.load(ordering: .relaxed)
+        for index in 0..<count {
+            let change = batch.changes + index
+            let offset = change.pointee.offset
+            let extra = change.pointee.extra
+            let (slot, needsLearning) =
+                hintsAreRight
+                ? (change.pointee.slotIndex, false)
+                : extra < 0
+                    ? slotIndex(ofPropertyAt: offset, key: nil, hint: change.pointee.slotIndex)
+                    : slotIndex(ofPropertyAt: offset, key: batch.extras[extra].key, hint: change.pointee.slotIndex)
+            if slot >= 0 { change.pointee.current = Unmanaged.passRetained(state.slots[slot].snapshot) }
+            if needsLearning { learning = (learning ?? []) + [index] }
+            if !change.pointee.finalValue.copyTrivialValue(from: change.pointee.storage, size: change.pointee.trivialSize) {
+                allTrivial = false
+            }
+            if named != nil {
+                // A change is recorded without its key only when a slot knew its offset, which the
+                // registry then remembers for good.
+                let key =
+                    extra >= 0
+                    ? batch.extras[extra].key
+                    : slot >= 0 ? state.slots[slot].keyPath : state.learnedOffsets.first { $0.offset == offset }?.key
+                if let key {
+                    named!.keys.append(key)
+                    named!.offsets.append(offset < 0 ? nil : offset)
+                }
+            }
+        }
+        mutex.unlock()
+        for index in learning ?? [] {
+            // Only changes recorded with their key can be waiting to be learned.
+            let change = batch.changes + index
+            guard change.pointee.extra >= 0, let key = batch.extras[change.pointee.extra].key else { continue }
+            change.pointee.current = snapshot(forStorageAt: change.pointee.offset, key: { key }).map { .passRetained($0) }
+        }
+        if !allTrivial {
+            for index in 0..<count where batch.changes[index].trivialSize < 0 {
+                let change = batch.changes + index
+                change.pointee.finisher._withUnsafeGuaranteedRef { $0.finish(change, .readFinalValue, batch, object) }
+            }
+        }
+        for index in 0..<count {
+            let change = batch.changes + index
+            change.pointee.finisher._withUnsafeGuaranteedRef { $0.finish(change, .deliver, batch, object) }
+        }
+        if let anyKey, let named { anyKey.didChange(object, named.keys, storageOffsets: .many(named.offsets)) }
+        // Emptied for the next batch: emptying releases what the changes held.
+        let isKept = batch.reset()
+        guard keeps else { return }
+        if !isKept {
+            mutex.lock()
+            if state.spareBatch === batch { state.spareBatch = nil }
+            mutex.unlock()
+        }
+        batch.isDelivering.store(false, ordering: .releasing)
+    }
+
+    /// The `slowPathFlags` bit of the batch in the owner slot, which no thread record shows. Called
+    /// with the lock held.
+    var ownedBatchFlags: UInt8 {
+        batchOwner.load(ordering: .relaxed) == 0 ? 0 : _SlowPath.batch
+    }
+
+    /// Stores `slowPathFlags` after a batch opened or closed: only its batch bit can change, and no
+    /// observer did, so `stateVersion` stays. Called with the lock held.
+    private func publishSlowPathFlags() {
+        var hasBatch = batchOwner.load(ordering: .relaxed) != 0
+        for index in state.threads.indices where !hasBatch {
+            hasBatch = state.threads[index].batch != nil
+        }
+        let flags = slowPathFlags.load(ordering: .relaxed) & ~_SlowPath.batch
+        slowPathFlags.store(hasBatch ? flags | _SlowPath.batch : flags, ordering: .releasing)
     }
 
     /// The calling thread's open batch on this object, if any.
@@ -55,6 +366,6 @@ extension _ObserverRegistry {
         let thread = pthread_self()
         mutex.lock()
         defer { mutex.unlock() }
-        return state.record(of: thread)?.batch
+        return ownedBatch(of: thread)?.takeUnretainedValue() ?? recordedBatch(of: thread)
     }
 }

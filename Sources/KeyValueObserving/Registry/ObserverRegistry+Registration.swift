@@ -27,19 +27,19 @@ extension _ObserverRegistry.State {
 
     /// The key paths of the slots of keys that are not `@Observed`, for comparing outside the lock.
     var keyPathSlotKeys: [AnyKeyPath] {
-        slots.lazy.filter { $0.kind == .keyPath }.map(\.keyPath)
+        mutating get { slots.lazy.filter { $0.kind == .keyPath }.map(\.keyPath) }
     }
 
     /// The slot whose key path is the object `match` (found by `keyPathSlotKeys`), by identity.
-    func keyPathSlotIndex(identicalTo match: AnyKeyPath) -> Int? {
+    mutating func keyPathSlotIndex(identicalTo match: AnyKeyPath) -> Int? {
         slots.firstIndex { $0.kind == .keyPath && $0.keyPath === match }
     }
 
     /// What `remove(id:)` took out, to release after unlocking: their deinit may run user code that
     /// registers or invalidates.
     struct Removed {
-        var slots: [_ObserverRegistry.Slot] = []
-        var snapshots: [_ObserverSnapshot] = []
+        var slots = _ReleaseList<_ObserverRegistry.Slot>()
+        var snapshots = _ReleaseList<_ObserverSnapshot>()
         var anyKey: _AnyKeySnapshot?
         var deinitHandler: (@Sendable () -> Void)?
     }
@@ -56,12 +56,13 @@ extension _ObserverRegistry.State {
                 continue
             }
             entries[entryIndex].deactivate()
-            removed.snapshots.append(slots[slotIndex].snapshot)
             if entries.count == 1 {
+                // The slot holds its snapshot.
                 let slot = slots.remove(at: slotIndex)
                 if slot.kind == .keyPath { keyPathSlotsVersion &+= 1 }
                 removed.slots.append(slot)
             } else {
+                removed.snapshots.append(slots[slotIndex].snapshot)
                 var remaining = entries
                 remaining.remove(at: entryIndex)
                 slots[slotIndex].snapshot = _ObserverSnapshot(
@@ -82,6 +83,17 @@ extension _ObserverRegistry.State {
             removed.deinitHandler = deinitHandlers.remove(at: index).handler
         }
         return removed
+    }
+}
+
+/// What a removal releases after unlocking: usually one item, kept inline (an array would cost an
+/// allocation on every `invalidate()`).
+struct _ReleaseList<Element> {
+    private var first: Element?
+    private var rest: [Element] = []
+
+    mutating func append(_ element: Element) {
+        if first == nil { first = element } else { rest.append(element) }
     }
 }
 
@@ -126,11 +138,13 @@ extension _ObserverRegistry {
                 )
                 publish()
                 mutex.unlock()
+                reclaimIfNeeded()
                 withExtendedLifetime((old, match)) {}
                 return true
             }
             publish()
             mutex.unlock()
+            reclaimIfNeeded()
             withExtendedLifetime(old) {}
             return true
         }

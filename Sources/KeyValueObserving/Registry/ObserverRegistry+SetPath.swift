@@ -24,7 +24,7 @@ extension _ObserverRegistry.State {
     }
 
     /// The slot of the `@Observed` property `keyPath`.
-    func observedPropertySlotIndex(_ keyPath: AnyKeyPath, isZeroSized: Bool) -> Int? {
+    mutating func observedPropertySlotIndex(_ keyPath: AnyKeyPath, isZeroSized: Bool) -> Int? {
         let kind: _ObserverRegistry.Slot.Kind = isZeroSized ? .zeroSizedStorage : .storage
         return slots.firstIndex { $0.kind == kind && _sameKey($0.keyPath, keyPath) }
     }
@@ -76,8 +76,6 @@ extension _ObserverRegistry {
     /// `offset`, so its slot is resolved from the start and no set ever has to reveal it.
     @usableFromInline
     func declareOffset(_ offset: Int, for key: AnyKeyPath) {
-        mutex.lock()
-        state.recordOffset(offset, for: key)
-        mutex.unlock()
+        withState { $0.recordOffset(offset, for: key) }
     }
 }

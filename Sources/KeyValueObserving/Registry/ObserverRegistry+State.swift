@@ -14,10 +14,21 @@ extension _ObserverRegistry {
     /// mutation takes out is returned, for the registry to release or call after unlocking.
     struct State {
         /// The observed keys, each with its current observers.
-        var slots: ContiguousArray<Slot> = []
+        var slots: ContiguousArray<Slot> = [] {
+            didSet { setTableVersion &+= 1 }
+        }
         /// The storage offsets of this object's `@Observed` properties that have been set while it
         /// had a registry and something was waiting to learn them, with their keys.
-        var learnedOffsets: ContiguousArray<(offset: Int, key: AnyKeyPath)> = []
+        var learnedOffsets: ContiguousArray<(offset: Int, key: AnyKeyPath)> = [] {
+            didSet { setTableVersion &+= 1 }
+        }
+        /// Changes with every change of `slots` or `learnedOffsets`: the set table is rebuilt when it
+        /// differs from `publishedSetTableVersion` (`ObserverRegistry+ReadPath.swift`).
+        var setTableVersion = 0
+        var publishedSetTableVersion = 0
+        /// Set tables replaced since, waiting until no reader can be using them, with the reader
+        /// counters seen at zero since (bit 0: the first, bit 1: the second).
+        var retiredTables: [(table: Unmanaged<_ObserverSetTable>, quietCounters: UInt8)] = []
         /// Changes whenever a slot of kind `.keyPath` is added or removed.
         var keyPathSlotsVersion = 0
         var isTornDown = false
@@ -28,31 +39,39 @@ extension _ObserverRegistry {
         /// What each thread is in the middle of on this object (silenced setters, a batch, manual
         /// changes, probes); a thread has a record only while it is in the middle of something.
         var threads: [ThreadRecord] = []
+        /// A finished batch, emptied, for the next one to reuse (`beginBatch`).
+        var spareBatch: _BatchState?
 
         /// The value of `_ObserverRegistry.observedMask` for this state.
+        // `mutating` here and below: called on the registry's stored state, a non-mutating member
+        // would copy the whole state (retaining every field) first.
         var observedMask: UInt64 {
-            // Every set must reach the observers of every key.
-            guard anyKeyObservers.observers.isEmpty else { return .max }
-            var mask: UInt64 = 0
-            for index in slots.indices where slots[index].kind == .storage {
-                guard let offset = slots[index].offset else { return .max }
-                mask |= _maskBit(forOffset: offset)
+            mutating get {
+                // Every set must reach the observers of every key.
+                guard anyKeyObservers.observers.isEmpty else { return .max }
+                var mask: UInt64 = 0
+                for index in slots.indices where slots[index].kind == .storage {
+                    guard let offset = slots[index].offset else { return .max }
+                    mask |= _maskBit(forOffset: offset)
+                }
+                return mask
             }
-            return mask
         }
 
         /// The value of `_ObserverRegistry.slowPathFlags` for this state.
         var slowPathFlags: UInt8 {
-            var flags: UInt8 = anyKeyObservers.observers.isEmpty ? 0 : _SlowPath.anyKey
-            for record in threads {
-                if record.batch != nil { flags |= _SlowPath.batch }
-                if !record.silencedKeys.isEmpty { flags |= _SlowPath.silencedSetter }
+            mutating get {
+                var flags: UInt8 = anyKeyObservers.observers.isEmpty ? 0 : _SlowPath.anyKey
+                for record in threads {
+                    if record.batch != nil { flags |= _SlowPath.batch }
+                    if !record.silencedKeys.isEmpty { flags |= _SlowPath.silencedSetter }
+                }
+                return flags
             }
-            return flags
         }
 
         /// The record of `thread`, if it is in the middle of something on this object.
-        func record(of thread: pthread_t) -> ThreadRecord? {
+        mutating func record(of thread: pthread_t) -> ThreadRecord? {
             threads.first { pthread_equal($0.thread, thread) != 0 }
         }
 

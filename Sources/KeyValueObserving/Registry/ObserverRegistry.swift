@@ -47,10 +47,31 @@ final class _ObserverRegistry: @unchecked Sendable {
     /// getter reads it (relaxed) and only takes the lock when it is non-zero.
     @usableFromInline let probeCount = Atomic<Int>(0)
     private let nextID = Atomic<UInt64>(1)
+    /// The observers of the `@Observed` properties by storage offset, as the set path reads them
+    /// without the lock (`ObserverRegistry+ReadPath.swift`); the registry owns one reference. Replaced
+    /// only with the lock held, by `publish()`.
+    @usableFromInline let setTable = Atomic<Unmanaged<_ObserverSetTable>?>(nil)
+    /// The readers of `setTable` in flight: two 32-bit counters in one word, one per epoch.
+    @usableFromInline let readers = Atomic<Int>(0)
+    /// The shift (0 or 32) of the unit that new readers add to `readers`: which counter they use.
+    @usableFromInline let readerEpochShift = Atomic<Int>(0)
+    /// Whether `state.retiredTables` has tables waiting to be freed. Written with the lock held.
+    @usableFromInline let hasRetiredTables = Atomic<Bool>(false)
+    /// Changes on every `publish()`: what a batch learned of the state under the lock (its shortcut)
+    /// holds while it is unchanged. Only changed with `mutex` held.
+    @usableFromInline let stateVersion = Atomic<UInt>(0)
+    /// The owner slot: the thread (`_threadID`) whose open batch `ownedBatch` holds (retained), or 0.
+    /// Lets that thread find its batch without the lock (`ObserverRegistry+Batches.swift`). Only
+    /// changed with `mutex` held; without it, a thread only compares `batchOwner` with itself.
+    @usableFromInline let batchOwner = Atomic<UInt>(0)
+    @usableFromInline let ownedBatch = Atomic<UnsafeMutableRawPointer?>(nil)
 
     init() {}
 
     deinit {
+        // No reader can exist: a set holds the object, which holds the registry.
+        setTable.load(ordering: .sequentiallyConsistent)?.release()
+        for retired in state.retiredTables { retired.table.release() }
         mutex.destroy()
     }
 
@@ -73,13 +94,17 @@ final class _ObserverRegistry: @unchecked Sendable {
         let result = body(&state)
         publish()
         mutex.unlock()
+        reclaimIfNeeded()
         return result
     }
 
-    /// Stores `observedMask` and `slowPathFlags` from the state. Called with the lock held.
+    /// Stores `observedMask` and `slowPathFlags` from the state, and the set table if the observed
+    /// keys changed. Called with the lock held; the caller calls `reclaimIfNeeded()` after unlocking.
     func publish() {
+        publishSetTableIfNeeded()
         observedMask.store(state.observedMask, ordering: .releasing)
-        slowPathFlags.store(state.slowPathFlags, ordering: .releasing)
+        slowPathFlags.store(state.slowPathFlags | ownedBatchFlags, ordering: .releasing)
+        stateVersion.wrappingAdd(1, ordering: .releasing)
     }
 }
 

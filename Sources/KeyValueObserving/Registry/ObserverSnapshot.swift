@@ -49,14 +49,24 @@ final class _ObserverSnapshot: @unchecked Sendable {
 // retain (`_withUnsafeGuaranteedRef`), and so are their handlers: the caller holds the snapshot, which
 // holds them, for the whole loop.
 extension _ObserverSnapshot {
-    /// Delivers a change to a snapshot of direct observers that want no old value.
+    /// Delivers a change to a snapshot of direct observers that want no old value. `object` is of
+    /// static type `Root` (the class that declares the property, on the set path): observers
+    /// registered with that root type get the change from one call of their handler, the others
+    /// through `handler(_:_:)`.
     @inlinable
-    func deliverPlain<Value>(_ newValue: Value, on object: AnyObject) {
+    @inline(__always)
+    func deliverPlain<Root: AnyObject, Value>(_ newValue: Value, on object: Root) {
         for index in entries.indices {
             Unmanaged.passUnretained(entries[index])._withUnsafeGuaranteedRef { entry in
                 let observer = unsafeDowncast(entry, to: _DirectObserver<Value>.self)
                 guard observer.isActive else { return }
-                observer.handler(object, KeyValueObservedChange(settingNew: observer.options.contains(.new) ? newValue : nil, old: nil))
+                let change = KeyValueObservedChange(settingNew: observer.options.contains(.new) ? newValue : nil, old: nil)
+                if observer.rootType == ObjectIdentifier(Root.self) {
+                    // The observer was registered with this very class: its handler takes `Root`.
+                    unsafeDowncast(observer, to: _RootedDirectObserver<Root, Value>.self).rootedHandler(object, change)
+                } else {
+                    observer.handler(object, change)
+                }
             }
         }
     }
@@ -72,7 +82,7 @@ extension _ObserverSnapshot {
         on object: AnyObject,
         oldValue: Value?,
         newValue: Value? = nil,
-        batch: _BatchDelivery? = nil,
+        batch: _BatchState? = nil,
         valueHasChanged: Bool = false,
         toMany: _ToManyChange<Value>? = nil
     ) -> ContiguousArray<Any?>? {
@@ -80,8 +90,9 @@ extension _ObserverSnapshot {
         var pending: ContiguousArray<Any?>? = indirectNeedsWillChange ? ContiguousArray(repeating: nil, count: entries.count) : nil
         for index in entries.indices {
             Unmanaged.passUnretained(entries[index])._withUnsafeGuaranteedRef { entry in
-                // In a batch, an observer hears of the first change that reaches it only.
-                if let batch, !batch.prime(entry.id) { return }
+                // In a batch, an observer hears of the first change that reaches it only. A direct
+                // observer observes one key, whose first change is the only one that gets here.
+                if let batch, !entry.isDirect, !batch.prime(entry.id) { return }
                 if entry.isDirect {
                     let options = entry.options
                     guard options.contains(.prior), entry.isActive else { return }
@@ -112,13 +123,14 @@ extension _ObserverSnapshot {
         oldValue: Value?,
         pending: ContiguousArray<Any?>?,
         on object: AnyObject,
-        batch: _BatchDelivery? = nil,
+        batch: _BatchState? = nil,
         toMany: _ToManyChange<Value>? = nil
     ) {
         for index in entries.indices {
             Unmanaged.passUnretained(entries[index])._withUnsafeGuaranteedRef { entry in
-                // In a batch, an observer is notified once, for the first key that reached it.
-                if let batch, !batch.deliver(entry.id) { return }
+                // In a batch, an observer is notified once, for the first key that reached it (a direct
+                // observer observes one key, delivered once).
+                if let batch, !entry.isDirect, !batch.deliver(entry.id) { return }
                 if entry.isDirect {
                     guard entry.isActive else { return }
                     let options = entry.options

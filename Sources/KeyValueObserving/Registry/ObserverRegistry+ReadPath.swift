@@ -1,0 +1,133 @@
+import Synchronization
+
+// The set path's lock-free read: the observers of a property by storage offset, from the published
+// set table, with no lock and no reference counting; tables replaced by a registration are freed
+// once no reader can still be using them (epoch-based reclamation with two reader counters).
+//
+// Protocol (every operation on the atomics below is sequentially consistent):
+// - A reader reads `readerEpochShift` (0 or 32), adds `1 << shift` to `readers` (one 32-bit counter
+//   per epoch in one word), loads `setTable`, uses the table and the snapshots it holds (borrowed),
+//   and subtracts what it added.
+// - A writer (with the lock held) builds a new table, exchanges it into `setTable` and appends the
+//   old one to `state.retiredTables`: from then on no reader can load the old one.
+// - `reclaim()` (with the lock held) reads `readers` once; each counter seen at zero then marks every
+//   retired table: every reader counted there when the table was retired has left. A table marked
+//   by both counters is freed (after unlocking: freeing releases snapshots, whose handlers own user
+//   captures). While tables remain, it flips the epoch so that new readers count on the other
+//   counter and the current one drains; the reader that brings a counter to zero while tables
+//   remain calls `reclaim()`, so every table is freed once its readers have left.
+//
+// A reader that held the old table incremented its counter before loading it, and so before the
+// retirement; a zero seen after the retirement therefore includes its decrement, which follows its
+// last use. Handlers run inside the read section and may register, invalidate or set (nested
+// readers): a writer never waits for readers, it only defers the free.
+
+extension _ObserverRegistry {
+    /// Enters a read section; returns what to pass to `exitReading`.
+    @inlinable
+    func enterReading() -> Int {
+        let unit = 1 &<< readerEpochShift.load(ordering: .sequentiallyConsistent)
+        readers.wrappingAdd(unit, ordering: .sequentiallyConsistent)
+        return unit
+    }
+
+    /// Leaves a read section: after this, nothing loaded in it may be used.
+    @inlinable
+    func exitReading(_ unit: Int) {
+        let remaining = readers.wrappingSubtract(unit, ordering: .sequentiallyConsistent).newValue
+        // This counter's 32 bits: `unit` times 0xFFFF_FFFF.
+        if _slowPath(remaining & (unit &* 0xFFFF_FFFF) == 0 && hasRetiredTables.load(ordering: .sequentiallyConsistent)) {
+            reclaim()
+        }
+    }
+
+    /// The observers of the `@Observed` property stored at `offset`, unretained, or `nil` if it has
+    /// none. Called inside a read section (`enterReading()`), and valid until its end: use them with
+    /// `_withUnsafeGuaranteedRef`. `key` is called only while the registry still has to learn which
+    /// property `offset` is.
+    ///
+    /// - Complexity: O(1): a hash look-up by storage offset, with no lock unless the offset is still
+    ///   unknown.
+    @inlinable
+    @inline(__always)
+    func observersInReadSection(atOffset offset: Int, key: () -> AnyKeyPath) -> Unmanaged<_ObserverSnapshot>? {
+        var found = lookUpPublished(offset: offset)
+        if case .unknown = found {
+            // Under the lock: learns the offset (or finds it has no observers) and publishes a table
+            // that knows it, loaded again below, still inside the read section.
+            learnOffset(offset, key: key)
+            found = lookUpPublished(offset: offset)
+        }
+        guard case .observers(let snapshot) = found else { return nil }
+        return snapshot
+    }
+
+    @inlinable
+    @inline(__always)
+    func lookUpPublished(offset: Int) -> _ObserverSetTable.LookUp {
+        guard let table = setTable.load(ordering: .sequentiallyConsistent) else { return .unknown }
+        return table._withUnsafeGuaranteedRef { $0.lookUp(offset: offset) }
+    }
+
+    /// Learns which key is stored at `offset` if the registry is waiting to learn it; the table
+    /// published then knows `offset`.
+    @usableFromInline
+    func learnOffset(_ offset: Int, key: () -> AnyKeyPath) {
+        mutex.lock()
+        let needsLearning = state.needsLearning(offset: offset)
+        mutex.unlock()
+        guard needsLearning else { return }
+        let key = key()
+        withState { _ = $0.learn(offset: offset, key: key) }
+    }
+
+    /// Publishes a new set table if the slots or the known offsets changed. Called with the lock held.
+    func publishSetTableIfNeeded() {
+        guard state.setTableVersion != state.publishedSetTableVersion else { return }
+        state.publishedSetTableVersion = state.setTableVersion
+        let table = state.makeSetTable().map { Unmanaged.passRetained($0) }
+        if let old = setTable.exchange(table, ordering: .sequentiallyConsistent) {
+            state.retiredTables.append((old, 0))
+            hasRetiredTables.store(true, ordering: .sequentiallyConsistent)
+        }
+    }
+
+    /// Frees the retired tables no reader can be using, if any wait. Called without the lock.
+    func reclaimIfNeeded() {
+        if hasRetiredTables.load(ordering: .sequentiallyConsistent) { reclaim() }
+    }
+
+    @usableFromInline
+    func reclaim() {
+        mutex.lock()
+        let counts = readers.load(ordering: .sequentiallyConsistent)
+        let quiet: UInt8 = (counts & 0xFFFF_FFFF == 0 ? 1 : 0) | (counts &>> 32 == 0 ? 2 : 0)
+        var freed: [Unmanaged<_ObserverSetTable>] = []
+        var waiting: [(table: Unmanaged<_ObserverSetTable>, quietCounters: UInt8)] = []
+        for var retired in state.retiredTables {
+            retired.quietCounters |= quiet
+            if retired.quietCounters == 3 {
+                freed.append(retired.table)
+            } else {
+                waiting.append(retired)
+            }
+        }
+        state.retiredTables = waiting
+        if state.retiredTables.isEmpty {
+            hasRetiredTables.store(false, ordering: .sequentiallyConsistent)
+        } else {
+            // New readers count on the other counter, so that this one drains.
+            readerEpochShift.store(32 &- readerEpochShift.load(ordering: .sequentiallyConsistent), ordering: .sequentiallyConsistent)
+        }
+        mutex.unlock()
+        for table in freed { table.release() }
+    }
+}
+
+extension _ObserverRegistry.State {
+    /// Whether a set of the property at `offset` must reveal its key: some observed `@Observed`
+    /// property's offset is still unknown and `offset` is not known to be another property.
+    mutating func needsLearning(offset: Int) -> Bool {
+        slots.contains { $0.kind == .storage && $0.offset == nil } && !learnedOffsets.contains { $0.offset == offset }
+    }
+}
