@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "KeyValueObserving", targets: ["KeyValueObserving"]),
         .library(name: "ObservableProgress", targets: ["ObservableProgress"]),
         .library(name: "ObservableDefaults", targets: ["ObservableDefaults"]),
+        .library(name: "ObservableDefaultsEtcd", targets: ["ObservableDefaultsEtcd"]),
         .executable(name: "kvo-bench", targets: ["kvo-bench"]),
         .executable(name: "kvo-defaults", targets: ["kvo-defaults"]),
     ],
@@ -16,10 +17,13 @@ let package = Package(
         .target(name: "KeyValueObserving"),
         .target(name: "ObservableProgress", dependencies: ["KeyValueObserving"]),
         .target(name: "ObservableDefaults", dependencies: ["KeyValueObserving"]),
-        .executableTarget(name: "kvo-defaults", dependencies: ["KeyValueObserving", "ObservableDefaults"]),
+        // The etcd backend: its own product, so that users of the file store do not link
+        // FoundationNetworking (and libcurl).
+        .target(name: "ObservableDefaultsEtcd", dependencies: ["ObservableDefaults", "KeyValueObserving"]),
+        .executableTarget(name: "kvo-defaults", dependencies: ["KeyValueObserving", "ObservableDefaults", "ObservableDefaultsEtcd"]),
         .executableTarget(
             name: "kvo-bench",
-            dependencies: ["KeyValueObserving", "ObservableProgress", "ObservableDefaults"],
+            dependencies: ["KeyValueObserving", "ObservableProgress", "ObservableDefaults", "ObservableDefaultsEtcd"],
             path: "Benchmarks/kvo-bench"
         ),
         .target(
@@ -39,7 +43,7 @@ let package = Package(
         // (many writes, many concurrent updates, many stores).
         .executableTarget(
             name: "DefaultsTestTool",
-            dependencies: ["KeyValueObserving", "ObservableDefaults"],
+            dependencies: ["KeyValueObserving", "ObservableDefaults", "ObservableDefaultsEtcd"],
             path: "Tests/DefaultsTestTool"
         ),
         .testTarget(
@@ -52,6 +56,15 @@ let package = Package(
             // The executables are dependencies so that SwiftPM builds them: the tests run them as the
             // other process.
             dependencies: ["KeyValueObserving", "ObservableDefaults", "kvo-defaults", "DefaultsTestTool", "TestSupport"]
+        ),
+        .testTarget(
+            name: "ObservableDefaultsEtcdTests",
+            // The tests start their own etcd processes (TestSupport's EtcdServer / EtcdCluster); the
+            // executables are dependencies so that SwiftPM builds them: the store's tests run them as
+            // the other process.
+            dependencies: [
+                "ObservableDefaultsEtcd", "ObservableDefaults", "TestSupport", "KeyValueObserving", "kvo-defaults", "DefaultsTestTool",
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

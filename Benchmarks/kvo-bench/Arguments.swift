@@ -69,6 +69,8 @@ enum Command {
     case run(scenario: String, iterations: Int)
     case compare(old: String, new: String, thresholdPercent: Double)
     case gate(GateOptions)
+    /// A hidden contending process of the etcd section's update throughput.
+    case updateDefaults(location: String, key: String, count: Int)
     /// The hidden other process of the cross-process latency section.
     case watchDefaults(file: String, key: String)
     case list
@@ -135,6 +137,12 @@ struct ArgumentReader {
 }
 
 func parseArguments(_ arguments: [String]) -> Command {
+    if arguments.first == EtcdBench.updateCommand {
+        guard arguments.count == 4, let count = Int(arguments[3]), count >= 0 else {
+            badArgument("usage: kvo-bench \(EtcdBench.updateCommand) LOCATION KEY N")
+        }
+        return .updateDefaults(location: arguments[1], key: arguments[2], count: count)
+    }
     if arguments.first == DefaultsLatency.watchCommand {
         guard arguments.count == 3 else { badArgument("usage: kvo-bench \(DefaultsLatency.watchCommand) FILE KEY") }
         return .watchDefaults(file: arguments[1], key: arguments[2])

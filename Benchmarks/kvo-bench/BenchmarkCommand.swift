@@ -16,10 +16,11 @@ func benchmark(_ options: BenchmarkOptions) -> Never {
     var memoryScenarios = Scenarios.memoryScenarios(quick: options.quick)
     let filters = options.filters
     let measuresLatency = filters.isEmpty || filters.contains { DefaultsLatency.name.contains($0) }
+    let measuresEtcd = filters.isEmpty || filters.contains { "etcd".contains($0) }
     if !filters.isEmpty {
         let matching = Set(all.filter { scenario in filters.contains { scenario.name.contains($0) } }.map(\.name))
         let matchingMemory = Set(memoryScenarios.filter { scenario in filters.contains { scenario.name.contains($0) } }.map(\.name))
-        if matching.isEmpty && matchingMemory.isEmpty && !measuresLatency {
+        if matching.isEmpty && matchingMemory.isEmpty && !measuresLatency && !measuresEtcd {
             badArgument("no scenario name contains \(filters.map { "'\($0)'" }.joined(separator: " or ")) (see 'kvo-bench --list')")
         }
         let needed = matching.union(all.filter { matching.contains($0.name) }.flatMap(\.dependencies))
@@ -76,9 +77,16 @@ func benchmark(_ options: BenchmarkOptions) -> Never {
         let (result, problem) = DefaultsLatency.measure(changes: options.quick ? 20 : 300)
         latency = result.map { .measured($0) } ?? .unavailable(problem ?? "failed")
     }
+    var etcd: EtcdOutcome?
+    if measuresEtcd {
+        progress("measuring ObservableDefaults on etcd (where etcd is installed)")
+        var fileLatency: DefaultsLatency.Result?
+        if case .measured(let result)? = latency { fileLatency = result }
+        etcd = EtcdBench.measure(quick: options.quick, fileLatency: fileLatency)
+    }
 
     let report = RunReport(
-        rows: rows, memory: memory, latency: latency, plan: plan, quick: options.quick, filters: filters,
+        rows: rows, memory: memory, latency: latency, etcd: etcd, plan: plan, quick: options.quick, filters: filters,
         callgrind: options.callgrind, machine: .current(), loadAverage: loadAverage, toolchain: toolchainVersion() ?? compiledWith,
         date: Date()
     )
@@ -112,6 +120,7 @@ struct RunReport {
     let rows: [ReportRow]
     let memory: [MemoryFigure]?
     let latency: LatencyOutcome?
+    let etcd: EtcdOutcome?
     let plan: SamplingPlan
     let quick: Bool
     let filters: [String]
@@ -148,6 +157,7 @@ struct RunReport {
         for table in timingTables(rows, describe: false) { output += table.text + "\n" }
         if let memory { output += memoryTable(memory, describe: false).text + "\n" }
         if let latency { output += latencyLines(latency, markdown: false).joined(separator: "\n") + "\n" }
+        if let etcd { output += "\n" + etcdLines(etcd, markdown: false).joined(separator: "\n") + "\n" }
         return output
     }
 
@@ -181,6 +191,7 @@ struct RunReport {
         for table in timingTables(rows, describe: true) { output += table.markdown + "\n" }
         if let memory { output += memoryTable(memory, describe: true).markdown + "\n" }
         if let latency { output += latencyLines(latency, markdown: true).joined(separator: "\n") + "\n" }
+        if let etcd { output += "\n" + etcdLines(etcd, markdown: true).joined(separator: "\n") + "\n" }
         return output
     }
 }

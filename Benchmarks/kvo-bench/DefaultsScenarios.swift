@@ -202,14 +202,21 @@ enum DefaultsLatency {
     }
 
     /// Measures `changes` changes; returns `nil` and a reason if the measurement cannot run.
-    static func measure(changes: Int, timeoutSeconds: Double = 10) -> (Result?, String?) {
+    static func measure(changes: Int, etcd: EtcdBench.Server? = nil, timeoutSeconds: Double = 10) -> (Result?, String?) {
         let directory = BenchDirectory("latency")
         let url = directory.url.appendingPathComponent("latency.json")
         let outputPath = directory.path + "/watch.out"
         guard FileManager.default.createFile(atPath: outputPath, contents: nil),
             let output = FileHandle(forWritingAtPath: outputPath)
         else { return (nil, "skipped: cannot create \(outputPath)") }
-        let store = DefaultsStore(fileURL: url)
+        // The file store, or a store on the benchmark's etcd under a prefix of its own.
+        let location = etcd.map { $0.location(prefix: "latency-\(getpid())/") } ?? url.path
+        let store: DefaultsStore
+        do {
+            store = try EtcdBench.openStore(location)
+        } catch {
+            return (nil, "failed: \(error)")
+        }
         directory.stores.append(store)
         let key = DefaultsKey("latency", default: -1)
         // The watcher exits when its standard input ends: with this process, however it ends.
@@ -217,7 +224,7 @@ enum DefaultsLatency {
         let watcher: Process
         do {
             watcher = try startProcess(
-                currentExecutable(), [watchCommand, url.path, key.name], standardInput: lifeline, standardOutput: output)
+                currentExecutable(), [watchCommand, location, key.name], standardInput: lifeline, standardOutput: output)
         } catch {
             return (nil, "skipped: cannot start \(currentExecutable()) \(watchCommand): \(error)")
         }

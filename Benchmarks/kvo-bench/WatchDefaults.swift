@@ -1,6 +1,7 @@
 import Foundation
 import KeyValueObserving
 import ObservableDefaults
+import ObservableDefaultsEtcd
 
 #if canImport(Darwin)
 import Darwin
@@ -19,13 +20,21 @@ extension DefaultsLatency {
     /// observer is called, unbuffered. Exits when its standard input ends (the benchmark that
     /// started it keeps a pipe open for as long as it measures) or on a signal.
     static func watch(file: String, key name: String) -> Never {
-        let store = DefaultsStore(fileURL: URL(fileURLWithPath: file))
+        // FILE is a path, or `etcd:URL#PREFIX` for a store on etcd (`EtcdBench.openStore`).
+        let store: DefaultsStore
+        do {
+            store = try EtcdBench.openStore(file)
+        } catch {
+            fail("\(watchCommand): \(error)", status: 1)
+        }
         let token = store.observe(DefaultsKey(name, default: -1), options: [.new]) { _, change in
             _ = writeLine("\(monotonicNanoseconds()) \(name): -> \(change.newValue.map(String.init) ?? "(absent)")", toDescriptor: 1)
         }
         var byte: UInt8 = 0
         while read(0, &byte, 1) > 0 {}
-        withExtendedLifetime(token) {}
+        // The store too: an optimised build would release it after its last use, and a store that is
+        // gone stops watching its file.
+        withExtendedLifetime((store, token)) {}
         exit(0)
     }
 }

@@ -15,4 +15,6 @@ case .gate(let options):
     gate(options)
 case .watchDefaults(let file, let key):
     DefaultsLatency.watch(file: file, key: key)
+case .updateDefaults(let location, let key, let count):
+    EtcdBench.runUpdates(location: location, key: key, count: count)
 }

@@ -9,18 +9,22 @@ import Dispatch
 import Foundation
 import KeyValueObserving
 import ObservableDefaults
+import ObservableDefaultsEtcd
 
 let usage = """
-    USAGE: kvo-defaults read   (SUITE | --file PATH) [KEY]
-           kvo-defaults write  (SUITE | --file PATH) KEY VALUE [KEY VALUE ...] [--timeout SECONDS]
-           kvo-defaults update (SUITE | --file PATH) KEY --add N
-           kvo-defaults delete (SUITE | --file PATH) KEY
-           kvo-defaults watch  (SUITE | --file PATH) [KEY] [--timestamps]
+    USAGE: kvo-defaults read   STORE [KEY]
+           kvo-defaults write  STORE KEY VALUE [KEY VALUE ...] [--timeout SECONDS]
+           kvo-defaults update STORE KEY --add N
+           kvo-defaults delete STORE KEY
+           kvo-defaults watch  STORE [KEY] [--timestamps]
            kvo-defaults help | -h | --help
 
-    Reads, writes and watches the defaults files of ObservableDefaults. A SUITE is the file
+      STORE: SUITE | --file PATH | --etcd URL[,URL...] --prefix PREFIX [--user USER] [--cacert PATH]
+
+    Reads, writes and watches the defaults stores of ObservableDefaults. A SUITE is the file
     SUITE.json in $XDG_CONFIG_HOME (else ~/.config; ~/Library/Preferences on macOS); --file PATH
-    names any file instead.
+    names any file instead; --etcd names the members of an etcd cluster, and --prefix the keys of
+    the store there (one etcd key per defaults key: PREFIX followed by the key's name).
 
     COMMANDS:
       read     prints the value of KEY as JSON, or every key and value as a JSON object (exit 1 if
@@ -39,13 +43,24 @@ let usage = """
 
     OPTIONS:
       --file PATH     use the file at PATH instead of a suite
+      --etcd URL[,URL...]
+                      use the etcd cluster whose members answer at these http or https URLs
+      --prefix PREFIX (etcd) the key prefix of the store, such as myapp/
+      --user USER     (etcd) authenticate as USER; the password is read from the environment
+                      variable KVO_ETCD_PASSWORD, or from the first line of --password-file
+                      (never from the command line, which other users can read)
+      --password-file PATH
+                      (etcd) the file holding USER's password
+      --cacert PATH   (etcd) a PEM file of private certificate authorities trusted for https
+                      members, in addition to the system's trust store
       --add N         (update) the number to add (negative to subtract)
       --timestamps    (watch) prefix each line with the CLOCK_MONOTONIC time in nanoseconds at
                       which the change was received
       --timeout SECONDS
                       (write, delete) give up (exit 1) if another process holds the file's lock
                       longer than SECONDS; without it, wait as long as it takes (a wait longer
-                      than a second is announced on standard error)
+                      than a second is announced on standard error). With --etcd, any command:
+                      how long to wait for the cluster's answers (default 5)
       -h, --help      show this help
 
     The file must be a regular file or a symbolic link to one (a write replaces the file the link
@@ -53,8 +68,9 @@ let usage = """
 
     EXIT STATUS: 0 on success; 1 on a runtime error (no file or missing key on read, missing key
     on delete, unreadable, unsupported or corrupt file, failed write, a corrupt file found and
-    copied aside by write or delete, --timeout expired); 2 on a usage error (an argument that is
-    not valid UTF-8 included); 130 or 143 when watch is ended by SIGINT or SIGTERM.
+    copied aside by write or delete, --timeout expired, an etcd cluster that does not answer or
+    refuses the user); 2 on a usage error (an argument that is not valid UTF-8 included); 130 or
+    143 when watch is ended by SIGINT or SIGTERM.
     """
 
 func printError(_ message: String) {
@@ -87,6 +103,7 @@ for index in 1..<Int(CommandLine.argc) {
 }
 
 var filePath: String?
+var etcd = EtcdArguments()
 var timestamps = false
 var timeout: Duration?
 var addend: String?
@@ -105,6 +122,8 @@ while let argument = arguments.popFirst() {
         let path = String(argument.dropFirst("--file=".count))
         if path.isEmpty { usageError("'--file' needs a path") }
         filePath = path
+    case _ where etcd.parse(argument, &arguments):
+        break
     case "--timestamps":
         timestamps = true
     case "--timeout":
@@ -135,11 +154,17 @@ if command == "help" {
 let commands = ["read", "write", "delete", "watch", "update"]
 guard commands.contains(command) else { usageError("unknown command '\(command)'") }
 if timestamps, command != "watch" { usageError("'--timestamps' only applies to 'watch'") }
-if timeout != nil, command != "write", command != "delete" { usageError("'--timeout' only applies to 'write' and 'delete'") }
+if timeout != nil, command != "write", command != "delete", etcd.endpoints == nil {
+    usageError("'--timeout' only applies to 'write' and 'delete' (and to every command with --etcd)")
+}
 if addend != nil, command != "update" { usageError("'--add' only applies to 'update'") }
 
-let fileURL: URL
-if let filePath {
+var fileURL: URL?
+if etcd.hasOptionsWithoutEndpoints { usageError("'--prefix', '--user', '--password-file' and '--cacert' need '--etcd URL[,URL...]'") }
+if etcd.endpoints != nil {
+    if filePath != nil { usageError("'--file' and '--etcd' name two different stores: give one") }
+    etcd.check()
+} else if let filePath {
     fileURL = URL(fileURLWithPath: filePath)
 } else {
     guard let suite = positional.first else { usageError("'\(command)' needs a SUITE or --file PATH") }
@@ -175,7 +200,7 @@ extension Locked<[DefaultsError]> {
 }
 
 let isWatching = command == "watch"
-let store = DefaultsStore(fileURL: fileURL) { error in
+let handler: @Sendable (DefaultsError) -> Void = { error in
     if isWatching {
         // Keep watching: the next good version of the file will be reported.
         printError(error.description)
@@ -185,7 +210,17 @@ let store = DefaultsStore(fileURL: fileURL) { error in
         problems.withLock { $0.append(error) }
     }
 }
-let path = store.fileURL.path
+let store: DefaultsStore
+if let fileURL {
+    store = DefaultsStore(fileURL: fileURL, errorHandler: handler)
+} else {
+    do {
+        store = try etcd.openStore(timeout: timeout, errorHandler: handler)
+    } catch {
+        fail(error.description)
+    }
+}
+let path = store.location.description
 
 @MainActor
 func failOnProblems() {
@@ -224,7 +259,7 @@ case "read":
     expectArguments(0...1, "at most a KEY")
     failOnProblems()
     // Like `defaults read` of a domain that does not exist: an error, not an empty object.
-    if access(path, F_OK) != 0, errno == ENOENT || errno == ENOTDIR { fail("no defaults at \(path)") }
+    if let file = store.fileURL?.path, access(file, F_OK) != 0, errno == ENOENT || errno == ENOTDIR { fail("no defaults at \(path)") }
     do {
         if let key = positional.first {
             guard let value = try store.jsonValue(forKey: key) else { fail("key '\(key)' not found in \(path)") }

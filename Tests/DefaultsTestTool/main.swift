@@ -7,20 +7,27 @@ import Musl
 #endif
 import Dispatch
 import Foundation
+import KeyValueObserving
 import ObservableDefaults
+import ObservableDefaultsEtcd
 
 // The other process of the defaults tests: loads that `kvo-defaults` has no reason to offer its users.
 let usage = """
-    USAGE: DefaultsTestTool write-many PATH PREFIX COUNT [FLUSH-EVERY]
-           DefaultsTestTool update-many PATH KEY COUNT THREADS
+    USAGE: DefaultsTestTool write-many STORE PREFIX COUNT [FLUSH-EVERY]
+           DefaultsTestTool write-sequence STORE KEYS COUNT
+           DefaultsTestTool update-many STORE KEY COUNT THREADS
            DefaultsTestTool resources PREFIX COUNT [polling]
 
-      write-many   sets PREFIX-0 … PREFIX-(COUNT-1) to 0 … COUNT-1 in the file at PATH, flushing
-                   every FLUSH-EVERY sets (default 1)
-      update-many  adds 1 to KEY COUNT times in each of THREADS threads, each time with an atomic
-                   update
-      resources    opens COUNT stores on PREFIX-0.json …, writes each, and prints the threads and
-                   descriptors the process used before, at the peak and at the end
+      STORE is the path of a defaults file, or an etcd store: URL[,URL…]#PREFIX
+      (http://127.0.0.1:2379#app/).
+
+      write-many      sets PREFIX-0 … PREFIX-(COUNT-1) to 0 … COUNT-1, flushing every FLUSH-EVERY
+                      sets (default 1)
+      write-sequence  sets k(i mod KEYS) to i for i in 1 … COUNT, one set each, then flushes
+      update-many     adds 1 to KEY COUNT times in each of THREADS threads, each time with an atomic
+                      update
+      resources       opens COUNT stores on PREFIX-0.json …, writes each, and prints the threads and
+                      descriptors the process used before, at the peak and at the end
     """
 
 func fail(_ message: String) -> Never {
@@ -34,17 +41,36 @@ func integer(_ text: String, atLeast minimum: Int) -> Int {
     return value
 }
 
-func openStore(_ path: String) -> DefaultsStore {
-    DefaultsStore(fileURL: URL(fileURLWithPath: path)) { error in
-        if error.kind != .duplicateKey { fail(error.description) }
+func openStore(_ location: String) -> DefaultsStore {
+    guard location.hasPrefix("http://") || location.hasPrefix("https://") else {
+        return DefaultsStore(fileURL: URL(fileURLWithPath: location)) { error in
+            if error.kind != .duplicateKey { fail(error.description) }
+        }
+    }
+    guard let hash = location.lastIndex(of: "#") else { fail("'\(location)' has no '#PREFIX'\n\(usage)") }
+    let endpoints = location[..<hash].split(separator: ",").compactMap { URL(string: String($0)) }
+    do {
+        return try DefaultsStore(etcd: endpoints, prefix: String(location[location.index(after: hash)...])) { error in
+            // A member lost (the tests kill one) is reported, and the store carries on.
+            writeLineToStandardError("DefaultsTestTool: \(error)")
+            if error.kind != .unreachable { exit(1) }
+        }
+    } catch {
+        fail(error.description)
     }
 }
 
+/// Flushes; on etcd, an unreachable cluster (a member being replaced) is tried again for up to 30 s.
 func flushOrFail(_ store: DefaultsStore) {
-    do {
-        try store.flush()
-    } catch {
-        fail(error.description)
+    let deadline = ContinuousClock.now + .seconds(30)
+    while true {
+        do {
+            try store.flush()
+            return
+        } catch {
+            guard error.kind == .unreachable, ContinuousClock.now < deadline else { fail(error.description) }
+            usleep(100_000)
+        }
     }
 }
 
@@ -57,6 +83,14 @@ case ("write-many", 4...5):
     for index in 0..<count {
         store.setJSONValue(.number(String(index)), forKey: "\(arguments[2])-\(index)")
         if (index + 1) % flushEvery == 0 { flushOrFail(store) }
+    }
+    flushOrFail(store)
+
+case ("write-sequence", 4):
+    let store = openStore(arguments[1])
+    let keys = integer(arguments[2], atLeast: 1)
+    for index in 1...integer(arguments[3], atLeast: 1) {
+        store.setJSONValue(.number(String(index)), forKey: "k\(index % keys)")
     }
     flushOrFail(store)
 

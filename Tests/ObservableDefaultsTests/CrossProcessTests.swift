@@ -2,6 +2,7 @@ import Foundation
 import KeyValueObserving
 @testable import ObservableDefaults
 import Testing
+import TestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -235,7 +236,7 @@ struct CrossProcessTests {
         let url = directory.file("polled.json")
         let key = DefaultsKey("mode", default: "a")
         let store = DefaultsStore(fileURL: url, watching: .polling(interval: .milliseconds(20)))
-        #expect(store.storage.lock.withLock { store.storage.subscription == nil })
+        #expect(store.storage.lock.withLock { store.file.subscription == nil })
         let seen = Locked<[DefaultsChange<String>]>([])
         let token = store.observe(key, options: [.old, .new]) { _, change in seen.append(change) }
         #expect(try runTool(["write", "--file", url.path, "mode", "b"]).status == 0)

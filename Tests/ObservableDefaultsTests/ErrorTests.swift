@@ -2,6 +2,7 @@ import Foundation
 import KeyValueObserving
 @testable import ObservableDefaults
 import Testing
+import TestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -61,7 +62,7 @@ struct ErrorTests {
         rewriteInPlace(url.path, "{\"speed\": 2.0,")
         let rewrites = Locked(0)
         store.storage.lock.withLock {
-            store.storage.state.corruptionSuspectedHook = {
+            store.file.state.corruptionSuspectedHook = {
                 rewrites.withLock { $0 += 1 }
                 rewriteInPlace(url.path, "{\"speed\": 2.0, \"volume\": 0.5}\n")
             }
@@ -138,7 +139,7 @@ struct ErrorTests {
         let store = DefaultsStore(fileURL: url) { errors.append($0) }
         store[DefaultsKey("x", default: 0)] = 1
         let storage = store.storage
-        #expect(waitUntil { storage.lock.withLock { storage.state.failedWrites >= 3 } })
+        #expect(waitUntil { storage.lock.withLock { storage.fileBackend!.state.failedWrites >= 3 } })
         #expect(errors.current.count == 1, "\(errors.current)")
         #expect(errors.current.first?.kind == .writeFailed)
         #expect(errors.current.first?.errno == ENAMETOOLONG)
@@ -153,7 +154,7 @@ struct ErrorTests {
         let errors = Locked<[DefaultsError]>([])
         let store = DefaultsStore(fileURL: url) { errors.append($0) }
         store[DefaultsKey("x", default: 0)] = 5
-        #expect(waitUntil { store.storage.lock.withLock { store.storage.state.failedWrites >= 1 } })
+        #expect(waitUntil { store.storage.lock.withLock { store.file.state.failedWrites >= 1 } })
         try FileManager.default.removeItem(at: blocker)
         #expect(waitUntil { jsonObject(at: url) == ["x": .number("5")] })
         #expect(errors.current.allSatisfy { $0.kind == .writeFailed && $0.errno == ENOTDIR })
@@ -224,7 +225,7 @@ struct ErrorTests {
             do {
                 let store = DefaultsStore(fileURL: blocker.appendingPathComponent("s.json"))
                 store[DefaultsKey("x", default: 0)] = 1
-                _ = waitUntil { store.storage.lock.withLock { store.storage.state.failedWrites >= 1 } }
+                _ = waitUntil { store.storage.lock.withLock { store.file.state.failedWrites >= 1 } }
                 #expect(throws: DefaultsError.self) { try store.flush() }
             }
             exit(0)
@@ -282,19 +283,19 @@ struct ErrorTests {
         let store = DefaultsStore(fileURL: url) { _ in }
         let attempts = Locked(0)
         store.storage.lock.withLock {
-            store.storage.state.copyAsideHook = { _ throws(DefaultsError) in
+            store.file.state.copyAsideHook = { _ throws(DefaultsError) in
                 attempts.withLock { $0 += 1 }
                 throw DefaultsError(.writeFailed, path: url.path, errno: ENOSPC, reason: "no space left on device")
             }
         }
         store[DefaultsKey("k", default: 0)] = 1
-        #expect(waitUntil { store.storage.lock.withLock { store.storage.state.failedWrites >= 4 } })
+        #expect(waitUntil { store.storage.lock.withLock { store.file.state.failedWrites >= 4 } })
         #expect(attempts.current == 2)
         #expect(throws: DefaultsError.self) { try store.flush() }
         #expect(attempts.current == 2)
         try "{broken again".write(to: url, atomically: true, encoding: .utf8)
         #expect(throws: DefaultsError.self) { try store.flush() }
         #expect(attempts.current == 3)
-        store.storage.lock.withLock { store.storage.state.copyAsideHook = nil }
+        store.storage.lock.withLock { store.file.state.copyAsideHook = nil }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 @testable import ObservableDefaults
 import Testing
+import TestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -44,7 +45,7 @@ struct ResourceTests {
         let b = DefaultsStore(fileURL: directory.file("b.json"))
         let lock = try HeldLock(directory.path + "/a.json")
         a[DefaultsKey("x", default: 0)] = 1
-        try #require(waitUntil { a.storage.lock.withLock { a.storage.state.lockWaits >= 1 } })
+        try #require(waitUntil { a.storage.lock.withLock { a.file.state.lockWaits >= 1 } })
         b[DefaultsKey("x", default: 0)] = 2
         let flushed = finishes { try? b.flush() }
         #expect(flushed, "a write waited for another store's lock")

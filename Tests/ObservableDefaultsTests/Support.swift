@@ -70,93 +70,6 @@ func jsonObject(at url: URL) -> [String: JSONValue]? {
     return values
 }
 
-// MARK: Processes
-
-/// The directory of the executables SwiftPM built next to this test bundle (the test target depends
-/// on them).
-let buildDirectory: URL = {
-    #if os(Linux)
-    let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-    return executable.deletingLastPathComponent()
-    #else
-    let bundle = Bundle.allBundles.first { $0.bundlePath.hasSuffix(".xctest") } ?? Bundle.main
-    return bundle.bundleURL.deletingLastPathComponent()
-    #endif
-}()
-
-/// The `kvo-defaults` executable.
-let toolPath = buildDirectory.appendingPathComponent("kvo-defaults").path
-
-/// The `DefaultsTestTool` executable: the loads `kvo-defaults` does not offer (`write-many`,
-/// `update-many`, `resources`).
-let testToolPath = buildDirectory.appendingPathComponent("DefaultsTestTool").path
-
-struct ToolResult {
-    let status: Int32
-    let output: String
-    let error: String
-}
-
-/// Runs `kvo-defaults` (or the executable at `executable`) with `arguments` to completion (at most
-/// `seconds`).
-@discardableResult
-func runTool(
-    _ arguments: [String], environment: [String: String]? = nil, seconds: Double = 60, executable: String = toolPath
-) throws -> ToolResult {
-    let process = try startTool(arguments, environment: environment, executable: executable)
-    let finished = waitUntil(seconds: seconds) { !process.process.isRunning }
-    if !finished {
-        process.process.terminate()
-        Issue.record("\(executable) \(arguments) did not finish in \(seconds) s")
-    }
-    process.process.waitUntilExit()
-    return ToolResult(
-        status: process.process.terminationStatus,
-        output: String(decoding: (try? process.output.fileHandleForReading.readToEnd()) ?? Data(), as: UTF8.self),
-        error: String(decoding: (try? process.error.fileHandleForReading.readToEnd()) ?? Data(), as: UTF8.self)
-    )
-}
-
-struct RunningTool {
-    let process: Process
-    let output: Pipe
-    let error: Pipe
-}
-
-/// Starts `kvo-defaults` (or the executable at `executable`) with `arguments`.
-func startTool(_ arguments: [String], environment: [String: String]? = nil, executable: String = toolPath) throws -> RunningTool {
-    #expect(FileManager.default.isExecutableFile(atPath: executable), "\(executable) not found")
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    if let environment { process.environment = environment }
-    let output = Pipe()
-    let error = Pipe()
-    process.standardOutput = output
-    process.standardError = error
-    try process.run()
-    return RunningTool(process: process, output: output, error: error)
-}
-
-/// Reads what a running tool wrote to `pipe` so far, without blocking, until it contains `text` (at
-/// most `seconds`); returns what was read (the rest can be read at the end with `readToEnd`).
-func waitForText(_ text: String, in pipe: Pipe, seconds: Double = 10) -> String {
-    let descriptor = pipe.fileHandleForReading.fileDescriptor
-    _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
-    var bytes: [UInt8] = []
-    _ = waitUntil(seconds: seconds) {
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = read(descriptor, &chunk, chunk.count)
-            if count <= 0 { break }
-            bytes += chunk[..<count]
-        }
-        return String(decoding: bytes, as: UTF8.self).contains(text)
-    }
-    _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
-    return String(decoding: bytes, as: UTF8.self)
-}
-
 /// Holds the lock file of the defaults file at `path` (as another process would: a separate open
 /// file description conflicts with this process's own stores too) until `release()`.
 final class HeldLock {
@@ -202,4 +115,9 @@ func rewriteInPlace(_ path: String, _ text: String) {
 /// Quotes `text` for the shell.
 func shellQuoted(_ text: String) -> String {
     "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
+}
+
+extension DefaultsStore {
+    /// The store's file back end (the tests' stores are all on files).
+    var file: FileBackend { storage.fileBackend! }
 }

@@ -1,6 +1,7 @@
 import Foundation
 @testable import ObservableDefaults
 import Testing
+import TestSupport
 
 #if canImport(Glibc)
 import Glibc

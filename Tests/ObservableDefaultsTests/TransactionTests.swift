@@ -2,6 +2,7 @@ import Foundation
 import KeyValueObserving
 @testable import ObservableDefaults
 import Testing
+import TestSupport
 
 #if canImport(Glibc)
 import Glibc

@@ -68,7 +68,7 @@ struct WatcherTests {
             seen.append("\(key) \(old?.compactText ?? "-") \(new?.compactText ?? "-") \(origin)")
         }
         try #"{"a": 1, "b": 3, "c": 4}"#.write(to: url, atomically: true, encoding: .utf8)
-        store.storage.queue.sync { store.storage.reload() }
+        store.file.queue.sync { store.file.reload(store.storage) }
         #expect(seen.current.sorted() == ["b 2 3 anotherProcess", "c - 4 anotherProcess"])
         token.invalidate()
     }
@@ -103,7 +103,7 @@ struct WatcherTests {
             store[b] = 3
         }
         try #"{"a": 2, "b": 2}"#.write(to: url, atomically: true, encoding: .utf8)
-        store.storage.queue.sync { store.storage.reload() }
+        store.file.queue.sync { store.file.reload(store.storage) }
         #expect(reacted.current)
         #expect(store[a] == 3 && store[b] == 3)
         #expect(lastSeen.current == ["a": 3, "b": 3])
@@ -134,7 +134,7 @@ struct WatcherTests {
         store[DefaultsKey("b", default: 0)] = 1
         try store.flush()
         #expect(foreignWrites.current == 1)
-        store.storage.queue.sync { store.storage.poll() }
+        store.file.queue.sync { store.file.poll(store.storage) }
         #expect(seen.current == [7])
         #expect(store[DefaultsKey("a", default: 0)] == 7)
         token.invalidate()

@@ -190,33 +190,46 @@ final class _BatchState {
 
     /// Empties the batch for reuse, once every change was delivered. Releases what the changes held:
     /// call it without the registry's lock. Returns `false` if the batch grew too large to keep.
+    @inline(__always)
     func reset() -> Bool {
         changeCount = 0
         changedMask = 0
-        if !extras.isEmpty { extras.removeAll(keepingCapacity: true) }
-        if !primed.isEmpty { primed.removeAll(keepingCapacity: true) }
-        if !delivered.isEmpty { delivered.removeAll(keepingCapacity: true) }
         anyKeyPriorSent = false
+        if !extras.isEmpty || !primed.isEmpty || !delivered.isEmpty { return resetIndirect() }
+        return changeCapacity <= 64 && finishers.count <= 16
+    }
+
+    private func resetIndirect() -> Bool {
+        extras.removeAll(keepingCapacity: true)
+        primed.removeAll(keepingCapacity: true)
+        delivered.removeAll(keepingCapacity: true)
         return changeCapacity <= 64 && extras.capacity <= 64 && primed.capacity <= 64 && delivered.capacity <= 64
             && finishers.count <= 16
     }
 }
 
-/// Finishes a change of a batch (`_BatchStep`), for one value type: specialised for it by the setter
-/// that recorded the change.
+/// Finishes the changes of a batch of one value type: specialised for it by the setter that recorded
+/// the change. Every final value is read before any handler runs, so that a handler changing another
+/// key of the batch cannot make that key's notification report its change.
 @usableFromInline
 final class _BatchFinisher {
     @usableFromInline let type: ObjectIdentifier
-    @usableFromInline let finish:
-        (_ change: UnsafeMutablePointer<_BatchedChange>, _ step: _BatchStep, _ batch: _BatchState, _ object: AnyObject) -> Void
+    /// Reads the change's final value.
+    @usableFromInline let readFinalValue: (_ change: UnsafeMutablePointer<_BatchedChange>) -> Void
+    /// Notifies `observers`, the key's observers at the end of the batch, of the change.
+    @usableFromInline let deliver:
+        (_ change: UnsafeMutablePointer<_BatchedChange>, _ observers: _ObserverSnapshot, _ batch: _BatchState, _ object: AnyObject) -> Void
 
     @inlinable
     init(
         type: ObjectIdentifier,
-        finish: @escaping (_ change: UnsafeMutablePointer<_BatchedChange>, _ step: _BatchStep, _ batch: _BatchState, _ object: AnyObject) -> Void
+        readFinalValue: @escaping (_ change: UnsafeMutablePointer<_BatchedChange>) -> Void,
+        deliver: @escaping (_ change: UnsafeMutablePointer<_BatchedChange>, _ observers: _ObserverSnapshot, _ batch: _BatchState, _ object: AnyObject)
+            -> Void
     ) {
         self.type = type
-        self.finish = finish
+        self.readFinalValue = readFinalValue
+        self.deliver = deliver
     }
 }
 
@@ -239,7 +252,7 @@ struct _BatchedChange {
     /// The size of the value when it is trivial and fits in a cell (its final value is then read by
     /// copying bytes, with no call of the finisher), else -1.
     @usableFromInline let trivialSize: Int
-    /// At the end of the batch: the key's observers then (retained), which the delivery releases.
+    /// At the end of the batch: the key's observers then, which the end of the batch keeps alive.
     @usableFromInline var current: Unmanaged<_ObserverSnapshot>?
     @usableFromInline var oldValue = _ValueCell()
     @usableFromInline var finalValue = _ValueCell()
@@ -291,14 +304,6 @@ final class _BatchedPending {
     }
 }
 
-/// The steps that end a batched change: every final value is read before any handler runs, so that a
-/// handler changing another key of the batch cannot make that key's notification report its change.
-@usableFromInline
-enum _BatchStep {
-    case readFinalValue
-    case deliver
-}
-
 /// Room for one value whose type only the code that stores it knows: in place when it fits in three
 /// words and moves bitwise (an `Int`, a `String`, most small structs), else in a box whose reference
 /// the first word holds. The cell owns the value but does not release it: `take` moves it out,
@@ -324,12 +329,13 @@ struct _ValueCell {
         _isPOD(Value.self) && fitsInPlace(Value.self) ? MemoryLayout<Value>.size : -1
     }
 
+    /// Stores `value` in the cell at `cell`, which holds no value.
     @inlinable
-    init<Value>(_ value: Value) {
-        if Self.fitsInPlace(Value.self) {
-            withUnsafeMutableBytes(of: &words) { _ = $0.baseAddress!.initializeMemory(as: Value.self, to: value) }
+    static func store<Value>(_ value: Value, in cell: UnsafeMutablePointer<_ValueCell>) {
+        if fitsInPlace(Value.self) {
+            UnsafeMutableRawPointer(cell).initializeMemory(as: Value.self, to: value)
         } else {
-            words.0 = UInt(bitPattern: Unmanaged.passRetained(_ValueBox(value)).toOpaque())
+            cell.pointee.words.0 = UInt(bitPattern: Unmanaged.passRetained(_ValueBox(value)).toOpaque())
         }
     }
 
@@ -347,14 +353,13 @@ struct _ValueCell {
         return true
     }
 
-    /// Moves the value out; the cell must not be read again.
+    /// Moves the value out of the cell at `cell`, which then holds no value.
     @inlinable
-    mutating func take<Value>(_: Value.Type) -> Value {
-        if Self.fitsInPlace(Value.self) {
-            return withUnsafeMutableBytes(of: &words) { $0.baseAddress!.assumingMemoryBound(to: Value.self).move() }
+    static func take<Value>(_: Value.Type, from cell: UnsafeMutablePointer<_ValueCell>) -> Value {
+        if fitsInPlace(Value.self) {
+            return UnsafeMutableRawPointer(cell).assumingMemoryBound(to: Value.self).move()
         }
-        let box = Unmanaged<_ValueBox<Value>>.fromOpaque(UnsafeRawPointer(bitPattern: words.0)!)
-        return box.takeRetainedValue().value
+        return Unmanaged<_ValueBox<Value>>.fromOpaque(UnsafeRawPointer(bitPattern: cell.pointee.words.0)!).takeRetainedValue().value
     }
 }
 
@@ -396,9 +401,10 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     ///   its key and old value (O(*k*) in the keys changed so far, to find a repeated one), and the
     ///   end delivers once per key.
     public func coalescingChanges<Result>(_ body: () throws -> Result) rethrows -> Result {
-        let registry = _registryCreatingIfNeeded()
-        registry.beginBatch()
-        defer { registry.endBatch(on: self) }
+        // The object keeps its registry: no retain needed while it runs this.
+        let registry = Unmanaged.passUnretained(_registryCreatingIfNeeded())
+        registry._withUnsafeGuaranteedRef { $0.beginBatch() }
+        defer { registry._withUnsafeGuaranteedRef { $0.endBatch(on: self) } }
         return try body()
     }
 }

@@ -77,7 +77,6 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
 
     /// The property of `marker`'s follower on `object` has changed: re-targets the paths if that can
     /// change them, then tells the entry.
-    @inline(__always)
     fileprivate func didChange(_ marker: _PathFollower.Marker, on object: AnyObject) {
         guard isActive.load(ordering: .acquiring), let root else { return }
         if marker.retargets.load(ordering: .acquiring) {
@@ -195,7 +194,10 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
 
     /// A direct observer of a property of type `Value` that tells this resolver of its changes.
     private func directFollower<Value>(of _: Value.Type, id: UInt64, marker: _PathFollower.Marker) -> _ObserverEntry {
-        _DirectFollower<Value>(id: id, announcingTo: self, marker: marker)
+        // Holds the resolver strongly, as `_SignalObserver` does.
+        _ClosureDirectObserver<Value>(id: id, options: [], isPathFollower: true) { object, _ in
+            self.didChange(marker, on: object)
+        }
     }
 
     /// Each step and property that `steps` read, once per object and property, and whether a change
@@ -268,30 +270,5 @@ final class _SignalObserver: _ObserverEntry, @unchecked Sendable {
 
     override func didChange(_ object: AnyObject, old: Any?) {
         if isActive { resolver.didChange(marker, on: object) }
-    }
-}
-
-/// The follower a path's registration that wants no `.prior` keeps on an object along the path: a
-/// direct observer of the property's type, which ignores the value. With no other kind of observer
-/// there, a set of the property takes the plain delivery, the cheapest.
-final class _DirectFollower<Value>: _DirectObserver<Value>, @unchecked Sendable {
-    // Invariant: immutable after init (see `_ObserverEntry`); the resolver and the marker are
-    // thread-safe.
-    /// Held strongly, as `_SignalObserver` holds it.
-    private let resolver: _DependencyPaths
-    private let marker: _PathFollower.Marker
-
-    init(id: UInt64, announcingTo resolver: _DependencyPaths, marker: _PathFollower.Marker) {
-        self.resolver = resolver
-        self.marker = marker
-        // The set path calls `handler(_:_:)` unless `rootType` is the class it delivers for, and this
-        // class is no observable object's (`KeyValueObservable` itself would be: explicitly notified
-        // keys deliver for it).
-        super.init(
-            id: id, options: [], isDuplicate: nil, rootType: ObjectIdentifier(_DirectFollower<Value>.self), isPathFollower: true)
-    }
-
-    override func handler(_ object: AnyObject, _ change: KeyValueObservedChange<Value>) {
-        resolver.didChange(marker, on: object)
     }
 }

@@ -205,7 +205,7 @@ public struct Observed<Value> {
                 storage.pointee._value = newValue
                 return
             case .recorded(let change):
-                change.pointee.oldValue = _ValueCell(storage.pointee._value)
+                withUnsafeMutablePointer(to: &change.pointee.oldValue) { _ValueCell.store(storage.pointee._value, in: $0) }
                 storage.pointee._value = newValue
                 return
             case .recordWithKey(let batch, let slot, let version):
@@ -264,19 +264,21 @@ public struct Observed<Value> {
         // path, as a silenced setter is recognised. No storage is at offset -1.
         let offset = isZeroSized ? -1 : storageOffset
         let namingOffset: Int? = isZeroSized ? nil : storageOffset
-        var found = registry._withUnsafeGuaranteedRef { registry in
-            let knownKey: AnyKeyPath? = isZeroSized || flags & _SlowPath.silencedSetter != 0 ? key() : nil
-            return registry.slowPathLookup(offset: offset, key: knownKey, flags: flags)
+        var changedKey: AnyKeyPath? = isZeroSized || flags & _SlowPath.silencedSetter != 0 ? key() : nil
+        var snapshot: _ObserverSnapshot?
+        var anyKey: _AnyKeySnapshot?
+        let found = registry._withUnsafeGuaranteedRef {
+            $0.slowPathLookup(offset: offset, flags: flags, key: &changedKey, snapshot: &snapshot, anyKey: &anyKey)
         }
         if found.storesOnly {
             storage.pointee._value = newValue
             return
         }
         if found.needsLearning {
-            found.snapshot = registry._withUnsafeGuaranteedRef { $0.snapshot(forStorageAt: storageOffset, key: key) }
+            snapshot = registry._withUnsafeGuaranteedRef { $0.snapshot(forStorageAt: storageOffset, key: key) }
         }
-        let changedKey = found.key ?? key()
-        let automatic = found.snapshot?.notifiesAutomatically ?? type(of: object).automaticallyNotifiesObservers(for: changedKey)
+        let keyPath = changedKey ?? key()
+        let automatic = snapshot?.notifiesAutomatically ?? type(of: object).automaticallyNotifiesObservers(for: keyPath)
         guard automatic else {
             storage.pointee._value = newValue
             return
@@ -286,9 +288,9 @@ public struct Observed<Value> {
                 // Observers of every key hear of the batch's first change only.
                 let isFirst = !batch.anyKeyPriorSent
                 let extra = _recordBatchedChange(
-                    in: batch, offset: offset, storage: storage, slotIndex: found.slotIndex, version: found.version, key: changedKey)
-                if isFirst { found.anyKey?.willChange(object, changedKey, storageOffset: namingOffset) }
-                if let snapshot = found.snapshot, snapshot.needsWillChange {
+                    in: batch, offset: offset, storage: storage, slotIndex: found.slotIndex, version: found.version, key: keyPath)
+                if isFirst { anyKey?.willChange(object, keyPath, storageOffset: namingOffset) }
+                if let snapshot, snapshot.needsWillChange {
                     if let values = snapshot.willChange(on: object, oldValue: storage.pointee._value, batch: batch), extra >= 0 {
                         batch.extras[extra].pending = _BatchedPending(observers: snapshot, values: values)
                     }
@@ -297,8 +299,8 @@ public struct Observed<Value> {
             storage.pointee._value = newValue
             return
         }
-        found.anyKey?.willChange(object, changedKey, storageOffset: namingOffset)
-        if let snapshot = found.snapshot {
+        anyKey?.willChange(object, keyPath, storageOffset: namingOffset)
+        if let snapshot {
             let oldValue: Value? = snapshot.needsOld ? storage.pointee._value : nil
             let pending = snapshot.willChange(on: object, oldValue: oldValue, newValue: newValue)
             storage.pointee._value = newValue
@@ -306,7 +308,7 @@ public struct Observed<Value> {
         } else {
             storage.pointee._value = newValue
         }
-        found.anyKey?.didChange(object, changedKey, storageOffset: namingOffset)
+        anyKey?.didChange(object, keyPath, storageOffset: namingOffset)
     }
 
     /// Appends a change of this property, with its value now as the value before the batch, to
@@ -324,36 +326,40 @@ public struct Observed<Value> {
         let finisher =
             batch.finisher(for: ObjectIdentifier(Value.self))
             ?? batch.addFinisher(
-                _BatchFinisher(type: ObjectIdentifier(Value.self)) { change, step, batch, object in
-                    _finishBatchedChange(change, step, batch: batch, on: object)
-                })
+                _BatchFinisher(
+                    type: ObjectIdentifier(Value.self),
+                    readFinalValue: { change in
+                        let value = change.pointee.storage.assumingMemoryBound(to: Observed<Value>.self).pointee._value
+                        withUnsafeMutablePointer(to: &change.pointee.finalValue) { _ValueCell.store(value, in: $0) }
+                    },
+                    deliver: { change, observers, batch, object in _deliverBatchedChange(change, to: observers, batch: batch, on: object) }
+                ))
         let extra = key.map { batch.addExtra(key: $0) } ?? -1
         let change = batch.append(
             offset: offset, storage: UnsafeMutableRawPointer(storage), slotIndex: slotIndex, version: version, finisher: finisher,
             extra: extra, trivialSize: _ValueCell.trivialSize(Value.self))
-        change.pointee.oldValue = _ValueCell(storage.pointee._value)
+        withUnsafeMutablePointer(to: &change.pointee.oldValue) { _ValueCell.store(storage.pointee._value, in: $0) }
         return extra
     }
 
-    /// The end of a batched change of this property (a `_BatchFinisher`): reads its final value,
-    /// then notifies the key's observers of the end of the batch.
+    /// Notifies `observers`, the key's observers at the end of the batch, of a batched change of this
+    /// property (`_BatchFinisher.deliver`), and takes its values out.
     @inlinable
-    static func _finishBatchedChange(_ change: UnsafeMutablePointer<_BatchedChange>, _ step: _BatchStep, batch: _BatchState, on object: AnyObject) {
-        switch step {
-        case .readFinalValue:
-            change.pointee.finalValue = _ValueCell(change.pointee.storage.assumingMemoryBound(to: Observed<Value>.self).pointee._value)
-        case .deliver:
-            let oldValue = change.pointee.oldValue.take(Value.self)
-            let finalValue = change.pointee.finalValue.take(Value.self)
-            guard let current = change.pointee.current?.takeRetainedValue() else { return }
-            if current.isPlain {
-                current.deliverPlain(finalValue, on: object)
-                return
-            }
-            let extra = change.pointee.extra
-            let pending = extra < 0 ? nil : batch.extras[extra].pending?.values(for: current)
-            current.didChange(finalValue, oldValue: oldValue, pending: pending, on: object, batch: batch)
+    static func _deliverBatchedChange(
+        _ change: UnsafeMutablePointer<_BatchedChange>,
+        to observers: _ObserverSnapshot,
+        batch: _BatchState,
+        on object: AnyObject
+    ) {
+        let oldValue = withUnsafeMutablePointer(to: &change.pointee.oldValue) { _ValueCell.take(Value.self, from: $0) }
+        let finalValue = withUnsafeMutablePointer(to: &change.pointee.finalValue) { _ValueCell.take(Value.self, from: $0) }
+        if observers.isPlain {
+            observers.deliverPlain(finalValue, on: object)
+            return
         }
+        let extra = change.pointee.extra
+        let pending = extra < 0 ? nil : batch.extras[extra].pending?.values(for: observers)
+        observers.didChange(finalValue, oldValue: oldValue, pending: pending, on: object, batch: batch)
     }
 
     /// The byte offset of the property's storage in `object`: what identifies an `@Observed`

@@ -129,12 +129,10 @@ final class _AnyKeySnapshot: @unchecked Sendable {
     }
 
     /// Notifies before a change of `keyPath` the observers that asked for `.prior`.
-    @usableFromInline
+    @inlinable
     func willChange(_ object: AnyObject, _ keyPath: AnyKeyPath, storageOffset: Int? = nil) {
         guard wantsPrior else { return }
-        for observer in observers where observer.wantsPrior && observer.isActive {
-            observer.handler(object, KeyValueAnyKeyChange(keys: .one(keyPath), storageOffsets: .init(storageOffset), isPrior: true))
-        }
+        notify(object, .one(keyPath), storageOffsets: .init(storageOffset), isPrior: true)
     }
 
     /// Notifies after a change of `keyPaths` (several after a batch).
@@ -144,13 +142,24 @@ final class _AnyKeySnapshot: @unchecked Sendable {
     }
 
     @usableFromInline
-    func didChange(_ object: AnyObject, _ keyPath: AnyKeyPath, storageOffset: Int? = nil) {
-        didChange(object, .one(keyPath), storageOffsets: .init(storageOffset))
+    func didChange(_ object: AnyObject, _ keyPath: consuming AnyKeyPath, storageOffset: Int? = nil) {
+        notify(object, .one(keyPath), storageOffsets: .init(storageOffset), isPrior: false)
     }
 
     private func didChange(_ object: AnyObject, _ keys: _ChangedKeys, storageOffsets: _StorageOffsets) {
-        for observer in observers where observer.isActive {
-            observer.handler(object, KeyValueAnyKeyChange(keys: keys, storageOffsets: storageOffsets, isPrior: false))
+        notify(object, keys, storageOffsets: storageOffsets, isPrior: false)
+    }
+
+    /// Calls the active observers (with `isPrior`, those that asked for `.prior`), in registration
+    /// order. The observers are borrowed: this snapshot holds them for the whole loop.
+    @usableFromInline
+    func notify(_ object: AnyObject, _ keys: consuming _ChangedKeys, storageOffsets: _StorageOffsets, isPrior: Bool) {
+        let change = KeyValueAnyKeyChange(keys: keys, storageOffsets: storageOffsets, isPrior: isPrior)
+        for index in observers.indices {
+            Unmanaged.passUnretained(observers[index])._withUnsafeGuaranteedRef { observer in
+                guard !isPrior || observer.wantsPrior, observer.isActive else { return }
+                observer.handler(object, change)
+            }
         }
     }
 }

@@ -74,9 +74,8 @@ class _ObserverEntry: @unchecked Sendable {
 }
 
 /// An observer of an `@Observed` key that receives values straight from the setter. The handler is
-/// called through `handler(_:_:)`; the subclasses are `_RootedDirectObserver`, which keeps the user's
-/// handler with its own object type, and `_DirectFollower` (a path's follower, which ignores the
-/// value).
+/// called through `handler(_:_:)`: `_RootedDirectObserver` keeps the user's handler with its own
+/// object type, `_ClosureDirectObserver` a closure of the package (a path follower).
 @usableFromInline
 class _DirectObserver<Value>: _ObserverEntry, @unchecked Sendable {
     // Invariant: immutable after init (see `_ObserverEntry`).
@@ -84,14 +83,15 @@ class _DirectObserver<Value>: _ObserverEntry, @unchecked Sendable {
     @usableFromInline final let isDuplicate: (@Sendable (Value, Value) -> Bool)?
     /// The class of the objects the handler takes (`_RootedDirectObserver`'s `Root`): the set path of
     /// that class's properties calls `rootedHandler` directly, with one indirect call instead of two.
-    @usableFromInline final let rootType: ObjectIdentifier
+    /// `nil` for a `_ClosureDirectObserver`.
+    @usableFromInline final let rootType: ObjectIdentifier?
 
     @usableFromInline
     init(
         id: UInt64,
         options: KeyValueObservingOptions,
         isDuplicate: (@Sendable (Value, Value) -> Bool)?,
-        rootType: ObjectIdentifier,
+        rootType: ObjectIdentifier?,
         isPathFollower: Bool = false
     ) {
         self.isDuplicate = isDuplicate
@@ -102,7 +102,7 @@ class _DirectObserver<Value>: _ObserverEntry, @unchecked Sendable {
     /// Calls the user's handler with `object`.
     @usableFromInline
     func handler(_ object: AnyObject, _ change: KeyValueObservedChange<Value>) {
-        preconditionFailure("_DirectObserver is abstract: only its subclasses are instantiated")
+        preconditionFailure("_DirectObserver is abstract: its subclasses call the handler")
     }
 
     override final var removesDuplicates: Bool {
@@ -114,6 +114,28 @@ class _DirectObserver<Value>: _ObserverEntry, @unchecked Sendable {
     final func skips(_ oldValue: Value?, _ newValue: Value) -> Bool {
         guard let isDuplicate, let oldValue else { return false }
         return isDuplicate(oldValue, newValue)
+    }
+}
+
+/// A direct observer whose handler takes any object: the package's own observers (path followers).
+@usableFromInline
+final class _ClosureDirectObserver<Value>: _DirectObserver<Value>, @unchecked Sendable {
+    // Invariant: immutable after init (see `_ObserverEntry`).
+    let closure: @Sendable (AnyObject, KeyValueObservedChange<Value>) -> Void
+
+    init(
+        id: UInt64,
+        options: KeyValueObservingOptions,
+        isPathFollower: Bool,
+        handler: @escaping @Sendable (AnyObject, KeyValueObservedChange<Value>) -> Void
+    ) {
+        closure = handler
+        super.init(id: id, options: options, isDuplicate: nil, rootType: nil, isPathFollower: isPathFollower)
+    }
+
+    @usableFromInline
+    override func handler(_ object: AnyObject, _ change: KeyValueObservedChange<Value>) {
+        closure(object, change)
     }
 }
 

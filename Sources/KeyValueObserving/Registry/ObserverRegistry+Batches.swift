@@ -15,20 +15,16 @@ import Musl
 // One batch at a time per object is held by the registry's owner slot (`batchOwner`, `ownedBatch`),
 // which its thread reads without the lock; other threads' batches are in their thread records.
 
-/// What the slow path of a set needs to know, found under one lock (`slowPathLookup`).
+/// What the slow path of a set needs to know, found under one lock (`slowPathLookup`), besides the
+/// references it hands over in its `inout` parameters. A plain value: nothing to retain or release.
 @usableFromInline
 struct _SlowPathLookup {
-    /// The key's observers, or `nil` if it has none (or they are still to be learned: `needsLearning`).
-    @usableFromInline var snapshot: _ObserverSnapshot?
-    /// The key, if the caller passed it or a slot names it.
-    @usableFromInline var key: AnyKeyPath?
-    /// Where `snapshot` was found in the registry's slots, or -1, right at `stateVersion` `version`.
+    /// Where the key's observers were found in the registry's slots, or -1, right at `stateVersion`
+    /// `version`.
     @usableFromInline var slotIndex = -1
     @usableFromInline var version = UInt.max
     /// A slot waits to learn which property it is, and this one may be it: ask `snapshot(forStorageAt:key:)`.
     @usableFromInline var needsLearning = false
-    /// The observers of every key, if there are some and the set may have to tell them.
-    @usableFromInline var anyKey: _AnyKeySnapshot?
     /// The calling thread's open batch on the object (unretained: the registry holds it until this
     /// thread ends it).
     @usableFromInline var batch: Unmanaged<_BatchState>?
@@ -36,9 +32,8 @@ struct _SlowPathLookup {
     /// its key already changed in the thread's batch.
     @usableFromInline var storesOnly = false
 
-    init(key: AnyKeyPath?) {
-        self.key = key
-    }
+    @inlinable
+    init() {}
 }
 
 /// How a set of a property goes into the calling thread's batch without the lock
@@ -98,22 +93,30 @@ extension _ObserverRegistry {
     }
 
     /// What the slow path of a set of the property stored at `offset` needs (for a zero-sized property,
-    /// `offset` is -1 and `key` names it), with one lock round trip. `flags` is the value of
-    /// `slowPathFlags` the caller read; `key` must be passed when it has the silenced-setter bit.
+    /// `offset` is -1 and `key` names it), with one lock round trip: the key's observers in
+    /// `snapshot`, the key in `key` if a slot names it, the observers of every key in `anyKey` if the
+    /// set may have to tell them. `flags` is the value of `slowPathFlags` the caller read; `key` must
+    /// be passed in when it has the silenced-setter bit.
     ///
     /// - Complexity: O(*k*) in the number of observed keys, plus O(*c*) in the keys changed so far in
     ///   the thread's batch, by integer comparison.
     @usableFromInline
-    func slowPathLookup(offset: Int, key: AnyKeyPath?, flags: UInt8) -> _SlowPathLookup {
-        var found = _SlowPathLookup(key: key)
+    func slowPathLookup(
+        offset: Int,
+        flags: UInt8,
+        key: inout AnyKeyPath?,
+        snapshot: inout _ObserverSnapshot?,
+        anyKey: inout _AnyKeySnapshot?
+    ) -> _SlowPathLookup {
+        var found = _SlowPathLookup()
         let thread: pthread_t? = flags & (_SlowPath.batch | _SlowPath.silencedSetter) != 0 ? pthread_self() : nil
         mutex.lock()
+        defer { mutex.unlock() }
         if let thread {
             var batch = ownedBatch(of: thread)?.takeUnretainedValue()
             if let record = state.threads.firstIndex(where: { pthread_equal($0.thread, thread) != 0 }) {
                 // Wrapper key paths are plain property key paths: comparing them runs no user code.
                 if let key, state.threads[record].silencedKeys.contains(where: { _sameKey($0, key) }) {
-                    mutex.unlock()
                     found.storesOnly = true
                     return found
                 }
@@ -121,7 +124,6 @@ extension _ObserverRegistry {
             }
             if let batch {
                 if batch.hasChanged(offset: offset, key: key) {
-                    mutex.unlock()
                     found.storesOnly = true
                     return found
                 }
@@ -131,8 +133,8 @@ extension _ObserverRegistry {
         }
         let (index, needsLearning) = slotIndex(ofPropertyAt: offset, key: key, hint: -1)
         if index >= 0 {
-            found.snapshot = state.slots[index].snapshot
-            found.key = state.slots[index].keyPath
+            snapshot = state.slots[index].snapshot
+            key = state.slots[index].keyPath
             found.slotIndex = index
         }
         found.needsLearning = needsLearning
@@ -140,9 +142,8 @@ extension _ObserverRegistry {
         // In a batch, observers of every key hear of its first change only.
         let priorSent = found.batch?._withUnsafeGuaranteedRef { $0.anyKeyPriorSent } ?? false
         if !priorSent, !state.anyKeyObservers.observers.isEmpty {
-            found.anyKey = state.anyKeyObservers
+            anyKey = state.anyKeyObservers
         }
-        mutex.unlock()
         return found
     }
 
@@ -207,77 +208,113 @@ extension _ObserverRegistry {
 
     func beginBatch() {
         let thread = pthread_self()
+        let me = _threadID(thread)
         mutex.lock()
-        if let batch = ownedBatch(of: thread) {
+        defer { mutex.unlock() }
+        let owner = batchOwner.load(ordering: .relaxed)
+        if owner == me, let batch = ownedBatch(of: thread) {
             batch._withUnsafeGuaranteedRef { $0.depth += 1 }
-            mutex.unlock()
             return
         }
-        if let batch = recordedBatch(of: thread) {
+        if !state.threads.isEmpty, let batch = recordedBatch(of: thread) {
             batch.depth += 1
-            mutex.unlock()
             return
         }
-        // A finished batch is reused: its buffers keep their capacity, its shortcut may still hold.
-        let batch: _BatchState
-        if let spare = state.spareBatch, !spare.isDelivering.load(ordering: .acquiring) {
-            batch = spare
-            state.spareBatch = nil
-        } else {
-            batch = _BatchState()
+        if owner == 0 {
+            // The slot's batch is reused (its buffers keep their capacity, its shortcut may still
+            // hold), unless its last batch is still delivering.
+            if let pointer = ownedBatch.load(ordering: .relaxed) {
+                let batch = Unmanaged<_BatchState>.fromOpaque(pointer)
+                let isFree = batch._withUnsafeGuaranteedRef { batch in
+                    guard !batch.isDelivering.load(ordering: .acquiring) else { return false }
+                    batch.depth = 1
+                    return true
+                }
+                if isFree {
+                    claimOwnerSlot(for: me)
+                    return
+                }
+            } else {
+                let batch = _BatchState()
+                state.slotBatch = batch
+                ownedBatch.store(Unmanaged.passUnretained(batch).toOpaque(), ordering: .relaxed)
+                claimOwnerSlot(for: me)
+                return
+            }
         }
-        batch.depth = 1
-        if batchOwner.load(ordering: .relaxed) == 0 {
-            ownedBatch.store(Unmanaged.passRetained(batch).toOpaque(), ordering: .relaxed)
-            batchOwner.store(_threadID(thread), ordering: .relaxed)
-            slowPathFlags.store(slowPathFlags.load(ordering: .relaxed) | _SlowPath.batch, ordering: .releasing)
-        } else {
-            state.withRecord(of: thread) { $0.batch = batch }
-            publishSlowPathFlags()
-        }
-        mutex.unlock()
+        // Another thread batches through the slot: this batch is in the thread's record.
+        let batch = _BatchState()
+        state.withRecord(of: thread) { $0.batch = batch }
+        publishSlowPathFlags()
+    }
+
+    /// With the lock held: gives the owner slot, whose batch is ready, to the thread `me`.
+    private func claimOwnerSlot(for me: UInt) {
+        batchOwner.store(me, ordering: .relaxed)
+        slowPathFlags.store(slowPathFlags.load(ordering: .relaxed) | _SlowPath.batch, ordering: .releasing)
     }
 
     func endBatch(on object: AnyObject) {
         let thread = pthread_self()
         mutex.lock()
-        let finished: _BatchState?
         if let owned = ownedBatch(of: thread) {
-            let depth = owned._withUnsafeGuaranteedRef { batch in
+            let isDone = owned._withUnsafeGuaranteedRef { batch in
                 batch.depth -= 1
-                return batch.depth
+                guard batch.depth == 0 else { return false }
+                // Until its delivery is over, the next batch takes another one.
+                batch.isDelivering.store(true, ordering: .relaxed)
+                return true
             }
-            if depth == 0 {
-                batchOwner.store(0, ordering: .relaxed)
-                ownedBatch.store(nil, ordering: .relaxed)
-                finished = owned.takeRetainedValue()
-            } else {
-                finished = nil
+            guard isDone else {
+                mutex.unlock()
+                return
             }
-        } else {
-            finished = state.withRecord(of: thread) { record in
-                guard let batch = record.batch else { return nil }
-                batch.depth -= 1
-                guard batch.depth == 0 else { return nil }
-                record.batch = nil
-                return batch
+            batchOwner.store(0, ordering: .relaxed)
+            publishSlowPathFlags()
+            // The registry keeps the slot's batch (`State.slotBatch`).
+            owned._withUnsafeGuaranteedRef { deliverAndUnlock($0, on: object) }
+            let isKept = owned._withUnsafeGuaranteedRef { $0.reset() }
+            if !isKept {
+                mutex.lock()
+                let dropped = state.slotBatch
+                if state.slotBatch === owned.takeUnretainedValue() {
+                    state.slotBatch = nil
+                    ownedBatch.store(nil, ordering: .relaxed)
+                }
+                mutex.unlock()
+                withExtendedLifetime(dropped) {}
             }
+            owned._withUnsafeGuaranteedRef { $0.isDelivering.store(false, ordering: .releasing) }
+            return
         }
-        guard let batch = finished else {
+        let finished: _BatchState? = state.withRecord(of: thread) { record in
+            guard let batch = record.batch else { return nil }
+            batch.depth -= 1
+            guard batch.depth == 0 else { return nil }
+            record.batch = nil
+            return batch
+        }
+        guard let finished else {
             mutex.unlock()
             return
         }
         publishSlowPathFlags()
-        // Kept for the next batch now, to save taking the lock again: marked as still delivering.
-        let keeps = state.spareBatch == nil
-        if keeps {
-            batch.isDelivering.store(true, ordering: .relaxed)
-            state.spareBatch = batch
-        }
-        // Delivered after the batch is closed: changes made by handlers notify as usual, and the batch
-        // is reachable from here only. The observers notified are those of the end of the batch (one
-        // may have registered meanwhile), and every final value is read before any handler runs: a
-        // trivial one here, by copying its bytes (no user code), the others after unlocking.
+        deliverAndUnlock(finished, on: object)
+        _ = finished.reset()
+    }
+
+    /// Called with the lock held, which it releases: delivers the changes of `batch`, which is closed
+    /// (changes made by handlers notify as usual) and reachable from the caller only. The observers
+    /// notified are those of the end of the batch (one may have registered meanwhile), and every final
+    /// value is read before any handler runs: a trivial one under the lock, by copying its bytes (no
+    /// user code), the others after unlocking.
+    ///
+    /// The snapshots delivered from are not retained one by one: a copy of the slots array keeps them
+    /// all (a registration meanwhile copies the array before replacing one).
+    private func deliverAndUnlock(_ batch: _BatchState, on object: AnyObject) {
+        let pinned = state.slots
+        var learned: [_ObserverSnapshot]?
+        defer { withExtendedLifetime((pinned, learned)) {} }
         let count = batch.changeCount
         let anyKey = count == 0 || state.anyKeyObservers.observers.isEmpty ? nil : state.anyKeyObservers
         var named: (keys: [AnyKeyPath], offsets: [Int?])? = anyKey == nil ? nil : ([], [])
@@ -295,7 +332,7 @@ extension _ObserverRegistry {
                 : extra < 0
                     ? slotIndex(ofPropertyAt: offset, key: nil, hint: change.pointee.slotIndex)
                     : slotIndex(ofPropertyAt: offset, key: batch.extras[extra].key, hint: change.pointee.slotIndex)
-            if slot >= 0 { change.pointee.current = Unmanaged.passRetained(state.slots[slot].snapshot) }
+            if slot >= 0 { change.pointee.current = Unmanaged.passUnretained(pinned[slot].snapshot) }
             if needsLearning { learning = (learning ?? []) + [index] }
             if !change.pointee.finalValue.copyTrivialValue(from: change.pointee.storage, size: change.pointee.trivialSize) {
                 allTrivial = false
@@ -318,28 +355,25 @@ extension _ObserverRegistry {
             // Only changes recorded with their key can be waiting to be learned.
             let change = batch.changes + index
             guard change.pointee.extra >= 0, let key = batch.extras[change.pointee.extra].key else { continue }
-            change.pointee.current = snapshot(forStorageAt: change.pointee.offset, key: { key }).map { .passRetained($0) }
+            guard let snapshot = snapshot(forStorageAt: change.pointee.offset, key: { key }) else { continue }
+            learned = (learned ?? []) + [snapshot]
+            change.pointee.current = Unmanaged.passUnretained(snapshot)
         }
         if !allTrivial {
             for index in 0..<count where batch.changes[index].trivialSize < 0 {
                 let change = batch.changes + index
-                change.pointee.finisher._withUnsafeGuaranteedRef { $0.finish(change, .readFinalValue, batch, object) }
+                change.pointee.finisher._withUnsafeGuaranteedRef { $0.readFinalValue(change) }
             }
         }
         for index in 0..<count {
             let change = batch.changes + index
-            change.pointee.finisher._withUnsafeGuaranteedRef { $0.finish(change, .deliver, batch, object) }
+            // With no observers left, the values are still taken (a box is released).
+            let observers = change.pointee.current ?? Unmanaged.passUnretained(_ObserverSnapshot.none)
+            change.pointee.finisher._withUnsafeGuaranteedRef { finisher in
+                observers._withUnsafeGuaranteedRef { finisher.deliver(change, $0, batch, object) }
+            }
         }
         if let anyKey, let named { anyKey.didChange(object, named.keys, storageOffsets: .many(named.offsets)) }
-        // Emptied for the next batch: emptying releases what the changes held.
-        let isKept = batch.reset()
-        guard keeps else { return }
-        if !isKept {
-            mutex.lock()
-            if state.spareBatch === batch { state.spareBatch = nil }
-            mutex.unlock()
-        }
-        batch.isDelivering.store(false, ordering: .releasing)
     }
 
     /// The `slowPathFlags` bit of the batch in the owner slot, which no thread record shows. Called
@@ -352,6 +386,10 @@ extension _ObserverRegistry {
     /// observer did, so `stateVersion` stays. Called with the lock held.
     private func publishSlowPathFlags() {
         var hasBatch = batchOwner.load(ordering: .relaxed) != 0
+        if !hasBatch, state.threads.isEmpty {
+            slowPathFlags.store(slowPathFlags.load(ordering: .relaxed) & ~_SlowPath.batch, ordering: .releasing)
+            return
+        }
         for index in state.threads.indices where !hasBatch {
             hasBatch = state.threads[index].batch != nil
         }

@@ -39,8 +39,9 @@ extension _ObserverRegistry {
         /// What each thread is in the middle of on this object (silenced setters, a batch, manual
         /// changes, probes); a thread has a record only while it is in the middle of something.
         var threads: [ThreadRecord] = []
-        /// A finished batch, emptied, for the next one to reuse (`beginBatch`).
-        var spareBatch: _BatchState?
+        /// The batch of the owner slot (`_ObserverRegistry.ownedBatch` points to it), kept between
+        /// batches for reuse (`ObserverRegistry+Batches.swift`).
+        var slotBatch: _BatchState?
 
         /// The value of `_ObserverRegistry.observedMask` for this state.
         // `mutating` here and below: called on the registry's stored state, a non-mutating member

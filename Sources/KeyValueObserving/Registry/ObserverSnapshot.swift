@@ -19,6 +19,9 @@ final class _ObserverSnapshot: @unchecked Sendable {
     /// (`automaticallyNotifiesObservers(for:)`): sets do not notify, only `didChangeValue(for:)` does.
     @usableFromInline let notifiesAutomatically: Bool
 
+    /// No observers.
+    static let none = _ObserverSnapshot(entries: [], notifiesAutomatically: true)
+
     init(entries: ContiguousArray<_ObserverEntry>, notifiesAutomatically: Bool) {
         self.entries = entries
         self.notifiesAutomatically = notifiesAutomatically

@@ -6,11 +6,13 @@ import Glibc
 import Musl
 #endif
 
-/// A problem with a defaults file or a stored value, reported to a store's error handler (see
-/// `DefaultsStore.init(fileURL:watching:errorHandler:)`) and thrown by `DefaultsStore.flush()`.
+/// A problem with a defaults file, an etcd cluster or a stored value, reported to a store's error
+/// handler (see `DefaultsStore.init(fileURL:watching:errorHandler:)`) and thrown by
+/// `DefaultsStore.flush()`.
 ///
 /// None of these stops the store: it keeps the last good values in memory and keeps serving reads
-/// and writes, so a broken file or a full disk never crashes the program.
+/// and writes, so a broken file, a full disk or an unreachable cluster never crashes the program.
+/// `location` says which file or which etcd cluster and prefix the problem concerns.
 public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What went wrong.
     public struct Kind: Sendable, Hashable, CustomStringConvertible {
@@ -18,7 +20,9 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
 
         /// The file is not valid JSON or not a JSON object. `line`, `column` and `byteOffset` say
         /// where; the values read before stay in memory, and the file is copied aside
-        /// (`corruptCopyPath`) before this process writes it again.
+        /// (`corruptCopyPath`) before this process writes it again. For a store on etcd: the value of
+        /// `key` is not valid JSON (someone wrote it without this library); the key keeps its last
+        /// good value until a valid one is written.
         public static let corruptFile = Kind(name: "corruptFile")
         /// The file holds a value for `key` that does not decode as the key's type; the key's default
         /// was returned. `found` is the value in the file.
@@ -42,14 +46,32 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         /// A suite name that cannot name a file (`DefaultsStore(validatingSuiteName:)`); `path` is
         /// the file it would have named.
         public static let invalidSuiteName = Kind(name: "invalidSuiteName")
+        /// (etcd) No member of the cluster answered in time: every endpoint refused the connection,
+        /// was unknown or timed out. Changes stay in memory and are sent when a member answers.
+        public static let unreachable = Kind(name: "unreachable")
+        /// (etcd) The user name or password was refused. `reason` names the user, never the password.
+        public static let authenticationFailed = Kind(name: "authenticationFailed")
+        /// (etcd) The user may not read or write the store's prefix (etcd's role permissions).
+        public static let permissionDenied = Kind(name: "permissionDenied")
+        /// (etcd) The cluster answered with an error, or with a reply that is not etcd's (`reason`
+        /// says which); a change it refused is dropped and the store reads the prefix again.
+        public static let remoteFailed = Kind(name: "remoteFailed")
+        /// (etcd) An endpoint cannot name an etcd member: not an `http` or `https` URL with a host,
+        /// a URL with a user or password in it (give those as credentials), or `https` when the
+        /// system's OpenSSL or the trusted certificates file cannot be loaded.
+        public static let invalidEndpoint = Kind(name: "invalidEndpoint")
 
         public var description: String { name }
     }
 
     /// What went wrong.
     public let kind: Kind
-    /// The defaults file concerned.
-    public let path: String
+    /// Where the values concerned live: a file, or an etcd cluster and prefix.
+    public let location: DefaultsLocation
+    /// The defaults file concerned, or `nil` for a store on etcd (see `location`).
+    public var path: String? {
+        if case .file(let path) = location { path } else { nil }
+    }
     /// The key concerned, for `.typeMismatch` and `.encodingFailed`.
     public let key: String?
     /// For `.corruptFile` and `.duplicateKey`: the line (1-based) of the problem.
@@ -68,6 +90,7 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
     /// The cause in words.
     public let reason: String
 
+    /// An error about the file at `path`.
     init(
         _ kind: Kind,
         path: String,
@@ -80,8 +103,26 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         corruptCopyPath: String? = nil,
         reason: String
     ) {
+        self.init(
+            kind, location: .file(path: path), key: key, line: line, column: column, byteOffset: byteOffset, found: found, errno: errno,
+            corruptCopyPath: corruptCopyPath, reason: reason)
+    }
+
+    /// An error about the store at `location` (a back end's errors, and those of values of any store).
+    package init(
+        _ kind: Kind,
+        location: DefaultsLocation,
+        key: String? = nil,
+        line: Int? = nil,
+        column: Int? = nil,
+        byteOffset: Int? = nil,
+        found: String? = nil,
+        errno: Int32? = nil,
+        corruptCopyPath: String? = nil,
+        reason: String
+    ) {
         self.kind = kind
-        self.path = path
+        self.location = location
         self.key = key
         self.line = line
         self.column = column
@@ -114,9 +155,12 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         kind == .corruptFile && errno == EBUSY
     }
 
-    /// One line naming the file, the place or key, and the cause.
+    /// One line naming the file (or the etcd cluster and prefix), the place or key, and the cause.
     public var description: String {
+        let path = location.description
         switch kind {
+        case .corruptFile where self.path == nil:
+            return "\(path): the value of key '\(key ?? "")' is not valid JSON: \(reason); keeping its last good value"
         case .corruptFile:
             let place = line.map { ":\($0):\(column ?? 0) (byte \(byteOffset ?? 0))" } ?? ""
             let copy = corruptCopyPath.map { "; the broken file was copied to \($0)" } ?? ""
@@ -133,6 +177,9 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
             return "\(path): not usable as a defaults file: \(reason)"
         case .invalidSuiteName:
             return reason
+        case .unreachable, .authenticationFailed, .permissionDenied, .remoteFailed, .invalidEndpoint:
+            let about = key.map { " (key '\($0)')" } ?? ""
+            return "\(path)\(about): \(reason)"
         default:
             return "\(path): \(kind == .writeFailed ? "cannot write" : "cannot read") defaults file: \(reason)"
         }

@@ -18,9 +18,20 @@ public struct DefaultsChange<Value: Sendable>: Sendable {
     /// The value before the change, if the observer asked for `.old`.
     public let oldValue: Value?
     /// `true` for the notification sent before a change to observers that asked for `.prior`.
-    public let isPrior: Bool
+    public var isPrior: Bool { flags & 1 != 0 }
     /// Whether the change was made by this process or by another one.
-    public let origin: Origin
+    public var origin: Origin { flags & 2 != 0 ? .anotherProcess : .thisProcess }
+    /// For a store on etcd: the revision at which etcd applied the change (its `mod_revision`), for a
+    /// change made elsewhere, or by this process's `update` (the `.prior` notification of such a
+    /// change carries it too). `nil` for a `set` or `batch` of this process (observers are told
+    /// before etcd has applied it), for `.initial` notifications, and for every change of a
+    /// file-backed store.
+    public var revision: Int64? { flags >> 2 == 0 ? nil : Int64(flags >> 2) }
+    /// `isPrior` (bit 0), `origin` (bit 1: another process) and `revision` (the bits above; 0: none,
+    /// etcd's revisions start at 1) in one word: a change passed to a handler stays small enough
+    /// to travel in registers, as it did before it carried a revision (a separate field made every
+    /// observed set about 4% slower).
+    @usableFromInline let flags: UInt64
 
     /// `true` when another process (or a hand edit of the file) made the change.
     public var isFromAnotherProcess: Bool { origin == .anotherProcess }
@@ -32,21 +43,32 @@ public struct DefaultsChange<Value: Sendable>: Sendable {
     }
 
     /// Creates a change record.
-    public init(key: String, newValue: Value?, oldValue: Value?, isPrior: Bool = false, origin: Origin) {
+    ///
+    /// - Parameters:
+    ///   - key: the key's name.
+    ///   - newValue: the value after the change, if asked for.
+    ///   - oldValue: the value before the change, if asked for.
+    ///   - isPrior: whether this is the notification sent before the change.
+    ///   - origin: who made the change.
+    ///   - revision: the back end's revision of the change, if it has one (etcd; positive, below 2⁶²).
+    @inlinable
+    public init(key: String, newValue: Value?, oldValue: Value?, isPrior: Bool = false, origin: Origin, revision: Int64? = nil) {
         self.key = key
         self.newValue = newValue
         self.oldValue = oldValue
-        self.isPrior = isPrior
-        self.origin = origin
+        self.flags = UInt64(clamping: revision ?? 0) << 2 | (origin == .anotherProcess ? 2 : 0) | (isPrior ? 1 : 0)
     }
 }
 
 /// Where a change of a defaults key came from.
 public enum DefaultsChangeOrigin: Sendable, Hashable {
-    /// A write through any `DefaultsStore` of this process (every store on the same file shares one
-    /// storage), or the `.initial` notification.
+    /// A write through any `DefaultsStore` of this process that shares this store's storage (every
+    /// store on the same file, or on the same etcd endpoints, prefix and user), or the `.initial`
+    /// notification.
     case thisProcess
-    /// A write by another process (or a hand edit), seen by watching the file.
+    /// A write by another process (or a hand edit), seen by watching the file; for etcd, a write by
+    /// any other client (another process, or a store of this process with its own storage), seen by
+    /// the watch.
     case anotherProcess
 }
 

@@ -6,6 +6,9 @@ public struct DefaultsStoreChange: Sendable {
     public let keys: Set<String>
     /// Whether this process or another one made the change.
     public let origin: DefaultsChangeOrigin
+    /// For a store on etcd: the revision of the change, when it was made elsewhere or by an `update`
+    /// of this process (a batch of keys is one revision); `nil` otherwise (see `DefaultsChange.revision`).
+    public let revision: Int64?
     /// The store's values right after the change (all of them, not only `keys`).
     public let values: DefaultsSnapshot
 

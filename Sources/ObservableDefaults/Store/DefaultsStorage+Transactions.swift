@@ -8,45 +8,34 @@ import Musl
 import Dispatch
 import KeyValueObserving
 
-/// Changes made as one: `update` (a read-modify-write under the file lock), `commit` (a batch of
-/// sets applied in one locked section), and the store-wide observers that hear of each as one.
+/// Changes made as one: `update` (a read-modify-write, made atomic by the back end), `commit` (a
+/// batch of sets applied in one locked section), and the store-wide observers that hear of each as
+/// one.
 extension DefaultsStorage {
     // MARK: Update
 
-    /// Runs `transform` on the freshest entry of `key` (this process's pending change, else the
-    /// file's value read under the file lock) and writes its result with the pending changes, in one
-    /// durable write; returns after it. The queue makes updates of this process one at a time, the
-    /// file lock makes them one at a time with other processes' (waited for off the queue).
+    /// Runs `transform` on the freshest entry of `key` and makes its result durable with respect to
+    /// every other writer (the back end's `update`); returns after it.
     ///
     /// - Parameter transform: returns the new entry (its JSON set; `nil` removes the key), or `nil` to
-    ///   write nothing (it keeps its own reason). Runs once.
-    /// - Throws: `.writeFailed` if the file cannot be locked or written (nothing is changed in memory).
+    ///   write nothing (it keeps its own reason). It may run more than once.
+    /// - Throws: why nothing was written (nothing is changed in memory).
     func update(_ key: String, _ transform: @escaping (Entry?) -> Entry??) throws(DefaultsError) {
-        let transaction = Transaction(key: key, body: transform)
-        try writeWaiting(transaction)
+        try backend.update(self, key: key, transform)
     }
 
-    /// Runs a transaction's body on the freshest entry of its key: this process's pending change if
-    /// there is one, else `base` (the file as just read, under the file lock). Keeps the key's version
-    /// at that moment in `version`. Marks this thread as in an update body meanwhile, so that a body
-    /// that uses the store traps instead of deadlocking on the file lock. Runs on the queue.
-    func runTransaction(_ transaction: Transaction, base: [String: JSONValue], version: inout UInt64?) -> Entry?? {
-        let key = transaction.key
-        let (isPending, memory, current) = lock.withLock {
-            state.updatingThread = pthread_self()
-            return (state.dirty[key] != nil, state.values[key], state.keyVersions[key])
-        }
+    /// Runs an update's body on `entry`, marking this thread as in an update body meanwhile, so that
+    /// a body that uses the store traps instead of deadlocking (on the file lock, or the back end's
+    /// queue).
+    package func runUpdateBody(_ transform: (Entry?) -> Entry??, on entry: Entry?) -> Entry?? {
+        lock.withLock { state.updatingThread = pthread_self() }
         defer { lock.withLock { state.updatingThread = nil } }
-        version = current
-        if isPending { return transaction.body(memory) }
-        // The memory's entry when it holds the file's value: its decoded value is cached there.
-        if let memory, let json = base[key], memory.json == json { return transaction.body(memory) }
-        return transaction.body(base[key].map { Entry(typed: nil, json: $0) })
+        return transform(entry)
     }
 
-    /// Applies a written transaction's entry in memory and returns what to tell observers. Called
-    /// with the lock held.
-    func commitTransaction(key: String, entry: Entry?) -> [Delivery] {
+    /// Applies a written update's entry in memory as this process's change, and returns what to tell
+    /// observers. Called with the lock held.
+    func commitUpdate(key: String, entry: Entry?, revision: Int64?) -> [Delivery] {
         let old = state.values[key]
         state.values[key] = entry
         state.version &+= 1
@@ -56,10 +45,10 @@ extension DefaultsStorage {
         var deliveries: [Delivery] = []
         let observers = (state.observers[key] ?? []) + state.anyKeyObservers
         if !observers.isEmpty {
-            let record = Record(key: key, old: old, new: entry, isPrior: false, origin: .thisProcess)
+            let record = Record(key: key, old: old, new: entry, isPrior: false, origin: .thisProcess, revision: revision)
             deliveries.append(.key(KeyDelivery(record: record, version: state.version, observers: observers)))
         }
-        if let change = changeDelivery(keys: [key], origin: .thisProcess) { deliveries.append(.change(change)) }
+        if let change = changeDelivery(keys: [key], origin: .thisProcess, revision: revision) { deliveries.append(.change(change)) }
         return deliveries
     }
 
@@ -107,12 +96,15 @@ extension DefaultsStorage {
                 deliveries.append((Record(key: key, old: old, new: entry, isPrior: false, origin: .thisProcess), targets))
             }
         }
+        if state.keepsOutbox {
+            state.outbox.append(changes.map { PendingWrite.Change(key: $0.key, entry: $0.entry, version: state.keyVersions[$0.key]!) })
+        }
         let needsWrite = !state.isWriteScheduled
         state.isWriteScheduled = true
         let change = changeDelivery(keys: Set(changes.map(\.key)), origin: .thisProcess)
         lock.unlock()
 
-        if needsWrite { scheduleWrite() }
+        if needsWrite { backend.writeSoon(self) }
         for (record, targets) in deliveries {
             for observer in targets { observer.deliver(record) }
         }
@@ -160,7 +152,7 @@ extension DefaultsStorage {
     /// The error of a value of `key` that cannot be encoded.
     func encodingFailure(key: String, _ error: any Error) -> DefaultsError {
         DefaultsError(
-            .encodingFailed, path: file.path, key: key,
+            .encodingFailed, location: backend.location, key: key,
             reason: "\(Self.describe(error)); the value stays in memory only, and flush() throws, until it is replaced"
         )
     }

@@ -8,60 +8,31 @@ import Musl
 import Dispatch
 import KeyValueObserving
 
-/// The in-memory copy of one defaults file, shared by every `DefaultsStore` of this process on that
-/// file (see `DefaultsStorageRegistry`), with its observers.
+/// The in-memory values of one store location (a file, an etcd prefix), shared by every
+/// `DefaultsStore` of this process on it (see `DefaultsStorageRegistry`), with its observers; its
+/// `backend` persists them and brings in other writers' changes.
 ///
 /// Sets and reads happen on the caller's thread under `lock`; observers are called after the lock
-/// is released. File work (writing dirty keys, reloading after another process's write) happens on
-/// `queue`, one serial queue for every storage of the process (the "writer"), so a write and a reload
-/// never interleave and any number of stores keep one thread busy, not one each. Nothing on it waits
-/// for another process: a lock file held elsewhere is tried again later (see `flush()`).
+/// is released. The back end's work (writing, reloading, watching) happens off the caller's thread,
+/// on the back end's queue.
 @usableFromInline
-final class DefaultsStorage: @unchecked Sendable {
-    // Invariant: `state` is only accessed with `lock` held; `queueState` only on `queue` (the writer,
-    // shared by every storage, which runs one block at a time); `subscription`, `pollSubscription`
-    // and `targetWatch` are only accessed with `lock` held. Those rules are what makes the accesses
-    // exclusive, so the run-time exclusivity check is skipped on the set path.
-    let file: DefaultsFile
-    let queue: DispatchQueue
-    let lock = Lock()
+package final class DefaultsStorage: @unchecked Sendable {
+    // Invariant: `state` is only accessed with `lock` held. That rule is what makes the accesses
+    // exclusive, so the run-time exclusivity check is skipped on the set path. The back end guards
+    // its own state with the same lock (it is given it at creation), so that a change applied from
+    // elsewhere and the back end's record of it are one step.
+    package let backend: any DefaultsBackend
+    package let lock: Lock
     @exclusivity(unchecked) var state = State()
-    @exclusivity(unchecked) var queueState = QueueState()
-    var subscription: FileWatcher.Subscription?
-    var pollSubscription: FileWatcher.Subscription?
-    /// If the file is a symbolic link: the file it points to, and the watch of that file's directory.
-    var targetWatch: (path: String, subscription: FileWatcher.Subscription?)?
-
-    /// How long a write waits for more changes to join it.
-    static let coalescingDelay = DispatchTimeInterval.milliseconds(5)
-    /// How long a broken file must stay broken before it is reported (see `reload()`) or replaced
-    /// (see `writeDirtyKeys()`), in milliseconds.
-    static let corruptionConfirmationDelay = 50
-    /// How many times a write looks again at a broken file that keeps changing before it copies the
-    /// last version it read aside and replaces it (see `writeDirtyKeys()`).
-    static let corruptionConfirmationLooks = 5
-    /// The delay before a failed batched write is tried again, in milliseconds; it doubles with each
-    /// failure in a row, up to `maximumRetryDelay`.
-    static let firstRetryDelay = 100
-    static let maximumRetryDelay = 10_000
-    /// How often a storage whose watched directory went away looks whether it exists again.
-    static let rewatchInterval = DispatchTimeInterval.milliseconds(100)
-    static let queueKey = DispatchSpecificKey<Bool>()
-    /// The one serial queue every storage's file work runs on.
-    static let writer: DispatchQueue = {
-        let queue = DispatchQueue(label: "ObservableDefaults.writer")
-        queue.setSpecific(key: queueKey, value: true)
-        return queue
-    }()
 
     /// One stored value: the typed value this process set, or the JSON read from the file, or both.
     @usableFromInline
-    struct Entry: Sendable {
-        @usableFromInline var typed: (any Codable & Sendable)?
-        @usableFromInline var json: JSONValue?
+    package struct Entry: Sendable {
+        @usableFromInline package var typed: (any Codable & Sendable)?
+        @usableFromInline package var json: JSONValue?
 
         @usableFromInline
-        init(typed: (any Codable & Sendable)?, json: JSONValue?) {
+        package init(typed: (any Codable & Sendable)?, json: JSONValue?) {
             self.typed = typed
             self.json = json
         }
@@ -75,6 +46,18 @@ final class DefaultsStorage: @unchecked Sendable {
         @usableFromInline let new: Entry?
         @usableFromInline let isPrior: Bool
         @usableFromInline let origin: DefaultsChangeOrigin
+        /// The back end's revision of the change, if it has one (etcd) and knows it yet; 0 if not
+        /// (a plain integer: the record is built on every set).
+        @usableFromInline let revision: Int64
+
+        init(key: String, old: Entry?, new: Entry?, isPrior: Bool, origin: DefaultsChangeOrigin, revision: Int64? = nil) {
+            self.key = key
+            self.old = old
+            self.new = new
+            self.isPrior = isPrior
+            self.origin = origin
+            self.revision = revision ?? 0
+        }
     }
 
     final class Observer: Sendable {
@@ -100,6 +83,7 @@ final class DefaultsStorage: @unchecked Sendable {
     struct ChangeRecord: Sendable {
         let keys: Set<String>
         let origin: DefaultsChangeOrigin
+        let revision: Int64?
         let values: [String: Entry]
     }
 
@@ -116,18 +100,16 @@ final class DefaultsStorage: @unchecked Sendable {
     }
 
     struct State {
-        /// What reads return: the file's values with this process's changes applied.
+        /// What reads return: the stored values with this process's changes applied.
         var values: [String: Entry] = [:]
-        /// The file's values as this process last read or wrote them.
-        var persisted: [String: JSONValue] = [:]
         /// Keys changed (or removed) here and not written yet, with the version of their last change.
         var dirty: [String: UInt64] = [:]
         var version: UInt64 = 0
         /// The version of each key's last change applied here (a set or another process's value), so
         /// that another process's change is not delivered after a later change of the same key.
         var keyVersions: [String: UInt64] = [:]
+        /// Whether the back end has been asked to write and has not taken every change yet.
         var isWriteScheduled = false
-        var isReloadScheduled = false
         var observers: [String: [Observer]] = [:]
         var anyKeyObservers: [Observer] = []
         /// Store-wide observers: one notification per transaction (see `DefaultsStore.observeChanges`).
@@ -137,73 +119,30 @@ final class DefaultsStorage: @unchecked Sendable {
         /// Keys whose value in memory cannot be encoded (NaN, a throwing `Encodable`): reported once
         /// when set, kept pending, and named by `flush()` until they are replaced.
         var unencodableKeys: Set<String> = []
-        /// Replacements of the file made by this process (for tests: a batch is one).
-        var fileWrites = 0
         var priorObserverCount = 0
         var nextObserverID: UInt64 = 0
         var errorHandlers: [UInt64: @Sendable (DefaultsError) -> Void] = [:]
         /// Type mismatches already reported (key and value found), so a read loop does not flood.
         var reportedMismatches: Set<String> = []
-        /// The write failures reported since the last successful write (at init, by batched writes,
-        /// at exit), so that each distinct cause is reported once.
-        var reportedWriteFailures: Set<WriteFailure> = []
-        /// Batched writes that failed in a row (the retry delay doubles with each).
-        var failedWrites = 0
-        /// Batched writes in a row that found the lock file held by another process.
-        var lockWaits = 0
-        /// The broken file last reported, so one broken file is reported once.
-        var reportedCorruption: DefaultsFile.Identity?
-        /// For tests: called (on the queue, no lock held) when a write found a broken file and let go
-        /// of the lock file to look again shortly.
-        var corruptionSuspectedHook: (@Sendable () -> Void)?
-        /// A broken content (its hash) whose copy aside failed, the failure, and how many times the
-        /// copy was tried (see `copyAside(_:of:as:)`).
-        var failedCopy: (content: Int, error: DefaultsError, attempts: Int)?
-        /// For tests: called instead of writing a copy aside (to fail it as a full disk would).
-        var copyAsideHook: (@Sendable ([UInt8]) throws(DefaultsError) -> String)?
+        /// Whether each change is also queued in `outbox`, for a back end that sends changes one by
+        /// one, in order (etcd); `false` for a file, which writes the dirty keys together.
+        var keepsOutbox = false
+        var outbox = Outbox()
+        /// For a back end with revisions (etcd): what it knows of each key (see `DefaultsStorage+Revisions`).
+        var revisions = Revisions()
     }
 
-    /// What makes two write failures the same failure: not the message, which names a temporary
-    /// file that differs each time.
-    struct WriteFailure: Hashable {
-        let kind: DefaultsError.Kind
-        let errno: Int32?
-        let path: String
-
-        init(_ error: DefaultsError) {
-            kind = error.kind
-            errno = error.errno
-            path = error.path
-        }
-    }
-
-    struct QueueState {
-        /// A broken version of the file seen once and not reported yet: it may be another program's
-        /// in-place rewrite caught half-way, so it is reported only if it is still there shortly after.
-        var suspectedCorruption: DefaultsFile.Identity?
-        /// When this process's last write replaced the file (`CLOCK_MONOTONIC`), for latency measurements.
-        var lastReplacement: UInt64?
-        /// Whether a write swept the temporary files of killed writers already.
-        var hasSweptTemporaryFiles = false
-    }
-
-    init(file: DefaultsFile) {
-        self.file = file
-        self.queue = Self.writer
+    /// A storage persisted by `backend`, which guards its own state with `lock`.
+    package init(backend: any DefaultsBackend, lock: Lock) {
+        self.backend = backend
+        self.lock = lock
     }
 
     deinit {
-        subscription?.cancel()
-        pollSubscription?.cancel()
-        targetWatch?.subscription?.cancel()
+        backend.close()
         for observer in state.observers.values.joined() { observer.finish?() }
         for observer in state.anyKeyObservers { observer.finish?() }
         for observer in state.changeObservers { observer.finish?() }
-    }
-
-    /// Whether the caller runs on the writer queue (that of every storage).
-    var isOnQueue: Bool {
-        DispatchQueue.getSpecific(key: Self.queueKey) == true
     }
 
     // MARK: Reading
@@ -223,7 +162,7 @@ final class DefaultsStorage: @unchecked Sendable {
     func checkNotInUpdateBody() {
         guard let thread = state.updatingThread, pthread_equal(thread, pthread_self()) != 0 else { return }
         preconditionFailure(
-            "DefaultsStore.update: the body used the store (\(file.path)). It runs holding the file's lock and may run more than once: compute the new value from the value passed in, and use the store after update returns"
+            "DefaultsStore.update: the body used the store (\(backend.location)). It runs holding the store's lock and may run more than once: compute the new value from the value passed in, and use the store after update returns"
         )
     }
 
@@ -266,7 +205,7 @@ final class DefaultsStorage: @unchecked Sendable {
             if isNew {
                 report(
                     DefaultsError(
-                        .typeMismatch, path: file.path, key: key.name, found: found,
+                        .typeMismatch, location: backend.location, key: key.name, found: found,
                         reason: "which does not decode as \(Value.self) (\(Self.describe(error)))"
                     ))
             }
@@ -316,6 +255,7 @@ final class DefaultsStorage: @unchecked Sendable {
         state.version &+= 1
         state.dirty[key] = state.version
         state.keyVersions[key] = state.version
+        if state.keepsOutbox { queueInOutbox(key, entry) }
         let needsWrite = !state.isWriteScheduled
         state.isWriteScheduled = true
         let targets = state.observers[key]
@@ -323,7 +263,7 @@ final class DefaultsStorage: @unchecked Sendable {
         let change = state.changeObservers.isEmpty ? nil : changeDelivery(keys: [key], origin: .thisProcess)
         lock.unlock()
 
-        if needsWrite { scheduleWrite() }
+        if needsWrite { backend.writeSoon(self) }
         if targets != nil || !anyKeyTargets.isEmpty {
             let record = Record(key: key, old: old, new: entry, isPrior: false, origin: .thisProcess)
             if let targets {
@@ -339,6 +279,11 @@ final class DefaultsStorage: @unchecked Sendable {
     func removeAll() {
         let keys = lock.withLock { state.values.keys.sorted() }
         commit(keys.map { ($0, nil, nil) })
+    }
+
+    /// Makes the pending changes durable (file) or acknowledged (etcd); see `DefaultsStore.flush()`.
+    func flush() throws(DefaultsError) {
+        try backend.flush(self, timeout: nil, notice: nil)
     }
 
     // MARK: Observers
@@ -405,9 +350,41 @@ final class DefaultsStorage: @unchecked Sendable {
 
     /// The store-wide notification of `keys` just changed, or `nil` if nothing observes the store or
     /// nothing changed. Called with the lock held.
-    func changeDelivery(keys: Set<String>, origin: DefaultsChangeOrigin) -> ChangeDelivery? {
+    func changeDelivery(keys: Set<String>, origin: DefaultsChangeOrigin, revision: Int64? = nil) -> ChangeDelivery? {
         guard !state.changeObservers.isEmpty, !keys.isEmpty else { return nil }
-        return ChangeDelivery(record: ChangeRecord(keys: keys, origin: origin, values: state.values), observers: state.changeObservers)
+        return ChangeDelivery(
+            record: ChangeRecord(keys: keys, origin: origin, revision: revision, values: state.values), observers: state.changeObservers)
+    }
+
+    /// Applies changes made elsewhere (another process, another client of the back end) as one
+    /// transaction: stores each key's new entry (`nil`: removed) and returns what to tell, `.prior`
+    /// notifications first for the observers that asked for them, then each key's change, then the
+    /// store-wide notification. The caller has decided which keys to apply (not those this process
+    /// changed and has not written). Called with the lock held; deliver the result after unlocking.
+    func applyExternal(_ changes: [(key: String, entry: Entry?)], origin: DefaultsChangeOrigin, revision: Int64?) -> [Delivery] {
+        var records: [Delivery] = []
+        var priors: [Delivery] = []
+        var changed: Set<String> = []
+        for (key, new) in changes {
+            let old = state.values[key]
+            state.values[key] = new
+            state.version &+= 1
+            state.keyVersions[key] = state.version
+            changed.insert(key)
+            let observers = (state.observers[key] ?? []) + state.anyKeyObservers
+            if state.priorObserverCount > 0 {
+                let wantingPrior = observers.filter(\.wantsPrior)
+                if !wantingPrior.isEmpty {
+                    let prior = Record(key: key, old: old, new: nil, isPrior: true, origin: origin, revision: revision)
+                    priors.append(.key(KeyDelivery(record: prior, version: state.version, observers: wantingPrior)))
+                }
+            }
+            guard !observers.isEmpty else { continue }
+            let record = Record(key: key, old: old, new: new, isPrior: false, origin: origin, revision: revision)
+            records.append(.key(KeyDelivery(record: record, version: state.version, observers: observers)))
+        }
+        let change = changeDelivery(keys: changed, origin: origin, revision: revision).map { [Delivery.change($0)] } ?? []
+        return priors + records + change
     }
 
     /// Delivers changes (with the lock *not* held), in order, each to the observers that were
@@ -432,7 +409,7 @@ final class DefaultsStorage: @unchecked Sendable {
     // MARK: Errors
 
     /// Registers a store's error handler and returns its id.
-    func addErrorHandler(_ handler: @escaping @Sendable (DefaultsError) -> Void) -> UInt64 {
+    package func addErrorHandler(_ handler: @escaping @Sendable (DefaultsError) -> Void) -> UInt64 {
         lock.withLock {
             state.nextObserverID += 1
             state.errorHandlers[state.nextObserverID] = handler
@@ -440,12 +417,12 @@ final class DefaultsStorage: @unchecked Sendable {
         }
     }
 
-    func removeErrorHandler(id: UInt64) {
+    package func removeErrorHandler(id: UInt64) {
         lock.withLock { _ = state.errorHandlers.removeValue(forKey: id) }
     }
 
     /// Tells every store's error handler, or standard error if no store installed one.
-    func report(_ error: DefaultsError) {
+    package func report(_ error: DefaultsError) {
         let handlers = lock.withLock { Array(state.errorHandlers.values) }
         if handlers.isEmpty {
             DefaultsStorage.printToStandardError(error)

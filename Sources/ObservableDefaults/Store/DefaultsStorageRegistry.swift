@@ -7,11 +7,11 @@ import Musl
 #endif
 import KeyValueObserving
 
-/// The process-wide table of storages by canonical file path: every `DefaultsStore` of this
-/// process on one file gets the same `DefaultsStorage`, so a write through one is seen and observed
-/// through the others at once. A symbolic link counts as the file it points to when the first store
-/// on either is made, so a link and its target share a storage.
-enum DefaultsStorageRegistry {
+/// The process-wide table of storages by identity (a canonical file path, or an etcd cluster and
+/// prefix): every `DefaultsStore` of this process on one location gets the same `DefaultsStorage`, so
+/// a write through one is seen and observed through the others at once. A symbolic link counts as the
+/// file it points to when the first store on either is made, so a link and its target share a storage.
+package enum DefaultsStorageRegistry {
     private final class WeakStorage {
         weak var storage: DefaultsStorage?
 
@@ -25,6 +25,45 @@ enum DefaultsStorageRegistry {
     nonisolated(unsafe) private static var storages: [String: WeakStorage] = [:]
     // Invariant: only accessed with `lock` held.
     nonisolated(unsafe) private static var isExitHookInstalled = false
+
+    /// The storage for `identity`: the live one if there is one (passed to `reuse`), else the one
+    /// `make` builds (outside the registry's lock: it may do I/O), published unless another thread
+    /// published one first (then the built one is dropped, and `reuse` gets the winner).
+    ///
+    /// - Parameters:
+    ///   - identity: what makes two stores share a storage (`file:PATH`, `etcd:…`).
+    ///   - make: builds and loads a storage, returning the problems met (reported to the new store).
+    ///   - reuse: called with an existing storage that is returned instead of a new one.
+    /// - Returns: the storage, and the problems `make` met if its storage was the one published.
+    /// - Throws: what `make` threw.
+    package static func storage<Failure: Error>(
+        identity: String,
+        make: () throws(Failure) -> (DefaultsStorage, [DefaultsError]),
+        reuse: (DefaultsStorage) -> Void = { _ in }
+    ) throws(Failure) -> (DefaultsStorage, [DefaultsError]) {
+        if let existing = lock.withLock({ storages[identity]?.storage }) {
+            reuse(existing)
+            return (existing, [])
+        }
+        let (candidate, problems) = try make()
+        let storage: DefaultsStorage = lock.withLock {
+            if !isExitHookInstalled {
+                isExitHookInstalled = true
+                // Writes are batched off the caller's thread; a process that exits right after a
+                // set still makes it durable.
+                atexit { DefaultsStorageRegistry.flushAll() }
+            }
+            if let existing = storages[identity]?.storage { return existing }
+            storages = storages.filter { $0.value.storage != nil }
+            storages[identity] = WeakStorage(candidate)
+            return candidate
+        }
+        guard storage === candidate else {
+            reuse(storage)
+            return (storage, [])
+        }
+        return (storage, problems)
+    }
 
     /// The storage of the file at `path` (absolute), created and loaded on first use, and the
     /// problems met while creating it (missing directory that cannot be created, corrupt file).
@@ -43,34 +82,17 @@ enum DefaultsStorageRegistry {
         }
 
         let key = (try? file.writeTarget().path) ?? file.path
-        if let existing = lock.withLock({ storages[key]?.storage }) {
-            if let pollingInterval { existing.startPolling(interval: pollingInterval) }
-            return (existing, problems)
+        let (storage, loadProblems) = storage(identity: "file:" + key) { () -> (DefaultsStorage, [DefaultsError]) in
+            let lock = Lock()
+            let backend = FileBackend(file: file, lock: lock)
+            let candidate = DefaultsStorage(backend: backend, lock: lock)
+            // Watch first, then read: a change between the two is reported, not missed.
+            backend.startWatching(candidate, pollingInterval: pollingInterval)
+            return (candidate, lock.withLock { backend.load(into: candidate) })
+        } reuse: { existing in
+            if let pollingInterval { existing.fileBackend?.startPolling(existing, interval: pollingInterval) }
         }
-        // Build and load a new storage outside the registry's lock (file I/O, and the storage's own
-        // lock), then publish it unless another thread published one first.
-        let candidate = DefaultsStorage(file: file)
-        // Watch first, then read: a change between the two is reported, not missed.
-        candidate.startWatching(pollingInterval: pollingInterval)
-        let loadProblems = candidate.lock.withLock { candidate.load() }
-        let storage: DefaultsStorage = lock.withLock {
-            if !isExitHookInstalled {
-                isExitHookInstalled = true
-                // Writes are batched off the caller's thread; a process that exits right after a
-                // set still makes it durable.
-                atexit { DefaultsStorageRegistry.flushAll() }
-            }
-            if let existing = storages[key]?.storage { return existing }
-            storages = storages.filter { $0.value.storage != nil }
-            storages[key] = WeakStorage(candidate)
-            return candidate
-        }
-        if storage === candidate {
-            problems += loadProblems
-        } else if let pollingInterval {
-            storage.startPolling(interval: pollingInterval)
-        }
-        return (storage, problems)
+        return (storage, problems + loadProblems)
     }
 
     /// Makes the pending changes of every storage whose file is in `directory` (or below) durable:
@@ -83,25 +105,21 @@ enum DefaultsStorageRegistry {
         }
         if !prefix.hasSuffix("/") { prefix += "/" }
         let live = lock.withLock { storages.values.compactMap(\.storage) }
-        for storage in live where storage.file.path.hasPrefix(prefix) && !storage.isOnQueue {
+        for storage in live {
+            guard let backend = storage.fileBackend, backend.file.path.hasPrefix(prefix), !backend.isOnQueue else { continue }
             try? storage.flush()
         }
     }
 
     /// Makes every storage's pending changes durable (at exit, `atexit`), the storage whose queue
-    /// called `exit()` included (`flush()` writes directly on its own queue). A process ended by a
-    /// signal (SIGTERM, SIGINT with the default action, SIGKILL) runs no `atexit` handler: its
-    /// changes of the last few milliseconds are lost unless it called `flush()`. `matching` limits
-    /// it to some storages (for tests, which share the process).
+    /// called `exit()` included (a file back end's `flush()` writes directly on its own queue). A
+    /// process ended by a signal (SIGTERM, SIGINT with the default action, SIGKILL) runs no `atexit`
+    /// handler: its changes of the last few milliseconds are lost unless it called `flush()`.
+    /// `matching` limits it to some storages (for tests, which share the process).
     static func flushAll(matching: (DefaultsStorage) -> Bool = { _ in true }) {
         let live = lock.withLock { storages.values.compactMap(\.storage) }
         for storage in live where matching(storage) {
-            do {
-                try storage.flush()
-            } catch {
-                // Reported already, most often (to a handler of a store that may be gone by now).
-                storage.reportOnce(error)
-            }
+            storage.backend.flushAtExit(storage)
         }
     }
 }

@@ -35,7 +35,10 @@ extension DefaultsStore {
             let new = options.contains(.new) && !record.isPrior ? storage.value(of: record.new, for: key) : nil
             let old = options.contains(.old) ? storage.value(of: record.old, for: key) : nil
             changeHandler(
-                store, DefaultsChange(key: key.name, newValue: new, oldValue: old, isPrior: record.isPrior, origin: record.origin))
+                store,
+                DefaultsChange(
+                    key: key.name, newValue: new, oldValue: old, isPrior: record.isPrior, origin: record.origin,
+                    revision: record.revision == 0 ? nil : record.revision))
         }
         let token = KeyValueObservation(invalidating: DefaultsObserverHandle(storage: storage, id: id, key: key.name))
         if options.contains(.initial) {

@@ -25,6 +25,11 @@ extension DefaultsStore {
     /// first). A `set` of the same key from another thread while the update runs is ordered after
     /// it: its value wins.
     ///
+    /// On etcd, the update is a transaction that applies only if the key's mod revision is still the
+    /// one `body` read; when another writer got there first, `body` runs again on that writer's value
+    /// (see the UsingEtcd article of `ObservableDefaultsEtcd`). It throws `.unreachable` when no
+    /// member answers within the store's timeout.
+    ///
     /// `body` must not use the store (or any store on the same file): it runs holding the file's
     /// lock, and may run more than once (other storage back ends retry it on a conflict). Using the
     /// store from it traps with a message, instead of deadlocking.
@@ -138,7 +143,7 @@ extension DefaultsStore {
         let id = storage.addChangeObserver { [weak storage] record in
             guard let store, let storage else { return }
             let values = DefaultsSnapshot(entries: record.values, storage: storage)
-            handler(store, DefaultsStoreChange(keys: record.keys, origin: record.origin, values: values))
+            handler(store, DefaultsStoreChange(keys: record.keys, origin: record.origin, revision: record.revision, values: values))
         }
         return KeyValueObservation(invalidating: DefaultsObserverHandle(storage: storage, id: id, key: nil))
     }
@@ -156,7 +161,7 @@ extension DefaultsStorage {
             return try json.decode(as: Value.self)
         } catch {
             throw DefaultsError(
-                .typeMismatch, path: file.path, key: key.name, found: entry.json?.compactText,
+                .typeMismatch, location: backend.location, key: key.name, found: entry.json?.compactText,
                 reason: "which does not decode as \(Value.self) (\(Self.describe(error))); update leaves it as it is"
             )
         }

@@ -44,9 +44,10 @@ extension DefaultsStore {
         return try outcome!.get()
     }
 
-    /// The number of times this process replaced the file (for tests).
+    /// The number of times this process replaced the file (for tests; 0 for a store on etcd).
     package var fileWriteCount: Int {
-        storage.lock.withLock { storage.state.fileWrites }
+        guard let backend = storage.fileBackend else { return 0 }
+        return storage.lock.withLock { backend.state.fileWrites }
     }
 
     /// Removes `key`.
@@ -72,12 +73,13 @@ extension DefaultsStore {
     /// `flush()`, giving up after `timeout` (`.writeFailed`, `ETIMEDOUT`) while another process
     /// holds the lock file, and calling `notice` once if that lasts `notice.after`.
     package func flush(timeout: Duration?, notice: (after: Duration, call: () -> Void)?) throws(DefaultsError) {
-        try storage.flush(timeout: timeout, notice: notice)
+        try storage.backend.flush(storage, timeout: timeout, notice: notice)
     }
 
     /// When this process's last write started replacing the file (`CLOCK_MONOTONIC` nanoseconds, just
     /// before the rename that lets other processes see it), for the benchmark's latency measurement.
     package func lastReplacementTime() -> UInt64? {
-        storage.isOnQueue ? storage.queueState.lastReplacement : storage.queue.sync { storage.queueState.lastReplacement }
+        guard let backend = storage.fileBackend else { return nil }
+        return backend.isOnQueue ? backend.queueState.lastReplacement : backend.queue.sync { backend.queueState.lastReplacement }
     }
 }

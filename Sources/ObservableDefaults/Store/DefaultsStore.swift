@@ -1,8 +1,12 @@
 import Foundation
 import KeyValueObserving
 
-/// A file-backed defaults store, observable across instances and across processes: the
-/// `UserDefaults` that server and command-line Swift lacks on Linux.
+/// A defaults store, observable across instances and across processes: the `UserDefaults` that
+/// server and command-line Swift lacks on Linux. It keeps its values in a file (the initializers
+/// here), or, with the `ObservableDefaultsEtcd` library, under a prefix of an etcd cluster shared by
+/// many machines (`DefaultsStore(etcd:prefix:credentials:trustedCertificates:timeout:errorHandler:)`), with the same
+/// keys, observation, `update`, `batch` and `snapshot()`. What follows describes the file; `location`
+/// says which back end a store uses.
 ///
 /// ```swift
 /// let speed = DefaultsKey("playbackSpeed", default: 1.0)
@@ -44,11 +48,16 @@ public final class DefaultsStore: Sendable {
         case polling(interval: Duration)
     }
 
-    @usableFromInline let storage: DefaultsStorage
+    @usableFromInline package let storage: DefaultsStorage
     private let errorHandlerID: UInt64?
 
-    /// The file the store reads and writes.
-    public var fileURL: URL { URL(fileURLWithPath: storage.file.path) }
+    /// The file the store reads and writes, or `nil` for a store on etcd (see `location`).
+    public var fileURL: URL? {
+        storage.fileBackend.map { URL(fileURLWithPath: $0.file.path) }
+    }
+
+    /// Where the store keeps its values: a file, or an etcd cluster and prefix.
+    public var location: DefaultsLocation { storage.backend.location }
 
     /// A store for the suite `suiteName`: the file `suiteName.json` in `directory`, by default in
     /// `defaultDirectory()` (`$XDG_CONFIG_HOME`, else `~/.config`, on Linux; `~/Library/Preferences`
@@ -111,7 +120,13 @@ public final class DefaultsStore: Sendable {
 
     /// A store for the file at `fileURL` (created on the first write; its directory is created now
     /// if it is missing).
-    public init(fileURL: URL, watching: Watching = .automatic, errorHandler: (@Sendable (DefaultsError) -> Void)? = nil) {
+    ///
+    /// - Parameters:
+    ///   - fileURL: the file (a `file:` URL; a relative path is taken from the current directory).
+    ///   - watching: how other processes' writes are noticed.
+    ///   - errorHandler: called with each problem (corrupt file, value of the wrong type, failed
+    ///     write), on the thread that met it; with no handler, problems are printed to standard error.
+    public convenience init(fileURL: URL, watching: Watching = .automatic, errorHandler: (@Sendable (DefaultsError) -> Void)? = nil) {
         precondition(fileURL.isFileURL, "DefaultsStore(fileURL:): \(fileURL) is not a file URL")
         var path = fileURL.standardizedFileURL.path
         if !path.hasPrefix("/") {
@@ -120,10 +135,16 @@ public final class DefaultsStore: Sendable {
         var interval: Duration?
         if case .polling(let every) = watching { interval = every }
         let (storage, problems) = DefaultsStorageRegistry.storage(forPath: path, pollingInterval: interval)
+        for problem in problems { storage.fileBackend?.noteReported(problem) }
+        self.init(storage: storage, problems: problems, errorHandler: errorHandler)
+    }
+
+    /// A store on `storage` (of any back end), telling `errorHandler` (or standard error) the
+    /// `problems` met while opening it.
+    package init(storage: DefaultsStorage, problems: [DefaultsError], errorHandler: (@Sendable (DefaultsError) -> Void)?) {
         self.storage = storage
         self.errorHandlerID = errorHandler.map { storage.addErrorHandler($0) }
         for problem in problems {
-            storage.noteReported(problem)
             if let errorHandler { errorHandler(problem) } else { DefaultsStorage.printToStandardError(problem) }
         }
     }
@@ -196,7 +217,9 @@ public final class DefaultsStore: Sendable {
     }
 
     /// Writes this process's pending changes to the file and returns when they are durable (file and
-    /// directory fsynced), with another process's concurrent changes kept.
+    /// directory fsynced), with another process's concurrent changes kept. On etcd: sends them and
+    /// returns when etcd acknowledged every one (`.unreachable` while no member answers: they stay
+    /// queued and are sent when one does).
     ///
     /// - Throws: `DefaultsError`: `.writeFailed` if the file cannot be written (the changes stay in
     ///   memory and pending, and the next write or flush retries them); `.encodingFailed` naming a

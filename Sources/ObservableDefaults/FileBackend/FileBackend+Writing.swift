@@ -4,7 +4,7 @@ import KeyValueObserving
 /// One write of the dirty keys, in steps: take them (`takeDirtyKeys`), merge them into the file under
 /// the lock file (`merge`, reading it with `readBase`), apply the result in memory (`commit`), then
 /// tell the observers.
-extension DefaultsStorage {
+extension FileBackend {
     /// A read-modify-write of one key, run by `writeDirtyKeys` under the file lock (see `update`).
     struct Transaction {
         let key: String
@@ -25,14 +25,14 @@ extension DefaultsStorage {
     }
 
     /// One try of `writeDirtyKeys(transaction)` on the queue.
-    func writeOnQueue(_ transaction: Transaction?, suspicion: inout CorruptionSuspicion) throws(DefaultsError) {
+    func writeOnQueue(_ storage: DefaultsStorage, _ transaction: Transaction?, suspicion: inout CorruptionSuspicion) throws(DefaultsError) {
         if isOnQueue {
-            try writeDirtyKeys(transaction, suspicion: &suspicion)
+            try writeDirtyKeys(storage, transaction, suspicion: &suspicion)
             return
         }
         let result: Result<Void, DefaultsError> = queue.sync {
             do throws(DefaultsError) {
-                try writeDirtyKeys(transaction, suspicion: &suspicion)
+                try writeDirtyKeys(storage, transaction, suspicion: &suspicion)
                 return .success(())
             } catch {
                 return .failure(error)
@@ -51,24 +51,26 @@ extension DefaultsStorage {
     ///   caught half-way (nothing was written: try again after `corruptionConfirmationDelay`);
     ///   `.encodingFailed` naming a key whose value cannot be encoded, after writing the others (it
     ///   stays pending until it is replaced); `.writeFailed` if the file cannot be written.
-    func writeDirtyKeys(_ transaction: Transaction? = nil, suspicion: inout CorruptionSuspicion) throws(DefaultsError) {
-        let dirty = takeDirtyKeys()
+    func writeDirtyKeys(
+        _ storage: DefaultsStorage, _ transaction: Transaction? = nil, suspicion: inout CorruptionSuspicion
+    ) throws(DefaultsError) {
+        let dirty = takeDirtyKeys(storage)
         guard !dirty.versions.isEmpty || transaction != nil else { return }
         try file.createDirectory()
         let merge = try file.withExclusiveLock { (file) throws(DefaultsError) -> Merge? in
-            try self.merge(dirty.changes, transaction, into: file, suspicion: &suspicion)
+            try self.merge(storage, dirty.changes, transaction, into: file, suspicion: &suspicion)
         }
         guard let merge else {
             lock.withLock { state.corruptionSuspectedHook }?()
             throw DefaultsError.suspectedCorruption(path: file.path)
         }
         // Reported now that the lock file is unlocked: a handler may flush, which locks it again.
-        if let corruption = merge.corruption { report(corruption) }
+        if let corruption = merge.corruption { storage.report(corruption) }
         // The transaction's body wrote nothing: neither did this write.
         if transaction != nil, merge.transactionEntry == nil { return }
-        let records = commit(merge, of: dirty, transaction: transaction)
+        let records = commit(storage, merge, of: dirty, transaction: transaction)
         if let replacedAt = merge.replacedAt { queueState.lastReplacement = replacedAt }
-        deliver(records)
+        storage.deliver(records)
         if let key = dirty.unencodable.min() {
             let count = dirty.unencodable.count
             let others = count > 1 ? " (and \(count - 1) other key\(count > 2 ? "s" : ""))" : ""
@@ -122,11 +124,11 @@ extension DefaultsStorage {
 
     /// Step 1: takes the dirty keys with their versions and encodes their values. Marks the
     /// scheduled write as started, so that a later set schedules another.
-    private func takeDirtyKeys() -> DirtyKeys {
+    private func takeDirtyKeys(_ storage: DefaultsStorage) -> DirtyKeys {
         let (versions, entries): ([String: UInt64], [String: Entry?]) = lock.withLock {
-            if state.updatingThread != nil { checkNotInUpdateBody() }
-            state.isWriteScheduled = false
-            return (state.dirty, Dictionary(uniqueKeysWithValues: state.dirty.keys.map { ($0, state.values[$0]) }))
+            if storage.state.updatingThread != nil { storage.checkNotInUpdateBody() }
+            storage.state.isWriteScheduled = false
+            return (storage.state.dirty, Dictionary(uniqueKeysWithValues: storage.state.dirty.keys.map { ($0, storage.state.values[$0]) }))
         }
         var changes: [String: JSONValue?] = [:]
         var unencodable: [String] = []
@@ -152,6 +154,7 @@ extension DefaultsStorage {
     /// from what the file holds (or the file is missing or broken). Returns `nil`, writing nothing,
     /// while `suspicion` says to look again at a broken file.
     private func merge(
+        _ storage: DefaultsStorage,
         _ changes: [String: JSONValue?],
         _ transaction: Transaction?,
         into file: DefaultsFile,
@@ -168,7 +171,9 @@ extension DefaultsStorage {
         for (key, value) in changes { merged[key] = value }
         var mustWrite = base.mustWrite
         if let transaction {
-            guard let entry = runTransaction(transaction, base: base.values, version: &merge.transactionVersion) else { return merge }
+            guard let entry = runTransaction(storage, transaction, base: base.values, version: &merge.transactionVersion) else {
+                return merge
+            }
             merge.transactionEntry = entry
             merged[transaction.key] = entry?.json
             mustWrite = true
@@ -178,7 +183,7 @@ extension DefaultsStorage {
                 // The write keeps one value per key: keep the file with all of them first.
                 let copy = try copyAside(bytes, of: file, as: "duplicate-keys")
                 merge.corruption = DefaultsError(
-                    .duplicateKey, path: error.path, line: error.line, column: error.column, byteOffset: error.byteOffset,
+                    .duplicateKey, location: error.location, line: error.line, column: error.column, byteOffset: error.byteOffset,
                     corruptCopyPath: copy, reason: error.reason
                 )
             }
@@ -208,7 +213,7 @@ extension DefaultsStorage {
             // good values with this process's changes.
             let copy = try copyAside(bytes, of: file)
             let corruption = DefaultsError(
-                .corruptFile, path: error.path, line: error.line, column: error.column, byteOffset: error.byteOffset,
+                .corruptFile, location: error.location, line: error.line, column: error.column, byteOffset: error.byteOffset,
                 corruptCopyPath: copy, reason: error.reason
             )
             return Base(values: lock.withLock { state.persisted }, mustWrite: true, corruption: corruption)
@@ -218,25 +223,25 @@ extension DefaultsStorage {
     /// Step 3: applies a finished merge in memory (other processes' changes, the file's values, the
     /// written keys that were not set again meanwhile, the transaction's entry) and returns what to
     /// tell the observers.
-    private func commit(_ merge: Merge, of dirty: DirtyKeys, transaction: Transaction?) -> [Delivery] {
+    private func commit(_ storage: DefaultsStorage, _ merge: Merge, of dirty: DirtyKeys, transaction: Transaction?) -> [Delivery] {
         lock.withLock {
             // Whether a set of the transaction's key came after its body read it: then that set is
             // the newer value (it stays pending, and is written next).
-            let isTransactionCurrent = transaction.map { state.keyVersions[$0.key] == merge.transactionVersion } ?? false
+            let isTransactionCurrent = transaction.map { storage.state.keyVersions[$0.key] == merge.transactionVersion } ?? false
             var records: [Delivery] = []
-            if let fileValues = merge.fileValues { records = applyForeign(fileValues) }
+            if let fileValues = merge.fileValues { records = applyForeign(fileValues, to: storage) }
             state.persisted = merge.written
             state.reportedWriteFailures = []
             state.failedWrites = 0
             if merge.replacedAt != nil { state.fileWrites += 1 }
-            for (key, version) in dirty.versions where state.dirty[key] == version && !dirty.unencodable.contains(key) {
-                state.dirty.removeValue(forKey: key)
-                if let json = merge.written[key], state.values[key] != nil, state.values[key]!.json == nil {
-                    state.values[key]!.json = json
+            for (key, version) in dirty.versions where storage.state.dirty[key] == version && !dirty.unencodable.contains(key) {
+                storage.state.dirty.removeValue(forKey: key)
+                if let json = merge.written[key], storage.state.values[key] != nil, storage.state.values[key]!.json == nil {
+                    storage.state.values[key]!.json = json
                 }
             }
             if let transaction, isTransactionCurrent, case .some(let entry) = merge.transactionEntry {
-                records += commitTransaction(key: transaction.key, entry: entry)
+                records += storage.commitUpdate(key: transaction.key, entry: entry, revision: nil)
             }
             return records
         }

@@ -3,29 +3,31 @@ import KeyValueObserving
 
 /// How a storage hears of other processes' writes: the process's file watcher on the file's
 /// directory (and on a symbolic link's target's), a re-watch when the directory goes away, or polling.
-extension DefaultsStorage {
+extension FileBackend {
     /// Starts watching the file: the process's inotify (kqueue) watcher, or polling if that is not
     /// available or `pollingInterval` is given.
-    func startWatching(pollingInterval: Duration?) {
+    func startWatching(_ storage: DefaultsStorage, pollingInterval: Duration?) {
         if pollingInterval == nil,
-            let subscription = FileWatcher.shared.watch(directory: file.directory, name: file.name, handler: watchHandler())
+            let subscription = FileWatcher.shared.watch(directory: file.directory, name: file.name, handler: watchHandler(storage))
         {
             lock.withLock { self.subscription = subscription }
-            watchTarget()
+            watchTarget(storage)
             return
         }
-        startPolling(interval: pollingInterval ?? .milliseconds(500))
+        startPolling(storage, interval: pollingInterval ?? .milliseconds(500))
     }
 
-    private func watchHandler() -> FileWatcher.Handler {
-        { [weak self] event in
-            guard let self else { return }
+    private func watchHandler(_ storage: DefaultsStorage) -> FileWatcher.Handler {
+        { [weak self, weak storage] event in
+            guard let self, let storage else { return }
             if event == .lost {
                 // The directory was removed or moved away: the watch is gone.
-                self.queue.async { [weak self] in self?.watchAgain() }
+                self.queue.async { [weak self, weak storage] in
+                    if let self, let storage { self.watchAgain(storage) }
+                }
             } else {
                 // A change and an overflow get the same answer: a reload reads the whole file.
-                self.scheduleReload()
+                self.scheduleReload(storage)
             }
         }
     }
@@ -34,16 +36,16 @@ extension DefaultsStorage {
     /// there, by another process or an editor, does not touch the link's directory), and moves that
     /// watch when the link is re-pointed (each reload looks). Polling needs none of this: it looks at
     /// the file through the link.
-    func watchTarget() {
+    func watchTarget(_ storage: DefaultsStorage) {
         guard lock.withLock({ self.subscription != nil }) else { return }
         let target = (try? file.writeTarget()).flatMap { $0 == file ? nil : $0 }
         if lock.withLock({ targetWatch?.path == target?.path && (target == nil || targetWatch?.subscription != nil) }) { return }
         let targetSubscription = target.flatMap { target in
-            FileWatcher.shared.watch(directory: target.directory, name: target.name) { [weak self] event in
-                guard let self else { return }
+            FileWatcher.shared.watch(directory: target.directory, name: target.name) { [weak self, weak storage] event in
+                guard let self, let storage else { return }
                 // The target's directory went away: watch it again at the next reload.
                 if event == .lost { self.lock.withLock { self.targetWatch?.subscription = nil } }
-                self.scheduleReload()
+                self.scheduleReload(storage)
             }
         }
         // The replaced subscription is let go outside the lock: its deinit takes the watcher's lock.
@@ -58,29 +60,31 @@ extension DefaultsStorage {
     /// the directory again as soon as it exists (a write of this process or another one creates it),
     /// looking every `rewatchInterval` until then, and reloads once more to catch what was written
     /// meanwhile. Polls instead if the directory exists but cannot be watched. Runs on the queue.
-    func watchAgain() {
+    func watchAgain(_ storage: DefaultsStorage) {
         // The dead subscription is let go outside the lock: its deinit takes the watcher's lock.
         let dead = lock.withLock { () -> FileWatcher.Subscription? in
             defer { subscription = nil }
             return subscription
         }
-        if dead != nil { reload() }
-        if let subscription = FileWatcher.shared.watch(directory: file.directory, name: file.name, handler: watchHandler()) {
+        if dead != nil { reload(storage) }
+        if let subscription = FileWatcher.shared.watch(directory: file.directory, name: file.name, handler: watchHandler(storage)) {
             lock.withLock { self.subscription = subscription }
-            reload()
+            reload(storage)
         } else if file.directoryExists() {
-            startPolling(interval: .milliseconds(500))
-            reload()
+            startPolling(storage, interval: .milliseconds(500))
+            reload(storage)
         } else {
-            queue.asyncAfter(deadline: .now() + Self.rewatchInterval) { [weak self] in self?.watchAgain() }
+            queue.asyncAfter(deadline: .now() + Self.rewatchInterval) { [weak self, weak storage] in
+                if let self, let storage { self.watchAgain(storage) }
+            }
         }
     }
 
     /// Polls the file's identity (inode, size, modification time, through a symbolic link) every
     /// `interval`, on the watcher's thread; reloads when it changes. For file systems without change
     /// notification.
-    func startPolling(interval: Duration) {
-        let subscription = FileWatcher.shared.pollFile(at: file.path, every: interval, handler: watchHandler())
+    func startPolling(_ storage: DefaultsStorage, interval: Duration) {
+        let subscription = FileWatcher.shared.pollFile(at: file.path, every: interval, handler: watchHandler(storage))
         // The replaced subscription is let go outside the lock: its deinit takes the watcher's lock.
         let previous = lock.withLock {
             defer { pollSubscription = subscription }
@@ -91,7 +95,7 @@ extension DefaultsStorage {
 
     /// One look of the poller now: reloads if the file's identity changed since the last look. Runs
     /// on the queue.
-    func poll() {
-        if lock.withLock({ pollSubscription })?.pollNow() == true { reload() }
+    func poll(_ storage: DefaultsStorage) {
+        if lock.withLock({ pollSubscription })?.pollNow() == true { reload(storage) }
     }
 }

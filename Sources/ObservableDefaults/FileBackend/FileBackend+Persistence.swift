@@ -8,22 +8,22 @@ import Musl
 import Dispatch
 import KeyValueObserving
 
-extension DefaultsStorage {
+extension FileBackend {
     // MARK: Loading
 
-    /// Reads the file for the first time (before any store uses this storage).
-    func load() -> [DefaultsError] {
+    /// Reads the file for the first time (before any store uses `storage`). Called with the lock held.
+    func load(into storage: DefaultsStorage) -> [DefaultsError] {
         do {
             switch try file.read() {
             case .missing:
                 return []
             case .values(let values, _):
                 state.persisted = values
-                state.values = values.mapValues { Entry(typed: nil, json: $0) }
+                storage.state.values = values.mapValues { DefaultsStorage.Entry(typed: nil, json: $0) }
                 return []
             case .duplicateKeys(let values, let identity, let error, _):
                 state.persisted = values
-                state.values = values.mapValues { Entry(typed: nil, json: $0) }
+                storage.state.values = values.mapValues { DefaultsStorage.Entry(typed: nil, json: $0) }
                 state.reportedCorruption = identity
                 return [error]
             case .corrupt(let error, let identity, _):
@@ -37,9 +37,10 @@ extension DefaultsStorage {
 
     // MARK: Scheduled writes
 
-    /// Writes the dirty keys soon, on the queue, together with the changes made meanwhile.
-    func scheduleWrite() {
-        queue.asyncAfter(deadline: .now() + Self.coalescingDelay) { [self] in writeScheduled() }
+    /// Writes the dirty keys soon, on the queue, together with the changes made meanwhile. The
+    /// scheduled write keeps the storage alive until it is done.
+    func writeSoon(_ storage: DefaultsStorage) {
+        queue.asyncAfter(deadline: .now() + Self.coalescingDelay) { [self] in writeScheduled(storage) }
     }
 
     /// A batched write. A failure is reported once per distinct cause (kind, system error and file,
@@ -48,10 +49,10 @@ extension DefaultsStorage {
     /// cannot be encoded was reported when it was set, and writing again would not help. A lock held
     /// by another process is not a failure: the write is tried again a little later; so is a broken
     /// file that may be another program's rewrite caught half-way (`suspicion` carries its looks).
-    private func writeScheduled(suspicion: CorruptionSuspicion = CorruptionSuspicion()) {
+    private func writeScheduled(_ storage: DefaultsStorage, suspicion: CorruptionSuspicion = CorruptionSuspicion()) {
         var suspicion = suspicion
         do throws(DefaultsError) {
-            try writeDirtyKeys(suspicion: &suspicion)
+            try writeDirtyKeys(storage, suspicion: &suspicion)
             lock.withLock { state.lockWaits = 0 }
         } catch {
             guard error.kind != .encodingFailed else { return }
@@ -64,18 +65,20 @@ extension DefaultsStorage {
                     state.failedWrites += 1
                 }
                 // A set made meanwhile has scheduled a write already; so has an earlier retry.
-                guard !state.isWriteScheduled, !state.dirty.isEmpty else { return (isNew, nil) }
-                state.isWriteScheduled = true
+                guard !storage.state.isWriteScheduled, !storage.state.dirty.isEmpty else { return (isNew, nil) }
+                storage.state.isWriteScheduled = true
                 if error.isSuspectedCorruption { return (false, .milliseconds(Self.corruptionConfirmationDelay)) }
                 if error.isLockContention { return (false, .milliseconds(Self.lockRetryDelay(afterWaits: state.lockWaits))) }
                 let doublings = min(state.failedWrites - 1, 16)
                 return (isNew, .milliseconds(min(Self.firstRetryDelay << doublings, Self.maximumRetryDelay)))
             }
-            if isNew { report(error) }
+            if isNew { storage.report(error) }
             if let retryDelay {
                 let suspicion = suspicion
                 // Weak: retries of a disk that stays full must not keep a storage alive.
-                queue.asyncAfter(deadline: .now() + retryDelay) { [weak self] in self?.writeScheduled(suspicion: suspicion) }
+                queue.asyncAfter(deadline: .now() + retryDelay) { [weak storage, self] in
+                    if let storage { writeScheduled(storage, suspicion: suspicion) }
+                }
             }
         }
     }
@@ -95,20 +98,24 @@ extension DefaultsStorage {
 
     /// Reports `error` unless a failure of the same cause was reported since the last successful
     /// write (at init, by a batched write, or at exit).
-    func reportOnce(_ error: DefaultsError) {
+    func reportOnce(_ error: DefaultsError, storage: DefaultsStorage) {
         let isNew = lock.withLock {
-            if error.kind == .encodingFailed, let key = error.key { return state.unencodableKeys.insert(key).inserted }
+            if error.kind == .encodingFailed, let key = error.key { return storage.state.unencodableKeys.insert(key).inserted }
             return state.reportedWriteFailures.insert(WriteFailure(error)).inserted
         }
-        if isNew { report(error) }
+        if isNew { storage.report(error) }
     }
 
     // MARK: Waited-for writes
 
-    /// Writes this process's changes to the file and waits until they are durable, however long
-    /// another process holds the lock file.
-    func flush() throws(DefaultsError) {
-        try flush(timeout: nil, notice: nil)
+    /// At exit: makes the pending changes durable, reporting a failure once (it was reported
+    /// already, most often, to a handler of a store that may be gone by now).
+    func flushAtExit(_ storage: DefaultsStorage) {
+        do {
+            try flush(storage, timeout: nil, notice: nil)
+        } catch {
+            reportOnce(error, storage: storage)
+        }
     }
 
     /// Writes this process's changes to the file and waits until they are durable. While another
@@ -119,8 +126,8 @@ extension DefaultsStorage {
     ///   - timeout: how long to wait for the lock at most; `nil` waits as long as it takes.
     ///   - notice: called once if the lock has been waited for `after`.
     /// - Throws: `.writeFailed` with `errno == ETIMEDOUT` when `timeout` expires; any write failure.
-    func flush(timeout: Duration?, notice: (after: Duration, call: () -> Void)?) throws(DefaultsError) {
-        try writeWaiting(nil, timeout: timeout, notice: notice)
+    func flush(_ storage: DefaultsStorage, timeout: Duration?, notice: (after: Duration, call: () -> Void)?) throws(DefaultsError) {
+        try writeWaiting(storage, nil, timeout: timeout, notice: notice)
     }
 
     /// Runs `writeDirtyKeys(transaction)` on the queue until it neither finds the lock file held by
@@ -132,6 +139,7 @@ extension DefaultsStorage {
     /// - Throws: `.writeFailed` with `errno == ETIMEDOUT` when `timeout` expires while another process
     ///   holds the lock; any write failure.
     func writeWaiting(
+        _ storage: DefaultsStorage,
         _ transaction: Transaction?,
         timeout: Duration? = nil,
         notice: (after: Duration, call: () -> Void)? = nil
@@ -143,7 +151,7 @@ extension DefaultsStorage {
         var suspicion = CorruptionSuspicion()
         while true {
             do throws(DefaultsError) {
-                try writeOnQueue(transaction, suspicion: &suspicion)
+                try writeOnQueue(storage, transaction, suspicion: &suspicion)
                 return
             } catch {
                 // On the caller's thread, or, for a flush from a handler running there, on the writer.

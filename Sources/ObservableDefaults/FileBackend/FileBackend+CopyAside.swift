@@ -1,4 +1,4 @@
-extension DefaultsStorage {
+extension FileBackend {
     /// How many times the copy of one broken content is tried: the first write and one retry.
     static let copyAttemptsPerContent = 2
 

@@ -1,0 +1,157 @@
+import Dispatch
+import ObservableDefaults
+
+/// This process's changes, sent from the storage's outbox in order, one transaction each (a batch's
+/// keys in one), with the marker that makes each apply exactly once (see `EtcdBackend`).
+extension EtcdBackend {
+    /// What to do about a request that failed.
+    enum FailureHandling {
+        /// It may not have applied, or did and the reply was lost, or no member answered: send the
+        /// same transaction again later (the marker makes that safe).
+        case retry
+        /// etcd refused it (permissions, an invalid request such as too many keys in one batch):
+        /// sending it again would fail again.
+        case refused
+    }
+
+    static func handling(of error: EtcdError) -> FailureHandling {
+        switch error.kind {
+        case .permissionDenied, .invalidEndpoint: return .refused
+        // INVALID_ARGUMENT (3): too many operations, a duplicate key, a request too large.
+        case .server where error.code == 3 || error.status.map { (400..<500).contains($0) } == true: return .refused
+        default: return .retry
+        }
+    }
+
+    // MARK: Draining the outbox
+
+    /// Sends the outbox's writes, oldest first, until it is empty (then returns `nil`) or a write
+    /// fails in a way that a later try may fix: that failure is reported once per outage, a retry
+    /// is scheduled, and the failure is returned (the write stays first). A write etcd refuses is
+    /// reported, dropped, and the prefix read again so that the cache holds etcd's values; the next
+    /// `flush()` throws it. Runs on the queue.
+    func drain(_ storage: DefaultsStorage) -> DefaultsError? {
+        while let write = storage.nextWrite() {
+            var operations: [EtcdOperation] = []
+            var unsent: Set<String> = []
+            for change in write.changes {
+                if let entry = change.entry {
+                    guard let json = DefaultsStorage.json(of: entry) else {
+                        // Reported when it was set; it stays pending, and `flush()` names it.
+                        unsent.insert(change.key)
+                        continue
+                    }
+                    operations.append(.put(key: etcdKey(change.key), value: Array(json.compactText.utf8)))
+                } else {
+                    operations.append(.delete(key: etcdKey(change.key)))
+                }
+            }
+            guard !operations.isEmpty else {
+                storage.finish(write, revision: nil, unsent: unsent)
+                continue
+            }
+            do throws(EtcdError) {
+                let revision = try send(operations, marker: Array("o\(write.sequence)".utf8))
+                noteRecovered()
+                storage.finish(write, revision: revision, unsent: unsent)
+            } catch {
+                let failure = DefaultsError(error, location: location, key: write.changes.count == 1 ? write.changes[0].key : nil)
+                switch Self.handling(of: error) {
+                case .retry:
+                    reportOutage(failure, to: storage)
+                    scheduleRetry(storage)
+                    return failure
+                case .refused:
+                    // Dropped before the handlers hear of it: one that flushes must not send it again.
+                    storage.finish(write, revision: nil, unsent: unsent)
+                    lock.withLock { state.refusal = state.refusal ?? failure }
+                    storage.report(failure)
+                    reload(storage, rewatch: false)
+                }
+            }
+        }
+        return nil
+    }
+
+    /// Sends the outbox again after a delay that doubles with each failure in a row. Weak: retries
+    /// against a cluster that stays down must not keep a storage alive.
+    private func scheduleRetry(_ storage: DefaultsStorage) {
+        let failures = lock.withLock {
+            state.failedSends += 1
+            return state.failedSends
+        }
+        let delay = min(Self.firstRetryDelay * (1 << min(failures - 1, 16)), Self.maximumRetryDelay)
+        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(delay / .nanoseconds(1)))) { [weak storage, self] in
+            if let storage { _ = drain(storage) }
+        }
+    }
+
+    /// Sends `operations` as one transaction with the marker put to `marker`, compared on the
+    /// marker's last revision; returns the revision at which they applied, by this call or an
+    /// earlier one whose reply was lost. Runs on the queue.
+    ///
+    /// - Throws: the client's error: nothing is known to have applied (a retry with the same `marker`
+    ///   is safe).
+    func send(_ operations: [EtcdOperation], marker: [UInt8]) throws(EtcdError) -> Int64 {
+        while true {
+            let result = try client.transaction(
+                compare: [.modRevision(key: markerKey, equals: queueState.markerRevision)],
+                success: operations + [.put(key: markerKey, value: marker)],
+                failure: [.range(key: markerKey)]
+            )
+            if result.succeeded {
+                queueState.markerRevision = result.revision
+                return result.revision
+            }
+            if let revision = appliedEarlier(result.ranges.last?.first, marker: marker) { return revision }
+        }
+    }
+
+    /// After a transaction whose marker comparison failed: the revision at which this marker value
+    /// was written (an earlier attempt applied, its reply lost), or `nil` (the marker was changed by
+    /// something else: the next attempt compares with its current revision). Runs on the queue.
+    func appliedEarlier(_ current: EtcdKeyValue?, marker: [UInt8]) -> Int64? {
+        queueState.markerRevision = current?.modRevision ?? 0
+        return current?.value == marker ? current!.modRevision : nil
+    }
+
+    // MARK: Flushing
+
+    /// Sends everything queued so far and returns once etcd acknowledged it. `timeout` and `notice`
+    /// (another process holding a file's lock) do not apply: every request is bounded by the
+    /// client's timeouts.
+    ///
+    /// - Throws: the failure that stopped the sending (the changes stay queued and are retried), the
+    ///   first refusal since the last flush (that change was dropped, whichever send met it), or
+    ///   `.encodingFailed` naming a key whose value cannot be written as JSON.
+    func flush(_ storage: DefaultsStorage, timeout: Duration?, notice: (after: Duration, call: () -> Void)?) throws(DefaultsError) {
+        let failure = isOnQueue ? drain(storage) : queue.sync { drain(storage) }
+        if let failure { throw failure }
+        let refusal = lock.withLock {
+            defer { state.refusal = nil }
+            return state.refusal
+        }
+        if let refusal { throw refusal }
+        if let (key, count) = storage.unencodablePendingKeys() {
+            let others = count > 1 ? " (and \(count - 1) other key\(count > 2 ? "s" : ""))" : ""
+            throw DefaultsError(
+                .encodingFailed, location: location, key: key,
+                reason: "its value cannot be written as JSON; it stays in memory only until it is replaced\(others)"
+            )
+        }
+    }
+
+    /// At exit: sends what is queued (each request bounded by the client's timeouts), reports a
+    /// failure once, and removes the marker.
+    func flushAtExit(_ storage: DefaultsStorage) {
+        let removeMarker = { [self] in
+            if queueState.markerRevision != 0, (try? client.delete(key: markerKey)) != nil { queueState.markerRevision = 0 }
+        }
+        do {
+            try flush(storage, timeout: nil, notice: nil)
+        } catch {
+            if error.kind != .encodingFailed { reportOutage(error, to: storage) }
+        }
+        if isOnQueue { removeMarker() } else { queue.sync(execute: removeMarker) }
+    }
+}

@@ -1,0 +1,258 @@
+import Foundation
+import KeyValueObserving
+
+/// What an error reply of etcd means for the request that got it.
+enum EtcdServerFailure: Equatable {
+    /// The token is unknown or expired (or the auth store changed since it was issued): authenticate
+    /// again and repeat.
+    case tokenInvalid
+    /// Authentication is enabled and the request carried no token.
+    case authenticationRequired
+    /// The user or password was refused.
+    case authenticationFailed
+    /// Authentication is not enabled: send requests without a token.
+    case authenticationNotEnabled
+    /// The user lacks the permission.
+    case permissionDenied
+    /// The member refused before proposing it (no leader, overloaded, a learner): the request
+    /// certainly did not apply; another member may take it.
+    case notApplied
+    /// The member gave up waiting for the request's outcome (timeout, leader change, stopping): it
+    /// may have applied.
+    case maybeApplied
+    /// The revision asked for was compacted.
+    case compacted
+    /// Any other refusal (invalid request, future revision, …).
+    case other
+
+    /// Classifies an error reply by etcd's message (stable across 3.x; the codes alone are too coarse).
+    static func classify(message: String, code: Int?) -> EtcdServerFailure {
+        let text = message.lowercased()
+        if text.contains("invalid auth token") || text.contains("revision of auth store is old") { return .tokenInvalid }
+        if text.contains("user name is empty") { return .authenticationRequired }
+        if text.contains("authentication failed") || text.contains("user name not found") { return .authenticationFailed }
+        if text.contains("authentication is not enabled") { return .authenticationNotEnabled }
+        if text.contains("permission denied") || code == 7 { return .permissionDenied }
+        if text.contains("required revision has been compacted") { return .compacted }
+        for phrase in [
+            "no leader", "too many requests", "proposal dropped", "not capable", "unhealthy cluster", "not supported for learner",
+        ]
+        where text.contains(phrase) {
+            return .notApplied
+        }
+        if text.contains("timed out") || text.contains("leader changed") || text.contains("server stopped")
+            || text.contains("request cancelled") || text.contains("context canceled") || text.contains("deadline exceeded")
+            || code == 14 || code == 4 || code == 1
+        {
+            return .maybeApplied
+        }
+        return .other
+    }
+}
+
+extension EtcdClient {
+    /// The result of one request at one endpoint.
+    enum Attempt {
+        case success(EtcdJSON.Object)
+        /// The request did not apply (or cannot have an effect): another endpoint may take it.
+        /// `noReply` when it was sent and unanswered (a read).
+        case tryElsewhere(String, noReply: Bool)
+        case failed(EtcdError)
+    }
+
+    /// Sends `body` to `path` with failover, back-off and authentication (see the type's discussion).
+    func call(_ path: String, _ body: EtcdJSON.Object, _ what: String, mayWrite: Bool = false) throws(EtcdError) -> (
+        reply: EtcdJSON.Object, endpoint: URL
+    ) {
+        let data = EtcdJSON.encode(body)
+        var failures: [String] = []
+        var unanswered = false
+        for round in 0..<options.attempts {
+            if round > 0 { sleep(for: backoff(afterRound: round)) }
+            failures = []
+            for index in endpointOrder() {
+                let endpoint = endpoints[index]
+                switch attempt(endpoint, path, data, what, mayWrite: mayWrite) {
+                case .success(let reply):
+                    state.withLock { $0.preferred = index }
+                    return (reply, endpoint)
+                case .failed(let error):
+                    throw error
+                case .tryElsewhere(let reason, let noReply):
+                    failures.append("\(endpoint.absoluteString): \(reason)")
+                    unanswered = unanswered || noReply
+                }
+            }
+        }
+        throw EtcdError(
+            unanswered ? .timeout : .unreachable, endpoints: endpoints,
+            reason: "\(what) failed on every endpoint in \(options.attempts) rounds; last round: " + failures.joined(separator: "; "))
+    }
+
+    /// The endpoint indices, the one that answered last first.
+    func endpointOrder() -> [Int] {
+        let first = state.withLock { $0.preferred }
+        return endpoints.indices.map { (first + $0) % endpoints.count }
+    }
+
+    /// The back-off before round `round` (1-based): `initialBackoff` doubled per round, at most
+    /// `maximumBackoff`.
+    func backoff(afterRound round: Int) -> Duration {
+        var delay = options.initialBackoff
+        for _ in 1..<max(round, 1) where delay < options.maximumBackoff { delay *= 2 }
+        return min(delay, options.maximumBackoff)
+    }
+
+    private func attempt(_ endpoint: URL, _ path: String, _ data: [UInt8], _ what: String, mayWrite: Bool) -> Attempt {
+        var authenticatedAgain = false
+        while true {
+            let token: String?
+            switch self.token(at: endpoint) {
+            case .token(let value): token = value
+            case .stop(let attempt): return attempt
+            }
+            let outcome = transport.exchange(
+                endpoint: endpoint, path: path, body: data, token: token, connectTimeout: options.connectTimeout,
+                requestTimeout: options.requestTimeout)
+            switch outcome {
+            case .notSent(let reason):
+                return .tryElsewhere(reason, noReply: false)
+            case .noReply(let reason):
+                guard mayWrite else { return .tryElsewhere(reason, noReply: true) }
+                return .failed(
+                    EtcdError(
+                        .replyLost, endpoints: [endpoint], reason: "\(what): \(reason) after sending it; it may or may not have applied"))
+            case .reply(200, let body):
+                do {
+                    return .success(try EtcdJSON.decode(body))
+                } catch {
+                    return .failed(EtcdError(.malformedReply, endpoints: [endpoint], reason: "\(what): \(error.reason)"))
+                }
+            case .reply(let status, let body):
+                let (message, code) = EtcdJSON.serverError(body)
+                let failure = EtcdServerFailure.classify(message: message, code: code)
+                switch failure {
+                case .tokenInvalid, .authenticationRequired:
+                    guard let credentials else {
+                        return .failed(
+                            EtcdError(
+                                .authenticationFailed, endpoints: [endpoint],
+                                reason: "\(what): the cluster requires authentication and no credentials were given (\(message))"))
+                    }
+                    guard !authenticatedAgain else {
+                        return .failed(
+                            EtcdError(
+                                .authenticationFailed, endpoints: [endpoint],
+                                reason: "\(what): refused right after authenticating (\(message))",
+                                user: credentials.user))
+                    }
+                    authenticatedAgain = true
+                    forgetToken(token, authenticationRequired: failure == .authenticationRequired)
+                    continue
+                case .notApplied:
+                    return .tryElsewhere("\(message) (HTTP \(status))", noReply: false)
+                case .maybeApplied where !mayWrite:
+                    return .tryElsewhere("\(message) (HTTP \(status))", noReply: true)
+                case .maybeApplied:
+                    return .failed(
+                        EtcdError(
+                            .replyLost, endpoints: [endpoint],
+                            reason: "\(what): etcd answered \"\(message)\"; it may or may not have applied",
+                            status: status, code: code))
+                default:
+                    return .failed(serverError(failure, endpoint: endpoint, what: what, message: message, status: status, code: code))
+                }
+            }
+        }
+    }
+
+    private func serverError(_ failure: EtcdServerFailure, endpoint: URL, what: String, message: String, status: Int, code: Int?)
+        -> EtcdError
+    {
+        switch failure {
+        case .permissionDenied:
+            return EtcdError(
+                .permissionDenied, endpoints: [endpoint], reason: "\(what): \(message)", user: credentials?.user, status: status, code: code
+            )
+        case .authenticationFailed:
+            return EtcdError(.authenticationFailed, endpoints: [endpoint], reason: "\(what): \(message)", user: credentials?.user)
+        case .compacted:
+            return EtcdError(.compacted, endpoints: [endpoint], reason: "\(what): \(message)", status: status, code: code)
+        default:
+            return EtcdError(.server, endpoints: [endpoint], reason: "\(what): \(message)", status: status, code: code)
+        }
+    }
+
+    // MARK: Authentication
+
+    /// The token to send (nil without credentials or when authentication is off), authenticating at
+    /// `endpoint` first when there is none.
+    func token(at endpoint: URL) -> TokenOutcome {
+        guard let credentials else { return .token(nil) }
+        let known: String?? = state.withLock { state in
+            if state.authenticationDisabled { return .some(nil) }
+            return state.token.map { .some($0) }
+        }
+        if let known { return .token(known) }
+        let body = EtcdJSON.encode(["name": credentials.user, "password": credentials.password])
+        let outcome = transport.exchange(
+            endpoint: endpoint, path: "/v3/auth/authenticate", body: body, token: nil, connectTimeout: options.connectTimeout,
+            requestTimeout: options.requestTimeout)
+        switch outcome {
+        case .notSent(let reason):
+            return .stop(.tryElsewhere("authenticate: \(reason)", noReply: false))
+        case .noReply(let reason):
+            return .stop(.tryElsewhere("authenticate: \(reason)", noReply: true))
+        case .reply(200, let body):
+            // The reply holds the token: never quote it in an error.
+            guard let reply = try? EtcdJSON.decode(body), let token = reply["token"] as? String, !token.isEmpty else {
+                return .stop(.failed(EtcdError(.malformedReply, endpoints: [endpoint], reason: "authenticate: the reply carries no token")))
+            }
+            state.withLock { $0.token = token }
+            return .token(token)
+        case .reply(let status, let body):
+            let (message, code) = EtcdJSON.serverError(body)
+            let error: EtcdError
+            switch EtcdServerFailure.classify(message: message, code: code) {
+            case .authenticationNotEnabled:
+                state.withLock { $0.authenticationDisabled = true }
+                return .token(nil)
+            case .notApplied, .maybeApplied:
+                return .stop(.tryElsewhere("authenticate: \(message) (HTTP \(status))", noReply: false))
+            case .authenticationFailed, .tokenInvalid, .authenticationRequired:
+                error = EtcdError(
+                    .authenticationFailed, endpoints: [endpoint],
+                    reason: "authenticate: etcd refused the user name or password (\(message))",
+                    user: credentials.user)
+            default:
+                error = EtcdError(
+                    .server, endpoints: [endpoint], reason: "authenticate: \(message)", user: credentials.user, status: status, code: code)
+            }
+            return .stop(.failed(error))
+        }
+    }
+
+    /// Drops `token` (if it is still the current one) so that the next request authenticates again.
+    func forgetToken(_ token: String?, authenticationRequired: Bool) {
+        state.withLock { state in
+            if state.token == token { state.token = nil }
+            if authenticationRequired { state.authenticationDisabled = false }
+        }
+    }
+
+    /// Drops the current token, whichever it is.
+    func forgetCurrentToken() {
+        state.withLock { $0.token = nil }
+    }
+
+    /// The token to send, or how the attempt ended while getting it.
+    enum TokenOutcome {
+        case token(String?)
+        case stop(Attempt)
+    }
+
+    private func sleep(for duration: Duration) {
+        let microseconds = duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000
+        usleep(UInt32(clamping: microseconds))
+    }
+}

@@ -1,0 +1,62 @@
+/// Timeouts, retries and back-off of an `EtcdClient`.
+///
+/// Every bound is finite. A call makes at most `attempts` rounds over the endpoints; in a round each
+/// endpoint costs at most `connectTimeout` (no connection) or `requestTimeout` (sent, no reply: only
+/// reads go on after that), and between rounds the client sleeps `initialBackoff`, doubled per round
+/// up to `maximumBackoff`. With the defaults and members that refuse connections or have no leader
+/// (an election), a call gives up after about 3.1 s of back-off (0.1 + 0.2 + 0.4 + 0.8 + 1.6 s),
+/// which covers an etcd election with its default timers.
+///
+/// ```swift
+/// // A client for a fleet on a slow network: longer replies, the same back-off.
+/// let options = EtcdClientOptions(requestTimeout: .seconds(10))
+/// ```
+package struct EtcdClientOptions: Sendable, Hashable {
+    /// The longest wait for one request's reply once it is sent (default 5 s).
+    package var requestTimeout: Duration
+    /// The longest wait for a connection to one endpoint (default 2 s).
+    package var connectTimeout: Duration
+    /// How many rounds over all endpoints a call makes before it throws `.unreachable` (or
+    /// `.timeout`) (default 6).
+    package var attempts: Int
+    /// The back-off before the second round; each further round doubles it (default 100 ms).
+    package var initialBackoff: Duration
+    /// The longest back-off between rounds, also the watch's longest wait between reconnect rounds
+    /// (default 2 s).
+    package var maximumBackoff: Duration
+    /// A PEM file of certificate authorities trusted for https endpoints in addition to the
+    /// system's trust store: a private CA (default none).
+    package var trustedCertificatesFile: String?
+
+    /// Options with the documented defaults, or the given values.
+    ///
+    /// - Parameters:
+    ///   - requestTimeout: The longest wait for a reply once a request is sent (positive).
+    ///   - connectTimeout: The longest wait for a connection (positive).
+    ///   - attempts: Rounds over all endpoints (at least 1).
+    ///   - initialBackoff: The first back-off between rounds.
+    ///   - maximumBackoff: The longest back-off.
+    ///   - trustedCertificatesFile: A PEM file of private certificate authorities for https.
+    package init(
+        requestTimeout: Duration = .seconds(5),
+        connectTimeout: Duration = .seconds(2),
+        attempts: Int = 6,
+        initialBackoff: Duration = .milliseconds(100),
+        maximumBackoff: Duration = .seconds(2),
+        trustedCertificatesFile: String? = nil
+    ) {
+        precondition(attempts >= 1, "EtcdClientOptions: attempts must be at least 1 (got \(attempts))")
+        precondition(
+            requestTimeout > .zero && connectTimeout > .zero,
+            "EtcdClientOptions: timeouts must be positive (got request \(requestTimeout), connect \(connectTimeout))")
+        precondition(
+            initialBackoff >= .zero && maximumBackoff >= initialBackoff,
+            "EtcdClientOptions: back-off must satisfy 0 ≤ initialBackoff ≤ maximumBackoff")
+        self.requestTimeout = requestTimeout
+        self.connectTimeout = connectTimeout
+        self.attempts = attempts
+        self.initialBackoff = initialBackoff
+        self.maximumBackoff = maximumBackoff
+        self.trustedCertificatesFile = trustedCertificatesFile
+    }
+}

@@ -1,0 +1,156 @@
+import Foundation
+
+/// A reply that is not what the etcd v3 JSON gateway sends; `reason` names the field.
+struct EtcdMalformedReply: Error {
+    let reason: String
+}
+
+/// The JSON of the etcd v3 gateway: keys and values are base64 strings, 64-bit integers are JSON
+/// strings (proto3's JSON mapping; numbers are accepted too), fields with their default value (0,
+/// false, empty) are left out.
+enum EtcdJSON {
+    typealias Object = [String: Any]
+
+    static func encode(_ object: Object) -> [UInt8] {
+        // Only strings, booleans, arrays and objects built by this file: serialization cannot fail.
+        Array((try? JSONSerialization.data(withJSONObject: object)) ?? Data("{}".utf8))
+    }
+
+    static func decode(_ bytes: [UInt8]) throws(EtcdMalformedReply) -> Object {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)), let object = object as? Object else {
+            let text = String(decoding: bytes.prefix(200), as: UTF8.self)
+            throw EtcdMalformedReply(reason: "not a JSON object: \(text)")
+        }
+        return object
+    }
+
+    static func base64(_ bytes: [UInt8]) -> String {
+        Data(bytes).base64EncodedString()
+    }
+
+    /// A base64 field as bytes; absent means empty.
+    static func bytes(_ object: Object, _ field: String) throws(EtcdMalformedReply) -> [UInt8] {
+        guard let value = object[field] else { return [] }
+        guard let text = value as? String, let data = Data(base64Encoded: text) else {
+            throw EtcdMalformedReply(reason: "\(field) is not base64: \(value)")
+        }
+        return Array(data)
+    }
+
+    /// A 64-bit integer field (a JSON string, or a number); absent means 0.
+    static func int64(_ object: Object, _ field: String) throws(EtcdMalformedReply) -> Int64 {
+        switch object[field] {
+        case nil: return 0
+        case let text as String:
+            guard let value = Int64(text) else { throw EtcdMalformedReply(reason: "\(field) is not a 64-bit integer: \(text)") }
+            return value
+        case let number as NSNumber:
+            // JSONSerialization reads integers exactly (as Int64) when they fit.
+            let value = number.int64Value
+            guard NSNumber(value: value) == number else { throw EtcdMalformedReply(reason: "\(field) is not an integer: \(number)") }
+            return value
+        case let other?:
+            throw EtcdMalformedReply(reason: "\(field) is not an integer: \(other)")
+        }
+    }
+
+    static func bool(_ object: Object, _ field: String) -> Bool {
+        switch object[field] {
+        case let value as Bool: value
+        case let value as NSNumber: value.boolValue
+        case let value as String: value == "true"
+        default: false
+        }
+    }
+
+    static func object(_ object: Object, _ field: String) throws(EtcdMalformedReply) -> Object {
+        guard let value = object[field] else { return [:] }
+        guard let nested = value as? Object else { throw EtcdMalformedReply(reason: "\(field) is not an object") }
+        return nested
+    }
+
+    static func array(_ object: Object, _ field: String) throws(EtcdMalformedReply) -> [Object] {
+        guard let value = object[field] else { return [] }
+        guard let items = value as? [Any] else { throw EtcdMalformedReply(reason: "\(field) is not an array") }
+        var objects: [Object] = []
+        for item in items {
+            guard let nested = item as? Object else { throw EtcdMalformedReply(reason: "an element of \(field) is not an object") }
+            objects.append(nested)
+        }
+        return objects
+    }
+
+    /// `header.revision` of a reply.
+    static func revision(_ reply: Object) throws(EtcdMalformedReply) -> Int64 {
+        try int64(try object(reply, "header"), "revision")
+    }
+
+    static func keyValue(_ object: Object) throws(EtcdMalformedReply) -> EtcdKeyValue {
+        EtcdKeyValue(
+            key: try bytes(object, "key"), value: try bytes(object, "value"), createRevision: try int64(object, "create_revision"),
+            modRevision: try int64(object, "mod_revision"), version: try int64(object, "version"))
+    }
+
+    static func keyValues(_ reply: Object) throws(EtcdMalformedReply) -> [EtcdKeyValue] {
+        var result: [EtcdKeyValue] = []
+        for item in try array(reply, "kvs") { result.append(try keyValue(item)) }
+        return result
+    }
+
+    static func event(_ object: Object) throws(EtcdMalformedReply) -> EtcdWatchEvent {
+        let keyValue = try keyValue(try self.object(object, "kv"))
+        switch object["type"] as? String {
+        case nil, "PUT"?: return .put(keyValue)
+        case "DELETE"?: return .delete(key: keyValue.key, modRevision: keyValue.modRevision)
+        case let other?: throw EtcdMalformedReply(reason: "unknown event type \(other)")
+        }
+    }
+
+    // MARK: Requests
+
+    static func rangeRequest(key: [UInt8], rangeEnd: [UInt8]?) -> Object {
+        var request: Object = ["key": base64(key)]
+        if let rangeEnd { request["range_end"] = base64(rangeEnd) }
+        return request
+    }
+
+    static func operation(_ operation: EtcdOperation) -> Object {
+        switch operation {
+        case .put(let key, let value): ["request_put": ["key": base64(key), "value": base64(value)]]
+        case .delete(let key): ["request_delete_range": ["key": base64(key)]]
+        case .range(let key): ["request_range": ["key": base64(key)]]
+        }
+    }
+
+    static func compare(_ compare: EtcdCompare) -> Object {
+        switch compare {
+        case .modRevision(let key, let revision):
+            ["key": base64(key), "target": "MOD", "result": "EQUAL", "mod_revision": String(revision)]
+        }
+    }
+
+    static func transactionRequest(compare: [EtcdCompare], success: [EtcdOperation], failure: [EtcdOperation]) -> Object {
+        ["compare": compare.map(self.compare), "success": success.map(operation), "failure": failure.map(operation)]
+    }
+
+    static func transactionResult(_ reply: Object) throws(EtcdMalformedReply) -> EtcdTransactionResult {
+        var ranges: [[EtcdKeyValue]] = []
+        for response in try array(reply, "responses") where response["response_range"] != nil {
+            ranges.append(try keyValues(try object(response, "response_range")))
+        }
+        return EtcdTransactionResult(succeeded: bool(reply, "succeeded"), revision: try revision(reply), ranges: ranges)
+    }
+
+    static func watchRequest(key: [UInt8], rangeEnd: [UInt8], startRevision: Int64) -> Object {
+        var create: Object = ["key": base64(key), "range_end": base64(rangeEnd)]
+        if startRevision > 0 { create["start_revision"] = String(startRevision) }
+        return ["create_request": create]
+    }
+
+    /// The error of a failed reply: `{"error": …, "message": …, "code": N}`.
+    static func serverError(_ body: [UInt8]) -> (message: String, code: Int?) {
+        guard let reply = try? decode(body) else { return (String(decoding: body.prefix(300), as: UTF8.self), nil) }
+        let message = (reply["message"] as? String) ?? (reply["error"] as? String) ?? String(decoding: body.prefix(300), as: UTF8.self)
+        return (message, (try? int64(reply, "code")).map { Int($0) })
+    }
+}

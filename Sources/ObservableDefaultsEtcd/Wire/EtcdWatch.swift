@@ -1,0 +1,308 @@
+import Dispatch
+import Foundation
+import KeyValueObserving
+
+/// A running watch (`EtcdClient.watch(prefix:startRevision:handler:)`). Keep it: `cancel()` or its
+/// deinit stops the watch.
+package final class EtcdWatch: Sendable {
+    private let stream: EtcdWatchStream
+
+    init(_ stream: EtcdWatchStream) {
+        self.stream = stream
+    }
+
+    deinit {
+        stream.cancel()
+    }
+
+    /// Stops the watch. After it returns no handler call starts (a call that already started, on the
+    /// watch's queue, may finish). Idempotent; it may be called from the handler.
+    package func cancel() {
+        stream.cancel()
+    }
+
+    // MARK: Test hooks
+
+    /// The revision the watch asks for when it (re)connects: the last queued event's + 1.
+    package var nextRevision: Int64 { stream.snapshot.nextRevision }
+
+    /// How many connections the watch started (the first one included).
+    package var connectionAttempts: Int { stream.snapshot.attempts }
+
+    /// Returns once every notice queued so far was delivered (or skipped after `cancel()`).
+    package func waitForDeliveries() { stream.waitForDeliveries() }
+}
+
+/// The machinery of one watch: one streaming `POST /v3/watch` at a time, reconnected (with failover
+/// and back-off) from the last delivered revision + 1 until cancelled.
+///
+/// The connection's thread parses the stream (in order); `control` connects and schedules
+/// reconnects (authentication blocks there); `delivery` calls the handler, one notice at a time. The
+/// state is behind one lock, never held while calling out.
+final class EtcdWatchStream: Sendable {
+    struct State {
+        var cancelled = false
+        /// Set after `compacted`: the watch ended.
+        var finished = false
+        /// The next revision to ask for (the last delivered one + 1; 0 until known).
+        var nextRevision: Int64
+        /// Identifies the current connection; callbacks of older ones are ignored.
+        var generation = 0
+        var connection: EtcdHTTPStream?
+        /// Whether the current connection's watch was created (it streams).
+        var created = false
+        /// The endpoint of the current (or next) connection.
+        var cursor = 0
+        /// Failed connection attempts in the current round over the endpoints.
+        var failedInRound = 0
+        /// Rounds that failed in the current outage (for the back-off).
+        var failedRounds = 0
+        /// Whether `disconnected` was delivered and `reconnected` not yet.
+        var inOutage = false
+        /// Connections started (for tests).
+        var attempts = 0
+    }
+
+    private let client: EtcdClient
+    private let key: [UInt8]
+    private let rangeEnd: [UInt8]
+    private let handler: @Sendable (EtcdWatchNotice) -> Void
+    private let state: Locked<State>
+    private let control = DispatchQueue(label: "ObservableDefaultsEtcd.watch.control")
+    private let delivery = DispatchQueue(label: "ObservableDefaultsEtcd.watch.delivery")
+
+    init(client: EtcdClient, key: [UInt8], rangeEnd: [UInt8], startRevision: Int64, handler: @escaping @Sendable (EtcdWatchNotice) -> Void)
+    {
+        self.client = client
+        self.key = key
+        self.rangeEnd = rangeEnd
+        self.handler = handler
+        state = Locked(State(nextRevision: max(startRevision, 0), cursor: client.endpointOrder().first ?? 0))
+    }
+
+    func start() {
+        control.async { self.connect() }
+    }
+
+    func cancel() {
+        let connection = state.withLock { state -> EtcdHTTPStream? in
+            state.cancelled = true
+            state.generation += 1
+            defer { state.connection = nil }
+            return state.connection
+        }
+        connection?.cancel()
+    }
+
+    var snapshot: State { state.current }
+
+    func waitForDeliveries() {
+        delivery.sync {}
+    }
+
+    // MARK: Connecting
+
+    private func connect() {
+        guard
+            let (generation, endpoint, revision) = state.withLock({ state -> (Int, URL, Int64)? in
+                guard !state.cancelled && !state.finished else { return nil }
+                state.generation += 1
+                state.created = false
+                state.attempts += 1
+                return (state.generation, client.endpoints[state.cursor % client.endpoints.count], state.nextRevision)
+            })
+        else { return }
+        let token: String?
+        switch client.token(at: endpoint) {
+        case .token(let value):
+            token = value
+        case .stop(let attempt):
+            switch attempt {
+            case .failed(let error): fail(generation, endpoint: endpoint, reason: error.reason, kind: error.kind)
+            case .tryElsewhere(let text, _): fail(generation, endpoint: endpoint, reason: text)
+            case .success: fail(generation, endpoint: endpoint, reason: "authenticated")
+            }
+            return
+        }
+        let body = EtcdJSON.encode(EtcdJSON.watchRequest(key: key, rangeEnd: rangeEnd, startRevision: revision))
+        let sink = EtcdWatchConnection(stream: self, generation: generation, endpoint: endpoint)
+        let connection = client.transport.stream(
+            endpoint: endpoint, path: "/v3/watch", body: body, token: token, connectTimeout: client.options.connectTimeout, sink: sink)
+        let current = state.withLock { state in
+            guard state.generation == generation && !state.cancelled else { return false }
+            state.connection = connection
+            return true
+        }
+        guard current else {
+            connection.cancel()
+            return
+        }
+        // A member that accepts the connection but never creates the watch counts as a failure.
+        let limit = client.options.connectTimeout + client.options.requestTimeout
+        control.asyncAfter(
+            deadline: .now() + .milliseconds(Int(limit.components.seconds * 1000 + limit.components.attoseconds / 1_000_000_000_000_000))
+        ) {
+            if self.state.withLock({ $0.generation == generation && !$0.created }) {
+                self.fail(generation, endpoint: endpoint, reason: "the watch was not created within \(limit)")
+            }
+        }
+    }
+
+    /// The connection `generation` failed: move to the next endpoint, tell the handler when a whole
+    /// round failed (once per outage), and connect again (at once within a round, after a back-off
+    /// between rounds).
+    /// `kind` is the kind of the `disconnected` notice's error if this failure ends a round
+    /// (`.authenticationFailed` when the credentials are refused, `.unreachable` otherwise).
+    func fail(_ generation: Int, endpoint: URL, reason: String, kind: EtcdError.Kind = .unreachable) {
+        let endpointCount = client.endpoints.count
+        let decision = state.withLock { state -> (connection: EtcdHTTPStream?, delay: Duration)? in
+            guard state.generation == generation && !state.cancelled && !state.finished else { return nil }
+            state.generation += 1
+            let connection = state.connection
+            state.connection = nil
+            state.cursor += 1
+            if state.created {
+                // A running stream broke: try the other endpoints at once.
+                state.created = false
+                state.failedInRound = 0
+                state.failedRounds = 0
+                return (connection, .zero)
+            }
+            state.failedInRound += 1
+            guard state.failedInRound >= endpointCount else { return (connection, .zero) }
+            state.failedInRound = 0
+            state.failedRounds += 1
+            if !state.inOutage {
+                state.inOutage = true
+                let error = EtcdError(
+                    kind, endpoints: client.endpoints, reason: "watch: no endpoint answered; last at \(endpoint.absoluteString): \(reason)",
+                    user: kind == .authenticationFailed ? client.credentials?.user : nil)
+                enqueue(.disconnected(error))
+            }
+            return (connection, client.backoff(afterRound: state.failedRounds))
+        }
+        guard let decision else { return }
+        decision.connection?.cancel()
+        let delay = decision.delay
+        control.asyncAfter(
+            deadline: .now() + .nanoseconds(Int(delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000))
+        ) {
+            self.connect()
+        }
+    }
+
+    // MARK: The stream
+
+    /// One line of the stream of connection `generation`.
+    func received(line: [UInt8], generation: Int, endpoint: URL, status: Int) {
+        let reply: EtcdJSON.Object
+        do {
+            reply = try EtcdJSON.decode(line)
+        } catch {
+            fail(generation, endpoint: endpoint, reason: "malformed watch reply: \(error.reason)")
+            return
+        }
+        if status != 200 || reply["error"] != nil {
+            fail(generation, endpoint: endpoint, reason: "watch refused (HTTP \(status)): \(Self.errorMessage(reply))")
+            return
+        }
+        do {
+            let result = try EtcdJSON.object(reply, "result")
+            try handle(result, generation: generation, endpoint: endpoint)
+        } catch {
+            fail(generation, endpoint: endpoint, reason: "malformed watch reply: \(error.reason)")
+        }
+    }
+
+    private func handle(_ result: EtcdJSON.Object, generation: Int, endpoint: URL) throws(EtcdMalformedReply) {
+        let header = try EtcdJSON.object(result, "header")
+        let headerRevision = try EtcdJSON.int64(header, "revision")
+        if EtcdJSON.bool(result, "canceled") {
+            let compactRevision = try EtcdJSON.int64(result, "compact_revision")
+            if compactRevision > 0 {
+                let connection = state.withLock { state -> EtcdHTTPStream? in
+                    guard state.generation == generation && !state.cancelled && !state.finished else { return nil }
+                    state.finished = true
+                    enqueue(.compacted(compactRevision: compactRevision))
+                    defer { state.connection = nil }
+                    return state.connection
+                }
+                connection?.cancel()
+                return
+            }
+            let reason = (result["cancel_reason"] as? String) ?? "the watch was cancelled by etcd"
+            let failure = EtcdServerFailure.classify(message: reason, code: nil)
+            if failure == .tokenInvalid || failure == .authenticationRequired {
+                client.forgetCurrentToken()
+            }
+            fail(generation, endpoint: endpoint, reason: reason)
+            return
+        }
+        var events: [EtcdWatchEvent] = []
+        for item in try EtcdJSON.array(result, "events") { events.append(try EtcdJSON.event(item)) }
+        state.withLock { state in
+            guard state.generation == generation && !state.cancelled && !state.finished else { return }
+            if EtcdJSON.bool(result, "created") {
+                state.created = true
+                state.failedInRound = 0
+                state.failedRounds = 0
+                if state.nextRevision == 0 { state.nextRevision = headerRevision + 1 }
+                if state.inOutage {
+                    state.inOutage = false
+                    enqueue(.reconnected)
+                }
+            }
+            if let last = events.last {
+                state.nextRevision = last.modRevision + 1
+                enqueue(.events(events, revision: max(headerRevision, last.modRevision)))
+            }
+        }
+    }
+
+    private static func errorMessage(_ reply: EtcdJSON.Object) -> String {
+        if let error = reply["error"] as? EtcdJSON.Object, let message = error["message"] as? String { return message }
+        return (reply["message"] as? String) ?? (reply["error"] as? String) ?? "\(reply)"
+    }
+
+    // MARK: Delivery
+
+    /// Queues `notice` for the handler. Called with the state's lock held, so notices are queued in
+    /// the order the state changed.
+    private func enqueue(_ notice: EtcdWatchNotice) {
+        delivery.async {
+            guard !self.state.withLock({ $0.cancelled }) else { return }
+            self.handler(notice)
+        }
+    }
+}
+
+/// The sink of one watch connection: splits the stream into lines and hands them to the stream.
+final class EtcdWatchConnection: EtcdStreamSink {
+    private let stream: EtcdWatchStream
+    private let generation: Int
+    private let endpoint: URL
+    private let splitter = Locked((EtcdLineSplitter(), status: 0))
+
+    init(stream: EtcdWatchStream, generation: Int, endpoint: URL) {
+        self.stream = stream
+        self.generation = generation
+        self.endpoint = endpoint
+    }
+
+    func received(status: Int) {
+        splitter.withLock { $0.status = status }
+    }
+
+    func received(_ bytes: [UInt8]) {
+        let (lines, status) = splitter.withLock { ($0.0.append(bytes), $0.status) }
+        guard let lines else {
+            stream.fail(generation, endpoint: endpoint, reason: "a watch reply line exceeds \(EtcdLineSplitter.maximumLineLength) bytes")
+            return
+        }
+        for line in lines { stream.received(line: line, generation: generation, endpoint: endpoint, status: status) }
+    }
+
+    func ended(_ reason: String) {
+        stream.fail(generation, endpoint: endpoint, reason: "the watch stream ended: \(reason)")
+    }
+}

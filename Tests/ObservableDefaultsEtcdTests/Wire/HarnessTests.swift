@@ -1,0 +1,65 @@
+import Foundation
+import Testing
+import TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite("etcd test harness", .tags(.processes), .enabled(if: EtcdTestEnvironment.testsEnabled, "KVO_SKIP_ETCD_TESTS=1"))
+struct HarnessTests {
+    @Test func aServerAnswersAndItsProcessIsGoneAfterStop() throws {
+        let server = try EtcdServer()
+        try server.etcdctl(["put", "k", "v"])
+        #expect(try server.etcdctl(["get", "k", "--print-value-only"]).contains("v"))
+        let dataDirectories = try #require(dataDirectoriesOfRunningEtcd(port: server.endpoint.port!))
+        #expect(dataDirectories.count == 1)
+        server.stop()
+        #expect(dataDirectoriesOfRunningEtcd(port: server.endpoint.port!)?.isEmpty == true)
+        #expect(!FileManager.default.fileExists(atPath: dataDirectories[0]))
+    }
+
+    @Test func aKilledMemberRestartsOnItsDataAndKeepsIt() throws {
+        let server = try EtcdServer()
+        try server.etcdctl(["put", "k", "kept"])
+        server.kill()
+        #expect(dataDirectoriesOfRunningEtcd(port: server.endpoint.port!)?.isEmpty == true)
+        try server.restart()
+        #expect(try server.etcdctl(["get", "k", "--print-value-only"]).contains("kept"))
+    }
+
+    @Test func aClusterElectsANewLeaderWhenTheLeaderIsKilled() throws {
+        let cluster = try EtcdCluster(members: 3)
+        let leader = try cluster.leaderIndex()
+        cluster.kill(member: leader)
+        let next = try cluster.leaderIndex()
+        #expect(next != leader)
+        try cluster.restart(member: leader)
+        try cluster.etcdctl(["put", "k", "v"])
+    }
+
+    @Test func etcdDiesWithTheTestProcess() throws {
+        // The kernel closes the lifeline's write end when the test process dies, however it dies;
+        // closing it here does the same.
+        let server = try EtcdServer()
+        #expect(server.cluster.cutLifeline(member: 0))
+        #expect(dataDirectoriesOfRunningEtcd(port: server.endpoint.port!)?.isEmpty == true)
+    }
+}
+
+/// The data directories (`--data-dir`) of the etcd processes that listen on client `port`, read from
+/// /proc (nil where /proc is not available).
+func dataDirectoriesOfRunningEtcd(port: Int) -> [String]? {
+    guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return nil }
+    var found: [String] = []
+    for entry in entries where Int(entry) != nil {
+        guard let raw = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { continue }
+        let arguments = raw.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+        guard arguments.first?.hasSuffix("etcd") == true, arguments.contains("http://127.0.0.1:\(port)"),
+            let index = arguments.firstIndex(of: "--data-dir"), index + 1 < arguments.count
+        else { continue }
+        // A zombie (killed, not reaped) has an empty cmdline and is skipped above.
+        found.append(arguments[index + 1])
+    }
+    return found
+}

@@ -1,0 +1,197 @@
+import Foundation
+@testable import ObservableDefaultsEtcd
+import Testing
+
+@Suite("etcd wire format (no etcd)")
+struct WireFormatTests {
+    // MARK: JSON
+
+    @Test func aKeyValueDecodesBase64AndRevisionsGivenAsStringsOrNumbers() throws {
+        let reply = try EtcdJSON.decode(
+            Array(#"{"key":"YXBwL2E=","value":"/wA=","create_revision":"9223372036854775807","mod_revision":12,"version":"3"}"#.utf8))
+        let keyValue = try EtcdJSON.keyValue(reply)
+        #expect(keyValue == EtcdKeyValue(key: Array("app/a".utf8), value: [0xFF, 0x00], createRevision: .max, modRevision: 12, version: 3))
+    }
+
+    @Test func fieldsLeftOutMeanTheirDefaults() throws {
+        let keyValue = try EtcdJSON.keyValue(try EtcdJSON.decode(Array(#"{"key":"aw=="}"#.utf8)))
+        #expect(keyValue == EtcdKeyValue(key: Array("k".utf8), value: [], createRevision: 0, modRevision: 0, version: 0))
+        let result = try EtcdJSON.transactionResult(try EtcdJSON.decode(Array(#"{"header":{"revision":"7"}}"#.utf8)))
+        #expect(result == EtcdTransactionResult(succeeded: false, revision: 7, ranges: []))
+    }
+
+    @Test func malformedFieldsAreErrorsNamingTheField() throws {
+        let badBase64 = try #require(throws: EtcdMalformedReply.self) {
+            try EtcdJSON.keyValue(try EtcdJSON.decode(Array(#"{"key":"not base64!"}"#.utf8)))
+        }
+        #expect(badBase64.reason.contains("key"))
+        let badRevision = try #require(throws: EtcdMalformedReply.self) {
+            try EtcdJSON.keyValue(try EtcdJSON.decode(Array(#"{"key":"aw==","mod_revision":"12x"}"#.utf8)))
+        }
+        #expect(badRevision.reason.contains("mod_revision"))
+        let fraction = try #require(throws: EtcdMalformedReply.self) {
+            try EtcdJSON.keyValue(try EtcdJSON.decode(Array(#"{"key":"aw==","version":1.5}"#.utf8)))
+        }
+        #expect(fraction.reason.contains("version"))
+        #expect(throws: EtcdMalformedReply.self) { try EtcdJSON.decode(Array("[1]".utf8)) }
+    }
+
+    @Test func aDeleteEventCarriesTheKeyAndTheDeletionsRevision() throws {
+        let event = try EtcdJSON.event(try EtcdJSON.decode(Array(#"{"type":"DELETE","kv":{"key":"aw==","mod_revision":"6"}}"#.utf8)))
+        #expect(event == .delete(key: Array("k".utf8), modRevision: 6))
+        let put = try EtcdJSON.event(try EtcdJSON.decode(Array(#"{"kv":{"key":"aw==","value":"dg==","mod_revision":"5"}}"#.utf8)))
+        #expect(put.modRevision == 5)
+        #expect(throws: EtcdMalformedReply.self) { try EtcdJSON.event(try EtcdJSON.decode(Array(#"{"type":"MOVE","kv":{}}"#.utf8))) }
+    }
+
+    @Test func aTransactionResultListsOnlyTheRangesInOrder() throws {
+        let reply = try EtcdJSON.decode(
+            Array(
+                #"{"header":{"revision":"6"},"succeeded":true,"responses":[{"response_put":{}},{"response_range":{"kvs":[{"key":"YQ==","mod_revision":"6"}]}},{"response_range":{}}]}"#
+                    .utf8))
+        let result = try EtcdJSON.transactionResult(reply)
+        #expect(result.succeeded)
+        #expect(result.ranges.map { $0.map(\.key) } == [[Array("a".utf8)], []])
+    }
+
+    @Test func requestsEncodeKeysAsBase64AndRevisionsAsStrings() throws {
+        let request = EtcdJSON.transactionRequest(
+            compare: [.modRevision(key: [0xFF], equals: 42)], success: [.put(key: [1], value: [])],
+            failure: [.range(key: [2]), .delete(key: [3])])
+        let text = String(decoding: EtcdJSON.encode(request), as: UTF8.self)
+        let decoded = try EtcdJSON.decode(Array(text.utf8))
+        let compare = try #require((decoded["compare"] as? [[String: Any]])?.first)
+        #expect(compare["key"] as? String == "/w==")
+        #expect(compare["mod_revision"] as? String == "42")
+        #expect(compare["target"] as? String == "MOD")
+        let watch = EtcdJSON.watchRequest(key: [0x61], rangeEnd: [0x62], startRevision: 9)
+        #expect((watch["create_request"] as? [String: Any])?["start_revision"] as? String == "9")
+    }
+
+    @Test func anErrorReplyGivesItsMessageAndCode() {
+        let (message, code) = EtcdJSON.serverError(Array(#"{"error":"etcdserver: x","message":"etcdserver: x","code":16}"#.utf8))
+        #expect(message == "etcdserver: x")
+        #expect(code == 16)
+        #expect(EtcdJSON.serverError(Array("plain text".utf8)).message == "plain text")
+    }
+
+    // MARK: Lines
+
+    @Test func aChunkWithSeveralLinesGivesEachLine() {
+        var splitter = EtcdLineSplitter()
+        #expect(splitter.append(Array("{\"a\":1}\n{\"b\":2}\n".utf8)) == [Array("{\"a\":1}".utf8), Array("{\"b\":2}".utf8)])
+        #expect(splitter.pendingCount == 0)
+    }
+
+    @Test func aLineSplitAcrossChunksComesOutWhole() {
+        var splitter = EtcdLineSplitter()
+        let text = Array("{\"result\":{\"events\":[1,2,3]}}\r\n{\"next\":true}\n".utf8)
+        var lines: [[UInt8]] = []
+        for byte in text { lines += splitter.append([byte]) ?? [] }
+        #expect(lines == [Array("{\"result\":{\"events\":[1,2,3]}}".utf8), Array("{\"next\":true}".utf8)])
+        #expect(splitter.append(Array("{\"par".utf8)) == [])
+        #expect(splitter.pendingCount == 5)
+        #expect(splitter.append(Array("t\":1}\n\n".utf8)) == [Array("{\"part\":1}".utf8)])
+    }
+
+    // MARK: HTTP
+
+    /// etcd's gateway's error reply: chunked, with a trailer after the body (what FoundationNetworking
+    /// cannot parse).
+    static let errorReply = Array(
+        ("HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nTrailer: Grpc-Trailer-Content-Type\r\n"
+            + "Transfer-Encoding: chunked\r\n\r\n1a\r\n{\"error\":\"x\",\"code\":11}   \r\n0\r\n"
+            + "Grpc-Trailer-Content-Type: application/grpc\r\n\r\n").utf8)
+
+    @Test func aChunkedReplyWithATrailerParsesInAnySplit() throws {
+        for split in 0...Self.errorReply.count {
+            var parser = EtcdHTTPParser()
+            var events = try parser.feed(Self.errorReply[..<split])
+            events += try parser.feed(Self.errorReply[split...])
+            let body = events.flatMap { event -> [UInt8] in if case .body(let bytes) = event { bytes } else { [] } }
+            #expect(
+                events.first
+                    == .head(
+                        status: 400,
+                        headers: [
+                            "content-type": "application/json", "trailer": "Grpc-Trailer-Content-Type", "transfer-encoding": "chunked",
+                        ]))
+            #expect(String(decoding: body, as: UTF8.self) == "{\"error\":\"x\",\"code\":11}   ")
+            #expect(events.last == .end)
+            #expect(parser.isComplete && parser.keepsConnection)
+        }
+    }
+
+    @Test func aContentLengthReplyEndsAfterItsLengthAndAnInterimReplyIsSkipped() throws {
+        var parser = EtcdHTTPParser()
+        let events = try parser.feed(
+            Array("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}".utf8))
+        #expect(events == [.head(status: 200, headers: ["content-length": "2", "connection": "close"]), .body(Array("{}".utf8)), .end])
+        #expect(!parser.keepsConnection)
+    }
+
+    @Test func aReplyWithoutLengthEndsWithTheConnection() throws {
+        var parser = EtcdHTTPParser()
+        _ = try parser.feed(Array("HTTP/1.0 200 OK\r\n\r\nabc".utf8))
+        #expect(!parser.isComplete)
+        #expect(try parser.finish() == [.end])
+    }
+
+    @Test func aConnectionClosedMidReplyOrABadStatusLineIsAnError() throws {
+        var parser = EtcdHTTPParser()
+        _ = try parser.feed(Array("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc".utf8))
+        #expect(throws: EtcdMalformedReply.self) { try parser.finish() }
+        var other = EtcdHTTPParser()
+        #expect(throws: EtcdMalformedReply.self) { try other.feed(Array("SSH-2.0-OpenSSH\r\n\r\n".utf8)) }
+    }
+
+    // MARK: Errors and options
+
+    @Test func serverMessagesAreClassifiedByWhatTheyMeanForARetry() {
+        #expect(EtcdServerFailure.classify(message: "etcdserver: invalid auth token", code: 16) == .tokenInvalid)
+        #expect(EtcdServerFailure.classify(message: "etcdserver: user name is empty", code: 3) == .authenticationRequired)
+        #expect(
+            EtcdServerFailure.classify(message: "etcdserver: authentication failed, invalid user ID or password", code: 3)
+                == .authenticationFailed)
+        #expect(EtcdServerFailure.classify(message: "etcdserver: permission denied", code: 7) == .permissionDenied)
+        #expect(EtcdServerFailure.classify(message: "etcdserver: no leader", code: 14) == .notApplied)
+        #expect(EtcdServerFailure.classify(message: "etcdserver: request timed out", code: 14) == .maybeApplied)
+        #expect(EtcdServerFailure.classify(message: "etcdserver: leader changed", code: 14) == .maybeApplied)
+        #expect(EtcdServerFailure.classify(message: "etcdserver: mvcc: required revision has been compacted", code: 11) == .compacted)
+        #expect(EtcdServerFailure.classify(message: "etcdserver: key is not provided", code: 3) == .other)
+    }
+
+    @Test func credentialsAndErrorsNeverShowThePassword() {
+        let credentials = EtcdCredentials(user: "alice", password: "s3cret")
+        #expect(!"\(credentials)".contains("s3cret"))
+        #expect(!String(reflecting: credentials).contains("s3cret"))
+        #expect("\(credentials)".contains("alice"))
+    }
+
+    @Test func endpointsMustBeHTTPOrHTTPSURLsWithAHostAndNoPassword() throws {
+        let ftp = try #require(throws: EtcdError.self) { try EtcdClient(endpoints: [URL(string: "ftp://h:1")!], credentials: nil) }
+        #expect(ftp.kind == .invalidEndpoint)
+        #expect(ftp.description.contains("ftp://h:1"))
+        #expect(throws: Never.self) { try EtcdClient(endpoints: [URL(string: "https://etcd:2379")!], credentials: nil) }
+        #expect(throws: EtcdError.self) { try EtcdClient(endpoints: [], credentials: nil) }
+        #expect(throws: EtcdError.self) { try EtcdClient(endpoints: [URL(string: "http://u:p@h:1")!], credentials: nil) }
+    }
+
+    @Test func theBackOffDoublesFromItsStartUpToItsMaximum() throws {
+        let etcd = try EtcdClient(
+            endpoints: [URL(string: "http://127.0.0.1:1")!], credentials: nil,
+            options: EtcdClientOptions(initialBackoff: .milliseconds(50), maximumBackoff: .milliseconds(300)))
+        #expect(
+            (1...5).map { etcd.backoff(afterRound: $0) } == [
+                .milliseconds(50), .milliseconds(100), .milliseconds(200), .milliseconds(300), .milliseconds(300),
+            ])
+    }
+
+    @Test func theDefaultsAreTheDocumentedOnes() throws {
+        let options = EtcdClientOptions()
+        #expect(options.requestTimeout == .seconds(5) && options.connectTimeout == .seconds(2) && options.attempts == 6)
+        let etcd = try EtcdClient(endpoints: [URL(string: "http://127.0.0.1:1")!], credentials: nil)
+        // Between the 6 rounds: 0.1 + 0.2 + 0.4 + 0.8 + 1.6 s.
+        #expect((1..<6).map { etcd.backoff(afterRound: $0) } == [0.1, 0.2, 0.4, 0.8, 1.6].map { .milliseconds(Int($0 * 1000)) })
+    }
+}

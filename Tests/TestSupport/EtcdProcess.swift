@@ -1,0 +1,327 @@
+import Foundation
+import KeyValueObserving
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Where the etcd tests find etcd, and whether they run.
+///
+/// Tests that need etcd are skipped only when `KVO_SKIP_ETCD_TESTS=1` is set; when etcd is missing
+/// and the variable is unset, starting a server throws an error that says how to install it, so the
+/// tests fail rather than pass without checking anything.
+package enum EtcdTestEnvironment {
+    /// `KVO_SKIP_ETCD_TESTS=1`: the etcd tests are skipped (`.enabled(if: EtcdTestEnvironment.testsEnabled)`).
+    package static let testsEnabled = ProcessInfo.processInfo.environment["KVO_SKIP_ETCD_TESTS"] != "1"
+    /// The `etcd` executable on `PATH`, if any.
+    package static let etcdPath = executable(named: "etcd")
+    /// The `etcdctl` executable on `PATH`, if any.
+    package static let etcdctlPath = executable(named: "etcdctl")
+    /// Whether `etcd` and `etcdctl` are installed.
+    package static var isAvailable: Bool { etcdPath != nil && etcdctlPath != nil }
+
+    static let installHint =
+        "etcd and etcdctl are needed by the etcd tests and are not on PATH: install them (Debian/Ubuntu: "
+        + "apt-get install -y etcd-server etcd-client), or set KVO_SKIP_ETCD_TESTS=1 to skip these tests knowingly"
+
+    private static func executable(named name: String) -> String? {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
+        return path.split(separator: ":").map { "\($0)/\(name)" }.first { access($0, X_OK) == 0 }
+    }
+}
+
+/// etcd processes for tests: `members` members of one cluster on free loopback ports, each with a
+/// temporary data directory, started and awaited (health polled, no fixed sleeps) by `init`.
+///
+/// Nothing outlives the test run: `stop()` (also run by deinit) kills every member and removes the
+/// data; each member also carries a lifeline pipe, so it is killed when the test process dies, however
+/// it dies. Members use short Raft timers (heartbeat 50 ms, election 500 ms), so a new leader is
+/// elected within about a second of the leader's loss.
+package final class EtcdCluster: @unchecked Sendable {
+    // Invariant: `processes` and `rootPassword` are accessed only with `lock` held; the rest is
+    // immutable after init.
+    /// Settings of the members.
+    package struct Options: Sendable {
+        /// `--auth-token-ttl`: seconds an idle simple token stays valid (etcd's default is 300).
+        package var authTokenTTL: Int?
+        /// `--heartbeat-interval` in milliseconds.
+        package var heartbeatMilliseconds = 50
+        /// `--election-timeout` in milliseconds.
+        package var electionTimeoutMilliseconds = 500
+        /// Serve clients over https with these certificates (the health is polled over http on the
+        /// metrics port either way).
+        package var tls: EtcdTestCertificates?
+
+        package init(authTokenTTL: Int? = nil, tls: EtcdTestCertificates? = nil) {
+            self.authTokenTTL = authTokenTTL
+            self.tls = tls
+        }
+    }
+
+    struct Member {
+        let name: String
+        let clientPort: Int
+        let peerPort: Int
+        let metricsPort: Int
+        let dataDirectory: String
+        let logPath: String
+    }
+
+    let members: [Member]
+    private let options: Options
+    private let root: String
+    private let token = UUID().uuidString
+    private let lock = Lock()
+    private var processes: [ChildProcess?]
+    private var rootPassword: String?
+
+    /// The client URLs of the members, in member order (https with `Options.tls`).
+    package var endpoints: [URL] {
+        members.map { URL(string: "\(scheme)://127.0.0.1:\($0.clientPort)")! }
+    }
+
+    private var scheme: String { options.tls == nil ? "http" : "https" }
+
+    /// Starts `members` members and waits until every one is healthy (at most `seconds`).
+    ///
+    /// - Throws: `EtcdHarnessError` when etcd is not installed (saying how to install it) or does not
+    ///   become healthy (with the end of its log).
+    package init(members count: Int = 3, options: Options = .init(), seconds: Double = 30) throws {
+        guard EtcdTestEnvironment.isAvailable else { throw EtcdHarnessError(EtcdTestEnvironment.installHint) }
+        var template = Array((NSTemporaryDirectory() + "/kvo-etcd-XXXXXX").utf8CString)
+        guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
+            throw EtcdHarnessError("mkdtemp failed: errno \(errno)")
+        }
+        let root = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        self.root = root
+        EtcdCluster.removeAbandonedDirectories()
+        try? "\(getpid())".write(toFile: "\(root)/owner.pid", atomically: true, encoding: .utf8)
+        self.options = options
+        let ports = try freeLoopbackPorts(3 * count)
+        members = (0..<count).map { index in
+            Member(
+                name: "m\(index)", clientPort: ports[3 * index], peerPort: ports[3 * index + 1], metricsPort: ports[3 * index + 2],
+                dataDirectory: "\(root)/m\(index).data", logPath: "\(root)/m\(index).log")
+        }
+        processes = Array(repeating: nil, count: count)
+        do {
+            for index in members.indices { try launch(index) }
+            for index in members.indices { try waitUntilHealthy(index, seconds: seconds) }
+        } catch {
+            stop()
+            throw error
+        }
+    }
+
+    deinit {
+        stop()
+    }
+
+    /// Removes the directories of clusters whose test process died without stopping them (a crash):
+    /// their members died with it (the lifeline), their data stayed.
+    private static func removeAbandonedDirectories() {
+        let temporary = NSTemporaryDirectory()
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: temporary)) ?? []
+        for name in names where name.hasPrefix("kvo-etcd-") {
+            let directory = "\(temporary)/\(name)"
+            guard let text = try? String(contentsOfFile: "\(directory)/owner.pid", encoding: .utf8), let owner = pid_t(text),
+                owner != getpid(), !processExists(owner)
+            else { continue }
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+    }
+
+    /// Kills every member and removes the data directories. Idempotent.
+    package func stop() {
+        let running = lock.withLock {
+            defer { processes = processes.map { _ in nil } }
+            return processes
+        }
+        for process in running { process?.kill() }
+        try? FileManager.default.removeItem(atPath: root)
+    }
+
+    /// Kills member `index` with SIGKILL (a crash: nothing is flushed beyond what etcd already synced).
+    package func kill(member index: Int) {
+        let process = lock.withLock {
+            defer { processes[index] = nil }
+            return processes[index]
+        }
+        process?.kill()
+    }
+
+    /// Closes member `index`'s end of its lifeline, as the death of the test process would, and
+    /// returns whether the member then exited by itself within `seconds` (it is reaped either way).
+    package func cutLifeline(member index: Int, seconds: Double = 10) -> Bool {
+        guard let process = lock.withLock({ processes[index] }) else { return false }
+        close(process.lifeline)
+        lock.withLock { processes[index] = nil }
+        let deadline = Date().addingTimeInterval(seconds)
+        var exited = false
+        while !exited && Date() < deadline {
+            exited = process.hasExited().exited
+            if !exited { usleep(10_000) }
+        }
+        if !exited { ChildProcess(pid: process.pid, lifeline: -1).kill() }
+        return exited
+    }
+
+    /// Starts member `index` again on its data directory and ports and waits until it is healthy.
+    package func restart(member index: Int, seconds: Double = 30) throws {
+        try launch(index)
+        try waitUntilHealthy(index, seconds: seconds)
+    }
+
+    /// Whether member `index` runs.
+    package func isRunning(member index: Int) -> Bool {
+        lock.withLock { processes[index] != nil }
+    }
+
+    /// The index of the member the running members agree is the leader (http clusters), waiting for an election if
+    /// there is none (at most `seconds`).
+    package func leaderIndex(seconds: Double = 30) throws -> Int {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if let leader = currentLeader() { return leader }
+            usleep(20_000)
+        }
+        throw EtcdHarnessError("no etcd leader elected within \(seconds) s; logs:\n\(logTails())")
+    }
+
+    /// Enables authentication with `etcdctl`: creates `root` and `user` (both with `password`; `user`
+    /// with read-write permission on every key), then `auth enable`.
+    package func enableAuth(user: String, password: String) throws {
+        try etcdctl(["user", "add", "root", "--new-user-password=\(password)", "--interactive=false"])
+        if user != "root" {
+            try etcdctl(["user", "add", user, "--new-user-password=\(password)", "--interactive=false"])
+            try etcdctl(["role", "add", "readwrite"])
+            try etcdctl(["role", "grant-permission", "readwrite", "readwrite", "--prefix=true", ""])
+            try etcdctl(["user", "grant-role", user, "readwrite"])
+        }
+        try etcdctl(["auth", "enable"])
+        lock.withLock { rootPassword = password }
+    }
+
+    /// Runs `etcdctl` (API 3, explicitly) against the running members, as root once auth is enabled;
+    /// returns its output.
+    @discardableResult
+    package func etcdctl(_ arguments: [String]) throws -> String {
+        let (running, password) = lock.withLock { (processes.indices.filter { processes[$0] != nil }, rootPassword) }
+        let urls = running.map { endpoints[$0].absoluteString }.joined(separator: ",")
+        var all = ["--endpoints=\(urls)", "--dial-timeout=5s", "--command-timeout=10s"]
+        if let password { all.append("--user=root:\(password)") }
+        if let tls = options.tls { all.append("--cacert=\(tls.authorityFile)") }
+        let result = try runChild(
+            executable: EtcdTestEnvironment.etcdctlPath!, arguments: all + arguments, environment: ["ETCDCTL_API": "3"])
+        guard result.status == 0 else {
+            throw EtcdHarnessError("etcdctl \(arguments.first ?? "") failed (status \(result.status)): \(result.output)")
+        }
+        return result.output
+    }
+
+    /// The last lines of every member's log, for a failure message.
+    package func logTails(lines: Int = 15) -> String {
+        members.map { member in
+            let text = (try? String(contentsOfFile: member.logPath, encoding: .utf8)) ?? ""
+            return "[\(member.name)]\n" + text.split(separator: "\n").suffix(lines).joined(separator: "\n")
+        }.joined(separator: "\n")
+    }
+
+    private func launch(_ index: Int) throws {
+        let member = members[index]
+        let peers = members.map { "\($0.name)=http://127.0.0.1:\($0.peerPort)" }.joined(separator: ",")
+        var arguments = [
+            "--name", member.name, "--data-dir", member.dataDirectory,
+            "--listen-client-urls", "\(scheme)://127.0.0.1:\(member.clientPort)",
+            "--advertise-client-urls", "\(scheme)://127.0.0.1:\(member.clientPort)",
+            "--listen-metrics-urls", "http://127.0.0.1:\(member.metricsPort)",
+            "--listen-peer-urls", "http://127.0.0.1:\(member.peerPort)",
+            "--initial-advertise-peer-urls", "http://127.0.0.1:\(member.peerPort)",
+            "--initial-cluster", peers, "--initial-cluster-state", "new", "--initial-cluster-token", token,
+            "--heartbeat-interval", "\(options.heartbeatMilliseconds)", "--election-timeout", "\(options.electionTimeoutMilliseconds)",
+        ]
+        if let ttl = options.authTokenTTL { arguments += ["--auth-token-ttl", "\(ttl)"] }
+        if let tls = options.tls { arguments += ["--cert-file", tls.certificateFile, "--key-file", tls.keyFile] }
+        let process = try spawnChild(
+            executable: EtcdTestEnvironment.etcdPath!, arguments: arguments, outputPath: member.logPath, lifeline: true)
+        let previous = lock.withLock {
+            defer { processes[index] = process }
+            return processes[index]
+        }
+        precondition(previous == nil, "EtcdCluster.restart(member: \(index)): the member runs; kill it first")
+    }
+
+    private func waitUntilHealthy(_ index: Int, seconds: Double) throws {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if let reply = probeHTTP(port: members[index].metricsPort, path: "/health"), reply.status == 200,
+                reply.body.contains("\"health\":\"true\"")
+            {
+                return
+            }
+            guard let process = lock.withLock({ processes[index] }) else { throw EtcdHarnessError("member \(index) was killed") }
+            let (exited, status) = process.hasExited()
+            if exited {
+                lock.withLock { processes[index] = nil }
+                throw EtcdHarnessError("etcd member \(index) exited (status \(status)) while starting; log:\n\(logTails())")
+            }
+            usleep(20_000)
+        }
+        throw EtcdHarnessError("etcd member \(index) not healthy within \(seconds) s; logs:\n\(logTails())")
+    }
+
+    private func currentLeader() -> Int? {
+        var leaders: Set<String> = []
+        var ids: [String: Int] = [:]
+        for index in members.indices where isRunning(member: index) {
+            guard let reply = probeHTTP(port: members[index].clientPort, method: "POST", path: "/v3/maintenance/status", body: "{}"),
+                reply.status == 200,
+                let object = try? JSONSerialization.jsonObject(with: Data(reply.body.utf8)) as? [String: Any],
+                let header = object["header"] as? [String: Any], let id = header["member_id"] as? String
+            else { continue }
+            ids[id] = index
+            if let leader = object["leader"] as? String, leader != "0" { leaders.insert(leader) }
+        }
+        guard leaders.count == 1, let leader = leaders.first else { return nil }
+        return ids[leader]
+    }
+}
+
+/// Whether a process with this id exists.
+private func processExists(_ pid: pid_t) -> Bool {
+    #if canImport(Glibc)
+    return Glibc.kill(pid, 0) == 0 || errno != ESRCH
+    #else
+    return Darwin.kill(pid, 0) == 0 || errno != ESRCH
+    #endif
+}
+
+/// A single-member etcd for tests (an `EtcdCluster` of one member).
+package final class EtcdServer: Sendable {
+    /// The cluster of one.
+    package let cluster: EtcdCluster
+
+    /// Starts etcd and waits until it is healthy. See `EtcdCluster.init(members:options:seconds:)`.
+    package init(options: EtcdCluster.Options = .init()) throws {
+        cluster = try EtcdCluster(members: 1, options: options)
+    }
+
+    /// The client URL.
+    package var endpoint: URL { cluster.endpoints[0] }
+    /// The client URL, as a list.
+    package var endpoints: [URL] { cluster.endpoints }
+
+    /// Kills etcd and removes its data.
+    package func stop() { cluster.stop() }
+    /// Kills etcd (SIGKILL), keeping its data for `restart()`.
+    package func kill() { cluster.kill(member: 0) }
+    /// Starts etcd again on the same data directory and port, and waits until it is healthy.
+    package func restart() throws { try cluster.restart(member: 0) }
+    /// See `EtcdCluster.enableAuth(user:password:)`.
+    package func enableAuth(user: String, password: String) throws { try cluster.enableAuth(user: user, password: password) }
+    /// See `EtcdCluster.etcdctl(_:)`.
+    @discardableResult
+    package func etcdctl(_ arguments: [String]) throws -> String { try cluster.etcdctl(arguments) }
+}

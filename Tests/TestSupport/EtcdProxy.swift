@@ -1,0 +1,201 @@
+import Foundation
+import KeyValueObserving
+
+#if canImport(Glibc)
+import Glibc
+
+/// A TCP forwarder between a client and one etcd member, on a free loopback port, that a test can
+/// break on purpose: refuse connections (as a stopped member does), swallow requests (accepted and
+/// never answered: a member that hangs after receiving a request), or reset the connections it
+/// carries (a member that dies mid-stream). Threads pump the bytes; `stop()` (and deinit) ends them.
+package final class EtcdProxy: @unchecked Sendable {
+    // Invariant: `mode`, `listener` and `connections` are accessed only with `lock` held; the pump
+    // threads own their descriptors' reads and writes.
+    /// What the proxy does with connections.
+    package enum Mode: Sendable {
+        /// Forwards both ways.
+        case forward
+        /// Not listening: connecting is refused.
+        case refuse
+        /// Accepts and reads, never forwards or answers.
+        case swallow
+    }
+
+    private let targetPort: Int
+    private let port: Int
+    private let lock = Lock()
+    private var mode: Mode = .refuse
+    private var listener: Int32 = -1
+    private var connections: Set<Int32> = []
+    private var swallowed = 0
+
+    /// The proxy's URL, to give a client instead of the member's.
+    package var endpoint: URL { URL(string: "http://127.0.0.1:\(port)")! }
+
+    /// Starts forwarding to 127.0.0.1:`targetPort`.
+    package init(targetPort: Int) throws {
+        self.targetPort = targetPort
+        port = try freeLoopbackPorts(1)[0]
+        try set(.forward)
+    }
+
+    deinit {
+        stop()
+    }
+
+    /// Switches to `mode`. Connections already carried keep being carried (see `resetConnections()`).
+    package func set(_ mode: Mode) throws {
+        let (old, new) = try lock.withLock { () throws -> (Int32, Int32) in
+            self.mode = mode
+            let old = listener
+            if mode == .refuse {
+                listener = -1
+                return (old, -1)
+            }
+            guard listener < 0 else { return (-1, -1) }
+            listener = try listen(on: port)
+            return (-1, listener)
+        }
+        if old >= 0 {
+            shutdown(old, Int32(SHUT_RDWR))
+            close(old)
+        }
+        if new >= 0 {
+            Thread { self.acceptLoop(new) }.start()
+        }
+    }
+
+    /// How many descriptors of carried connections are open (two per forwarded connection).
+    package var connectionCount: Int {
+        lock.withLock { connections.count }
+    }
+
+    /// How many bytes the proxy swallowed (in `.swallow` mode).
+    package var bytesSwallowed: Int {
+        lock.withLock { swallowed }
+    }
+
+    /// Ends every connection the proxy carries (both sides see the connection close).
+    package func dropConnections() {
+        lock.withLock {
+            for descriptor in connections { shutdown(descriptor, Int32(SHUT_RDWR)) }
+        }
+    }
+
+    /// Stops listening and ends every connection.
+    package func stop() {
+        try? set(.refuse)
+        dropConnections()
+    }
+
+    private func listen(on port: Int) throws -> Int32 {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { throw EtcdHarnessError("socket failed: errno \(errno)") }
+        var yes: Int32 = 1
+        setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        var address = loopbackAddress(port: port)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, Glibc.listen(descriptor, 64) == 0 else {
+            close(descriptor)
+            throw EtcdHarnessError("the proxy cannot listen on port \(port): errno \(errno)")
+        }
+        return descriptor
+    }
+
+    private func acceptLoop(_ listener: Int32) {
+        while true {
+            let client = accept(listener, nil, nil)
+            guard client >= 0 else {
+                if errno == EINTR || errno == ECONNABORTED { continue }
+                return  // the listener was closed
+            }
+            _ = fcntl(client, F_SETFD, FD_CLOEXEC)
+            let mode = lock.withLock {
+                connections.insert(client)
+                return self.mode
+            }
+            if mode == .swallow {
+                let pair = Pair(client, nil)
+                Thread { self.pump(pair, from: client, to: nil) }.start()
+                continue
+            }
+            guard let server = connectToTarget() else {
+                finish(Pair(client, nil))
+                continue
+            }
+            lock.withLock { _ = connections.insert(server) }
+            let pair = Pair(client, server)
+            Thread { self.pump(pair, from: client, to: server) }.start()
+            Thread { self.pump(pair, from: server, to: client) }.start()
+        }
+    }
+
+    /// The two descriptors of one carried connection, closed when both pumps (or the one) finished.
+    private final class Pair: @unchecked Sendable {
+        // Invariant: `running` is only changed with the proxy's lock held.
+        let client: Int32
+        let server: Int32?
+        var running: Int
+
+        init(_ client: Int32, _ server: Int32?) {
+            self.client = client
+            self.server = server
+            running = server == nil ? 1 : 2
+        }
+    }
+
+    private func connectToTarget() -> Int32? {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { return nil }
+        var address = loopbackAddress(port: targetPort)
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            close(descriptor)
+            return nil
+        }
+        return descriptor
+    }
+
+    /// Copies bytes from `source` to `destination` (or discards them) until either side closes, then
+    /// ends both directions.
+    private func pump(_ pair: Pair, from source: Int32, to destination: Int32?) {
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = recv(source, &buffer, buffer.count, 0)
+            if count <= 0 { break }
+            guard let destination else {
+                lock.withLock { swallowed += count }
+                continue
+            }
+            var sent = 0
+            while sent < count {
+                let result = buffer[sent..<count].withUnsafeBytes { send(destination, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                if result <= 0 { break }
+                sent += result
+            }
+            if sent < count { break }
+        }
+        shutdown(source, Int32(SHUT_RDWR))
+        if let destination { shutdown(destination, Int32(SHUT_RDWR)) }
+        finish(pair)
+    }
+
+    /// One pump of `pair` finished; the last one closes the descriptors (no thread uses them then).
+    private func finish(_ pair: Pair) {
+        let last = lock.withLock { () -> Bool in
+            pair.running -= 1
+            guard pair.running <= 0 else { return false }
+            connections.remove(pair.client)
+            if let server = pair.server { connections.remove(server) }
+            return true
+        }
+        guard last else { return }
+        close(pair.client)
+        if let server = pair.server { close(server) }
+    }
+}
+#endif
