@@ -388,8 +388,9 @@ enum _ObservedKeyCache {
     }
 
     private static let lock = Lock()
-    // Invariant: only accessed with `lock` held. `keyPaths` keeps the identified key paths alive, so
-    // an identifier is never reused for another key path; classes live for the life of the process.
+    // Invariant (all three statics below): only accessed with `lock` held. `keyPaths` keeps the
+    // identified key paths alive, so an identifier is never reused for another key path; classes
+    // live for the life of the process.
     // An open-addressed table with a multiplicative hash of the two identities: a look-up on every
     // registration costs a few instructions, where a `Dictionary` hashes with SipHash (~300).
     nonisolated(unsafe) private static var elements = [Element](repeating: Element(), count: 64)

@@ -121,9 +121,9 @@ extension _ObserverRegistry.State {
         for index in slots.indices where slots[index].kind == .storage {
             if slots[index].offset == nil { hasUnresolvedSlots = true } else { resolved += 1 }
         }
-        // Without an observed `@Observed` property the mask keeps every set away from the table.
-        guard resolved > 0 || hasUnresolvedSlots else { return nil }
-        guard resolved + learnedOffsets.count > 0 else { return nil }
+        // Without an observed `@Observed` property the mask keeps every set away from the table; with
+        // only unresolved ones, a table is worth building once some offset is known.
+        guard resolved > 0 || (hasUnresolvedSlots && !learnedOffsets.isEmpty) else { return nil }
         let table = _ObserverSetTable.make(count: resolved + learnedOffsets.count, hasUnresolvedSlots: hasUnresolvedSlots)
         for index in slots.indices where slots[index].kind == .storage {
             if let offset = slots[index].offset { table.insert(offset: offset, snapshot: slots[index].snapshot) }
