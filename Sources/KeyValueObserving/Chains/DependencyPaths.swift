@@ -194,10 +194,7 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
 
     /// A direct observer of a property of type `Value` that tells this resolver of its changes.
     private func directFollower<Value>(of _: Value.Type, id: UInt64, marker: _PathFollower.Marker) -> _ObserverEntry {
-        // Holds the resolver strongly, as `_SignalObserver` does.
-        _ClosureDirectObserver<Value>(id: id, options: [], isPathFollower: true) { object, _ in
-            self.didChange(marker, on: object)
-        }
+        _DirectFollower<Value>(id: id, announcingTo: self, marker: marker)
     }
 
     /// Each step and property that `steps` read, once per object and property, and whether a change
@@ -270,5 +267,26 @@ final class _SignalObserver: _ObserverEntry, @unchecked Sendable {
 
     override func didChange(_ object: AnyObject, old: Any?) {
         if isActive { resolver.didChange(marker, on: object) }
+    }
+}
+
+/// The follower a path's registration that wants no `.prior` keeps on an object along the path: a
+/// direct observer of the property's type, which ignores the value. With no other kind of observer
+/// there, a set of the property takes the plain delivery, the cheapest.
+final class _DirectFollower<Value>: _DirectObserver<Value>, @unchecked Sendable {
+    // Invariant: immutable after init (see `_ObserverEntry`); the resolver and the marker are
+    // thread-safe.
+    /// Held strongly, as `_SignalObserver` holds it.
+    private let resolver: _DependencyPaths
+    private let marker: _PathFollower.Marker
+
+    init(id: UInt64, announcingTo resolver: _DependencyPaths, marker: _PathFollower.Marker) {
+        self.resolver = resolver
+        self.marker = marker
+        super.init(id: id, options: [], isDuplicate: nil, rootType: nil, isPathFollower: true)
+    }
+
+    override func handler(_ object: AnyObject, _ change: KeyValueObservedChange<Value>) {
+        resolver.didChange(marker, on: object)
     }
 }
