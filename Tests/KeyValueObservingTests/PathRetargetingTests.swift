@@ -12,6 +12,25 @@ final class Panel: KeyValueObservable, @unchecked Sendable {
     @Observed var dial = Dial()
 }
 
+protocol Gauged: AnyObject {
+    var level: Int { get }
+}
+
+final class Tank: KeyValueObservable, Gauged, @unchecked Sendable {
+    @Observed var level = 0
+}
+
+/// A dependent key whose input reaches through an intermediate held as an existential, which no
+/// type check says is observable.
+final class Console: KeyValueObservable, @unchecked Sendable {
+    @Observed var gauge: (any Gauged)? = nil
+    var reading: Int { gauge?.level ?? -1 }
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\Console.reading: [\Console.gauge?.level]]
+    }
+}
+
 /// A path is re-targeted from the step that changed on: the followers before it, and all of them
 /// when the object a step holds stays the same, are kept (a follower registered again gets a new
 /// id, so equal ids prove that nothing was registered again).
@@ -86,6 +105,23 @@ struct PathRetargetingTests {
         #expect(greetings.current == ["Hello, grace!", "Hello, linus!"])
         #expect(state.pathFollowerIDs == before.0)
         #expect(settings.pathFollowerIDs == before.1)
+        token.invalidate()
+    }
+
+    @Test func anInputThroughAnIntermediateHeldAsAnExistentialIsFollowed() {
+        let console = Console()
+        let first = Tank()
+        console.gauge = first
+        let values = Locked<[Int?]>([])
+        let token = console.observe(\.reading, options: [.new]) { _, change in values.append(change.newValue) }
+        first.level = 1
+        let second = Tank()
+        second.level = 2
+        console.gauge = second
+        first.level = 10  // no longer reached
+        second.level = 3
+        #expect(values.current == [1, 2, 3])
+        #expect(first.observationInfo.isEmpty)
         token.invalidate()
     }
 

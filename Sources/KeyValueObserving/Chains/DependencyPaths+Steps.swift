@@ -51,11 +51,17 @@ extension _DependencyPaths {
             let registry = object._registryCreatingIfNeeded()
             let reads = _ObservationRoute.unique(registry.probe { _ = root[keyPath: path] })
             let change: Step.Change
-            if reads.count == 1 {
+            if reads.count == 1, reads[0].holdsObservableObject {
                 current = object[keyPath: reads[0].key] as? KeyValueObservable
-                change =
-                    reads[0].holdsObservableObject
-                    ? .nextObject : _unwrapped(reads[0].valueType) == _unwrapped(type(of: path).valueType) ? .none : .reads
+                change = .nextObject
+            } else if reads.count == 1, _unwrapped(reads[0].valueType) == _unwrapped(type(of: path).valueType) {
+                // The path's value: the end.
+                current = nil
+                change = .none
+            } else if reads.count == 1 {
+                // A computed end, or an intermediate held as an existential (`any Item`).
+                current = object[keyPath: reads[0].key] as? KeyValueObservable
+                change = .reads
             } else if reads.isEmpty {
                 current = childRead(by: path, from: root, in: object)
                 change = .none
