@@ -27,7 +27,7 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
     // entries are thread-safe); `root` is never written after init (loading a weak reference is
     // thread-safe); `state` is only accessed with `lock` held, `pending` is a lock itself;
     // `isActive` is atomic.
-    private let paths: [AnyKeyPath]
+    private let paths: [_FollowedPath]
     /// The registration's entry, told of the changes (`willChange`/`didChange` with the root).
     private let entry: _ObserverEntry
     /// Whether the entry wants `.prior` or old values: otherwise it does nothing before a change, so
@@ -50,8 +50,17 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
     }
 
     /// Follows `paths` from `root` and announces their changes to `entry`, a registration on `root`.
-    init(root: KeyValueObservable, paths: [AnyKeyPath], announcingTo entry: _ObserverEntry) {
+    ///
+    /// - Parameter reading: The key path `entry` observes and what reads it from `root`, if the
+    ///   entry reads one: a path among `paths` that is that key path is probed with it.
+    init(
+        root: KeyValueObservable,
+        paths: [AnyKeyPath],
+        announcingTo entry: _ObserverEntry,
+        reading: (keyPath: AnyKeyPath, read: (KeyValueObservable) -> Void)?
+    ) {
         self.root = root
+        let paths = paths.map { path in _FollowedPath(path, read: reading.flatMap { $0.keyPath === path ? $0.read : nil }) }
         self.paths = paths
         self.entry = entry
         needsPrior = !entry.options.isDisjoint(with: [.old, .prior])
