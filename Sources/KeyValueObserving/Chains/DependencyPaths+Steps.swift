@@ -82,10 +82,14 @@ extension _DependencyPaths {
 
     /// The steps of `path` after the property `object` read at `steps[position]` changed, or `nil`
     /// if they stay the same. Probes only from the step that may have changed on.
+    ///
+    /// - Parameter newObject: The object the property now holds, if the caller knows it (`nil` when
+    ///   it does not; `.some(nil)` when the property holds none).
     static func steps(
         _ steps: [Step],
         changedAt position: Int,
         of object: KeyValueObservable,
+        newObject: KeyValueObservable?? = nil,
         path: _FollowedPath,
         root: KeyValueObservable
     ) -> [Step]? {
@@ -95,7 +99,7 @@ extension _DependencyPaths {
         case .none:
             return nil
         case .nextObject:
-            let next = object[keyPath: step.reads[0].key] as? KeyValueObservable
+            let next = newObject ?? (object[keyPath: step.reads[0].key] as? KeyValueObservable)
             let following = position + 1 < steps.count ? steps[position + 1].registry : nil
             guard next.map({ $0._registryCreatingIfNeeded() }) !== following else { return nil }
             tail = [step] + (next.map { walk(path, from: root, startingAt: $0, depth: position + 1).map(\.step) } ?? [])

@@ -86,10 +86,13 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
 
     /// The property of `marker`'s follower on `object` has changed: re-targets the paths if that can
     /// change them, then tells the entry.
-    fileprivate func didChange(_ marker: _PathFollower.Marker, on object: AnyObject) {
+    ///
+    /// - Parameter newObject: The object the property now holds, if the follower knows it (see
+    ///   `steps(_:changedAt:of:newObject:path:root:)`).
+    fileprivate func didChange(_ marker: _PathFollower.Marker, on object: AnyObject, newObject: KeyValueObservable?? = nil) {
         guard isActive.load(ordering: .acquiring), let root else { return }
         if marker.retargets.load(ordering: .acquiring) {
-            retarget(after: marker, on: object, root: root)
+            retarget(after: marker, on: object, newObject: newObject, root: root)
             guard isActive.load(ordering: .acquiring) else { return }
         }
         if needsPrior {
@@ -112,10 +115,14 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
 
     /// Re-targets the paths after the property of `marker`'s follower on `object` changed.
     @inline(never)
-    private func retarget(after marker: _PathFollower.Marker, on object: AnyObject, root: KeyValueObservable) {
+    private func retarget(
+        after marker: _PathFollower.Marker, on object: AnyObject, newObject: KeyValueObservable??, root: KeyValueObservable
+    ) {
         // Only registries' objects notify, and they are all observable.
         let object = unsafeDowncast(object, to: KeyValueObservable.self)
-        update { steps, followers in retargeted(steps, after: marker, on: object, followers: followers, root: root) }
+        update { steps, followers in
+            retargeted(steps, after: marker, on: object, newObject: newObject, followers: followers, root: root)
+        }
     }
 
     /// The steps after the property of `marker`'s follower on `object` changed, or `nil` if no path's
@@ -124,6 +131,7 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
         _ steps: [[Step]],
         after marker: _PathFollower.Marker,
         on object: KeyValueObservable,
+        newObject: KeyValueObservable??,
         followers: [_PathFollower],
         root: KeyValueObservable
     ) -> [[Step]]? {
@@ -136,7 +144,8 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
                 let position = steps[index].firstIndex(where: { step in
                     step.registry === follower.registry && step.reads.contains { _sameKey($0.key, follower.key) }
                 }),
-                let found = Self.steps(steps[index], changedAt: position, of: object, path: paths[index], root: root)
+                let found = Self.steps(
+                    steps[index], changedAt: position, of: object, newObject: newObject, path: paths[index], root: root)
             else { continue }
             resolved[index] = found
             isChanged = true
@@ -191,7 +200,7 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
         let entry =
             needsPrior
             ? _SignalObserver(id: id, announcingTo: self, marker: marker)
-            : directFollower(of: read.valueType, id: id, marker: marker)
+            : directFollower(of: read.valueType, id: id, marker: marker, announcesValue: read.holdsObservableObject)
         _ = step.registry.add(
             entry,
             for: .observedProperty(read.key, isZeroSized: read.isZeroSized),
@@ -202,8 +211,16 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
     }
 
     /// A direct observer of a property of type `Value` that tells this resolver of its changes.
-    private func directFollower<Value>(of _: Value.Type, id: UInt64, marker: _PathFollower.Marker) -> _ObserverEntry {
-        _DirectFollower<Value>(id: id, announcingTo: self, marker: marker)
+    ///
+    /// - Parameter announcesValue: Whether the property holds the next object of a path: the
+    ///   follower then asks for the new value and passes it on, so that re-targeting need not read it.
+    private func directFollower<Value>(
+        of _: Value.Type,
+        id: UInt64,
+        marker: _PathFollower.Marker,
+        announcesValue: Bool
+    ) -> _ObserverEntry {
+        _DirectFollower<Value>(id: id, announcingTo: self, marker: marker, announcesValue: announcesValue)
     }
 
     /// Each step and property that `steps` read, once per object and property, and whether a change
@@ -289,13 +306,27 @@ final class _DirectFollower<Value>: _DirectObserver<Value>, @unchecked Sendable 
     private let resolver: _DependencyPaths
     private let marker: _PathFollower.Marker
 
-    init(id: UInt64, announcingTo resolver: _DependencyPaths, marker: _PathFollower.Marker) {
+    /// - Parameter announcesValue: Whether the property holds an object (see
+    ///   `_DependencyPaths.directFollower`): then the new value is asked for and passed on.
+    init(id: UInt64, announcingTo resolver: _DependencyPaths, marker: _PathFollower.Marker, announcesValue: Bool) {
         self.resolver = resolver
         self.marker = marker
-        super.init(id: id, options: [], isDuplicate: nil, rootType: nil, isPathFollower: true)
+        super.init(id: id, options: announcesValue ? [.new] : [], isDuplicate: nil, rootType: nil, isPathFollower: true)
     }
 
     override func handler(_ object: AnyObject, _ change: KeyValueObservedChange<Value>) {
-        resolver.didChange(marker, on: object)
+        if options.contains(.new) {
+            didChange(object, to: change)
+        } else {
+            resolver.didChange(marker, on: object)
+        }
+    }
+
+    /// Out of line: this is unspecialised generic code, and a value of type `Value` here costs
+    /// run-time metadata look-ups, which the change of a value that is no object does not pay.
+    @inline(never)
+    private func didChange(_ object: AnyObject, to change: KeyValueObservedChange<Value>) {
+        guard let newValue = change.newValue else { return resolver.didChange(marker, on: object) }
+        resolver.didChange(marker, on: object, newObject: .some(newValue as? KeyValueObservable))
     }
 }
