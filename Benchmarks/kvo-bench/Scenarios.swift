@@ -82,6 +82,10 @@ final class Sub: Base {}
 
 /// A dependent key: `label` is computed from `volume`.
 final class LabelledPlayer: KeyValueObservable {
+    // Puts `volume` at another offset than `Player.volume`: otherwise the optimiser merges the two
+    // `setVolume` functions into one taking the specialised set path as an argument, and the
+    // unobserved set measures a thunk.
+    let channel = 0
     @Observed var volume = 0.5
     var label: Double { volume * 100 }
 

@@ -285,7 +285,7 @@ struct ErrorTests {
         store.storage.lock.withLock {
             store.file.state.copyAsideHook = { _ throws(DefaultsError) in
                 attempts.withLock { $0 += 1 }
-                throw DefaultsError(.writeFailed, path: url.path, errno: ENOSPC, reason: "no space left on device")
+                throw DefaultsError(.writeFailed, location: .file(path: url.path), errno: ENOSPC, reason: "no space left on device")
             }
         }
         store[DefaultsKey("k", default: 0)] = 1

@@ -98,7 +98,8 @@ final class _BatchState {
         }
         let change = changes + changeCount
         change.initialize(
-            to: _BatchedChange(offset: offset, storage: storage, slotIndex: slotIndex, finisher: finisher, extra: extra, trivialSize: trivialSize))
+            to: _BatchedChange(
+                offset: offset, storage: storage, slotIndex: slotIndex, finisher: finisher, extra: extra, trivialSize: trivialSize))
         changeCount += 1
         if offset >= 0 { changedMask |= _maskBit(forOffset: offset) }
         anyKeyPriorSent = true
@@ -224,7 +225,10 @@ final class _BatchFinisher {
     init(
         type: ObjectIdentifier,
         readFinalValue: @escaping (_ change: UnsafeMutablePointer<_BatchedChange>) -> Void,
-        deliver: @escaping (_ change: UnsafeMutablePointer<_BatchedChange>, _ observers: _ObserverSnapshot, _ batch: _BatchState, _ object: AnyObject)
+        deliver:
+            @escaping (
+                _ change: UnsafeMutablePointer<_BatchedChange>, _ observers: _ObserverSnapshot, _ batch: _BatchState, _ object: AnyObject
+            )
             -> Void
     ) {
         self.type = type
@@ -402,7 +406,7 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     ///   end delivers once per key.
     public func coalescingChanges<Result>(_ body: () throws -> Result) rethrows -> Result {
         // The object keeps its registry: no retain needed while it runs this.
-        let registry = Unmanaged.passUnretained(_registryCreatingIfNeeded())
+        let registry = _kvoRegistry.load(ordering: .acquiring) ?? Unmanaged.passUnretained(_registryCreatingIfNeeded())
         registry._withUnsafeGuaranteedRef { $0.beginBatch() }
         defer { registry._withUnsafeGuaranteedRef { $0.endBatch(on: self) } }
         return try body()

@@ -210,11 +210,13 @@ public struct Observed<Value> {
                 return
             case .recordWithKey(let batch, let slot, let version):
                 _recordInBatchWithKey(
-                    newValue, on: object, storage: storage, storageOffset: storageOffset, slot: slot, version: version, key: key, batch: batch)
+                    newValue, on: object, storage: storage, storageOffset: storageOffset, slot: slot, version: version, key: key,
+                    batch: batch)
                 return
             }
         }
-        _setNotifyingAnyKeyLocked(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry, flags: flags)
+        _setNotifyingAnyKeyLocked(
+            newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry, flags: flags)
     }
 
     /// Records a change in the calling thread's batch, through its shortcut, with its key when no
@@ -345,6 +347,7 @@ public struct Observed<Value> {
     /// Notifies `observers`, the key's observers at the end of the batch, of a batched change of this
     /// property (`_BatchFinisher.deliver`), and takes its values out.
     @inlinable
+    @inline(__always)
     static func _deliverBatchedChange(
         _ change: UnsafeMutablePointer<_BatchedChange>,
         to observers: _ObserverSnapshot,

@@ -88,7 +88,8 @@ extension _ObserverRegistry {
             }
             return .recorded(
                 state.append(
-                    offset: offset, storage: storage, slotIndex: slot, version: version, finisher: finisher, extra: -1, trivialSize: trivialSize))
+                    offset: offset, storage: storage, slotIndex: slot, version: version, finisher: finisher, extra: -1,
+                    trivialSize: trivialSize))
         }
     }
 
@@ -149,7 +150,9 @@ extension _ObserverRegistry {
 
     /// With the lock held: the batch in the owner slot if `thread` holds it (the slot keeps it).
     private func ownedBatch(of thread: pthread_t) -> Unmanaged<_BatchState>? {
-        guard batchOwner.load(ordering: .relaxed) == _threadID(thread), let pointer = ownedBatch.load(ordering: .relaxed) else { return nil }
+        guard batchOwner.load(ordering: .relaxed) == _threadID(thread), let pointer = ownedBatch.load(ordering: .relaxed) else {
+            return nil
+        }
         return Unmanaged<_BatchState>.fromOpaque(pointer)
     }
 
@@ -318,33 +321,24 @@ extension _ObserverRegistry {
         let count = batch.changeCount
         let anyKey = count == 0 || state.anyKeyObservers.observers.isEmpty ? nil : state.anyKeyObservers
         var named: (keys: [AnyKeyPath], offsets: [Int?])? = anyKey == nil ? nil : ([], [])
-        var learning: [Int]?
-        var allTrivial = true
-        // Unless the observers changed since the changes were recorded, their slot indices are right.
+        // Unless the observers changed since the changes were recorded, their slot indices are right:
+        // then `pinned` has what the end needs, and it is read after unlocking.
         let hintsAreRight = batch.slotIndicesVersion == stateVersion.load(ordering: .relaxed)
-        for index in 0..<count {
-            let change = batch.changes + index
-            let offset = change.pointee.offset
-            let extra = change.pointee.extra
-            let (slot, needsLearning) =
-                hintsAreRight
-                ? (change.pointee.slotIndex, false)
-                : extra < 0
-                    ? slotIndex(ofPropertyAt: offset, key: nil, hint: change.pointee.slotIndex)
-                    : slotIndex(ofPropertyAt: offset, key: batch.extras[extra].key, hint: change.pointee.slotIndex)
-            if slot >= 0 { change.pointee.current = Unmanaged.passUnretained(pinned[slot].snapshot) }
-            if needsLearning { learning = (learning ?? []) + [index] }
-            if !change.pointee.finalValue.copyTrivialValue(from: change.pointee.storage, size: change.pointee.trivialSize) {
-                allTrivial = false
-            }
-            if named != nil {
+        var learning: [Int]?
+        if !hintsAreRight {
+            for index in 0..<count {
+                let change = batch.changes + index
+                let offset = change.pointee.offset
+                let extra = change.pointee.extra
+                let extraKey = extra < 0 ? nil : batch.extras[extra].key
+                let (slot, needsLearning) = slotIndex(ofPropertyAt: offset, key: extraKey, hint: change.pointee.slotIndex)
+                change.pointee.current = slot < 0 ? nil : Unmanaged.passUnretained(pinned[slot].snapshot)
+                if needsLearning { learning = (learning ?? []) + [index] }
                 // A change is recorded without its key only when a slot knew its offset, which the
                 // registry then remembers for good.
-                let key =
-                    extra >= 0
-                    ? batch.extras[extra].key
-                    : slot >= 0 ? state.slots[slot].keyPath : state.learnedOffsets.first { $0.offset == offset }?.key
-                if let key {
+                if named != nil,
+                    let key = extraKey ?? (slot < 0 ? state.learnedOffsets.first { $0.offset == offset }?.key : pinned[slot].keyPath)
+                {
                     named!.keys.append(key)
                     named!.offsets.append(offset < 0 ? nil : offset)
                 }
@@ -359,16 +353,30 @@ extension _ObserverRegistry {
             learned = (learned ?? []) + [snapshot]
             change.pointee.current = Unmanaged.passUnretained(snapshot)
         }
-        if !allTrivial {
-            for index in 0..<count where batch.changes[index].trivialSize < 0 {
-                let change = batch.changes + index
+        // Every final value is read before any handler runs; a trivial one by copying its bytes.
+        for index in 0..<count {
+            let change = batch.changes + index
+            if !change.pointee.finalValue.copyTrivialValue(from: change.pointee.storage, size: change.pointee.trivialSize) {
                 change.pointee.finisher._withUnsafeGuaranteedRef { $0.readFinalValue(change) }
+            }
+            if hintsAreRight, named != nil {
+                let extra = change.pointee.extra
+                let slot = change.pointee.slotIndex
+                // With the slot indices right, a change without a slot was recorded with its key.
+                if let key = extra < 0 ? pinned[slot].keyPath : batch.extras[extra].key {
+                    named!.keys.append(key)
+                    named!.offsets.append(change.pointee.offset < 0 ? nil : change.pointee.offset)
+                }
             }
         }
         for index in 0..<count {
             let change = batch.changes + index
+            let slot = change.pointee.slotIndex
             // With no observers left, the values are still taken (a box is released).
-            let observers = change.pointee.current ?? Unmanaged.passUnretained(_ObserverSnapshot.none)
+            let observers =
+                hintsAreRight
+                ? Unmanaged.passUnretained(slot < 0 ? _ObserverSnapshot.none : pinned[slot].snapshot)
+                : change.pointee.current ?? Unmanaged.passUnretained(_ObserverSnapshot.none)
             change.pointee.finisher._withUnsafeGuaranteedRef { finisher in
                 observers._withUnsafeGuaranteedRef { finisher.deliver(change, $0, batch, object) }
             }

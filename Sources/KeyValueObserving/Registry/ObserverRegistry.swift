@@ -7,11 +7,11 @@ import Synchronization
 /// registration probe). The setter names it by the byte offset of its storage, which costs nothing
 /// (it folds to a constant), and hands over the key path only lazily, in a closure: the first set of
 /// each property on this object calls it, and the registry learns which offset is which key path.
-/// From then on a set finds its observers by comparing integers, with no key-path object and no
-/// hashing; and `observedMask`, read without the lock, lets sets of properties nobody observes skip
-/// the lock altogether. Zero-sized properties share offsets, so they are matched by key path instead.
-/// Keys that are not `@Observed` properties (their observers can only be notified manually) never
-/// match a setter.
+/// From then on a set finds its observers in the published set table by offset, without the lock
+/// (`ObserverRegistry+ReadPath.swift`); and `observedMask`, read without the lock, lets sets of
+/// properties nobody observes skip even that. Zero-sized properties share offsets, so they are
+/// matched by key path instead, under the lock. Keys that are not `@Observed` properties (their
+/// observers can only be notified manually) never match a setter.
 ///
 /// The storage is split as in swift-async-algorithms: every mutable field is in one `State` value
 /// (`ObserverRegistry+State.swift`), whose mutating methods never run user code and return what must

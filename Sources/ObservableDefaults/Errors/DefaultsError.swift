@@ -90,24 +90,6 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
     /// The cause in words.
     public let reason: String
 
-    /// An error about the file at `path`.
-    init(
-        _ kind: Kind,
-        path: String,
-        key: String? = nil,
-        line: Int? = nil,
-        column: Int? = nil,
-        byteOffset: Int? = nil,
-        found: String? = nil,
-        errno: Int32? = nil,
-        corruptCopyPath: String? = nil,
-        reason: String
-    ) {
-        self.init(
-            kind, location: .file(path: path), key: key, line: line, column: column, byteOffset: byteOffset, found: found, errno: errno,
-            corruptCopyPath: corruptCopyPath, reason: reason)
-    }
-
     /// An error about the store at `location` (a back end's errors, and those of values of any store).
     package init(
         _ kind: Kind,
@@ -135,7 +117,8 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
 
     /// The lock file is held by another process: the write did not start (it is tried again).
     static func lockContention(path: String, lockPath: String) -> DefaultsError {
-        DefaultsError(.writeFailed, path: path, errno: EWOULDBLOCK, reason: "the lock file \(lockPath) is held by another process")
+        DefaultsError(
+            .writeFailed, location: .file(path: path), errno: EWOULDBLOCK, reason: "the lock file \(lockPath) is held by another process")
     }
 
     /// Whether this is `lockContention`: not a failure, a reason to try again shortly.
@@ -147,7 +130,8 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
     /// then write, taking no lock) caught half-way: the write did not start (it looks again shortly).
     static func suspectedCorruption(path: String) -> DefaultsError {
         DefaultsError(
-            .corruptFile, path: path, errno: EBUSY, reason: "the file is broken, perhaps half-way through another program's rewrite")
+            .corruptFile, location: .file(path: path), errno: EBUSY,
+            reason: "the file is broken, perhaps half-way through another program's rewrite")
     }
 
     /// Whether this is `suspectedCorruption`: not reported, a reason to look again shortly.

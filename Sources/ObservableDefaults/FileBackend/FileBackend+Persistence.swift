@@ -163,7 +163,7 @@ extension FileBackend {
                 let waited = clock.now - start
                 if let timeout, waited >= timeout {
                     throw DefaultsError(
-                        .writeFailed, path: file.path, errno: ETIMEDOUT,
+                        .writeFailed, location: .file(path: file.path), errno: ETIMEDOUT,
                         reason: "gave up after \(timeout) waiting for another process to release its lock (\(error.reason))"
                     )
                 }

@@ -75,7 +75,7 @@ extension FileBackend {
             let count = dirty.unencodable.count
             let others = count > 1 ? " (and \(count - 1) other key\(count > 2 ? "s" : ""))" : ""
             throw DefaultsError(
-                .encodingFailed, path: file.path, key: key,
+                .encodingFailed, location: .file(path: file.path), key: key,
                 reason: "its value cannot be written as JSON; it stays in memory only until it is replaced\(others)"
             )
         }

@@ -126,7 +126,7 @@ struct DefaultsFile: Sendable, Hashable {
             default: "a special file"
             }
         throw DefaultsError(
-            .unsupportedFile, path: path, errno: EINVAL,
+            .unsupportedFile, location: .file(path: path), errno: EINVAL,
             reason: "it is \(name), not a regular file; a defaults file must be a regular file or a symbolic link to one"
         )
     }
@@ -142,7 +142,7 @@ struct DefaultsFile: Sendable, Hashable {
 
     private func danglingLink(to target: String) -> DefaultsError {
         DefaultsError(
-            .unsupportedFile, path: path, errno: ENOENT,
+            .unsupportedFile, location: .file(path: path), errno: ENOENT,
             reason: "it is a symbolic link to \(target), which does not exist; create the target first (nothing is created through a link)"
         )
     }
@@ -180,26 +180,29 @@ struct DefaultsFile: Sendable, Hashable {
         }
         if bytes.dropFirst(skipped).allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
             let error = DefaultsError(
-                .corruptFile, path: path, line: 1, column: 1, byteOffset: 0, reason: "the file is empty (expected a JSON object, e.g. {})")
+                .corruptFile, location: .file(path: path), line: 1, column: 1, byteOffset: 0,
+                reason: "the file is empty (expected a JSON object, e.g. {})")
             return .corrupt(error, identity, bytes)
         }
         do throws(JSONParseError) {
             let (value, duplicate) = try JSONValue.parseFindingDuplicateKeys(bytes.dropFirst(skipped))
             guard case .object(let values) = value else {
                 let error = DefaultsError(
-                    .corruptFile, path: path, line: 1, column: 1, byteOffset: 0, reason: "the top-level value is not a JSON object")
+                    .corruptFile, location: .file(path: path), line: 1, column: 1, byteOffset: 0,
+                    reason: "the top-level value is not a JSON object")
                 return .corrupt(error, identity, bytes)
             }
             if let duplicate {
                 let (line, column, offset) = place(duplicate)
                 let error = DefaultsError(
-                    .duplicateKey, path: path, line: line, column: column, byteOffset: offset, reason: duplicate.reason)
+                    .duplicateKey, location: .file(path: path), line: line, column: column, byteOffset: offset, reason: duplicate.reason)
                 return .duplicateKeys(values, identity, error, bytes)
             }
             return .values(values, identity)
         } catch {
             let (line, column, offset) = place(error)
-            let corrupt = DefaultsError(.corruptFile, path: path, line: line, column: column, byteOffset: offset, reason: error.reason)
+            let corrupt = DefaultsError(
+                .corruptFile, location: .file(path: path), line: line, column: column, byteOffset: offset, reason: error.reason)
             return .corrupt(corrupt, identity, bytes)
         }
     }
@@ -432,7 +435,7 @@ struct DefaultsFile: Sendable, Hashable {
     // MARK: Errors
 
     private func failure(_ kind: DefaultsError.Kind, _ reason: String, errno: Int32) -> DefaultsError {
-        DefaultsError(kind, path: path, errno: errno, reason: reason)
+        DefaultsError(kind, location: .file(path: path), errno: errno, reason: reason)
     }
 
     static func describe(_ error: Int32) -> String {

@@ -110,7 +110,7 @@ public final class DefaultsStore: Sendable {
         let directory = directory ?? Self.defaultDirectory()
         guard Self.isValidSuiteName(suiteName) else {
             throw DefaultsError(
-                .invalidSuiteName, path: directory.appendingPathComponent(suiteName + ".json").path,
+                .invalidSuiteName, location: .file(path: directory.appendingPathComponent(suiteName + ".json").path),
                 reason:
                     "'\(suiteName)' is not a valid suite name (it must be a file name without its extension: not empty, no '/', no NUL, not '.' or '..')"
             )
