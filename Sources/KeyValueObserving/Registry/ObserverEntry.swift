@@ -68,6 +68,7 @@ class _ObserverEntry: @unchecked Sendable {
     /// Indirect entries only: after a change announced without asking `willChange` first (the entry
     /// wants neither `.prior` nor old values), deliver the notification. Spares passing an `Any?`,
     /// whose copies and destruction go through value witnesses.
+    @usableFromInline
     func didChange(_ object: AnyObject) {
         didChange(object, old: nil)
     }
