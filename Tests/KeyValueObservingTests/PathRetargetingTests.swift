@@ -12,22 +12,45 @@ final class Panel: KeyValueObservable, @unchecked Sendable {
     @Observed var dial = Dial()
 }
 
+protocol Gauged: AnyObject {
+    var level: Int { get }
+}
+
+final class Tank: KeyValueObservable, Gauged, @unchecked Sendable {
+    @Observed var level = 0
+}
+
+/// A dependent key whose input reaches through an intermediate held as an existential, which no
+/// type check says is observable.
+final class Console: KeyValueObservable, @unchecked Sendable {
+    @Observed var gauge: (any Gauged)? = nil
+    var reading: Int { gauge?.level ?? -1 }
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\Console.reading: [\Console.gauge?.level]]
+    }
+}
+
 /// A path is re-targeted from the step that changed on: the followers before it, and all of them
 /// when the object a step holds stays the same, are kept (a follower registered again gets a new
 /// id, so equal ids prove that nothing was registered again).
 @Suite("Re-targeting a path only where it changed")
 struct PathRetargetingTests {
+    /// The ids of the path followers on each of `objects`.
+    private func followerIDs(_ objects: KeyValueObservable...) -> [Set<UInt64>] {
+        objects.map(\.pathFollowerIDs)
+    }
+
     @Test func settingTheEndOfAPathRegistersNothingAgain() {
         let car = Roadster()
         let values = Locked<[Int?]>([])
         let token = car.observe(\.engine.rpm, options: [.new]) { _, change in values.append(change.newValue) }
         let engine = car.engine
-        let before = (car.pathFollowerIDs, engine.pathFollowerIDs)
+        let before = followerIDs(car, engine)
         for rpm in 1...3 { engine.rpm = rpm }
         #expect(values.current == [1, 2, 3])
-        #expect(before.0.count == 1 && before.1.count == 1)
-        #expect(car.pathFollowerIDs == before.0)
-        #expect(engine.pathFollowerIDs == before.1)
+        #expect(before.map(\.count) == [1, 1])
+        #expect(followerIDs(car, engine) == before)
         token.invalidate()
     }
 
@@ -36,11 +59,10 @@ struct PathRetargetingTests {
         let values = Locked<[Int?]>([])
         let token = car.observe(\.engine.rpm, options: [.new]) { _, change in values.append(change.newValue) }
         let engine = car.engine
-        let before = (car.pathFollowerIDs, engine.pathFollowerIDs)
+        let before = followerIDs(car, engine)
         car.engine = engine
         #expect(values.current == [0])
-        #expect(car.pathFollowerIDs == before.0)
-        #expect(engine.pathFollowerIDs == before.1)
+        #expect(followerIDs(car, engine) == before)
         token.invalidate()
     }
 
@@ -52,22 +74,19 @@ struct PathRetargetingTests {
         let token = car.observe(\.engine.sensor?.probe.depth, options: [.new]) { _, change in values.append(change.newValue ?? nil) }
         let engine = car.engine
         let oldProbe = sensor.probe
-        let kept = (car.pathFollowerIDs, engine.pathFollowerIDs, sensor.pathFollowerIDs)
+        let kept = followerIDs(car, engine, sensor)
         #expect(oldProbe.pathFollowerIDs.count == 1)
 
         let probe = PathProbe()
         probe.depth = 7
         sensor.probe = probe
-        #expect(car.pathFollowerIDs == kept.0)
-        #expect(engine.pathFollowerIDs == kept.1)
-        #expect(sensor.pathFollowerIDs == kept.2)
+        #expect(followerIDs(car, engine, sensor) == kept)
         #expect(oldProbe.observationInfo.isEmpty)
         #expect(probe.pathFollowerIDs.count == 1)
 
         let replacement = PathSensor()
         engine.sensor = replacement
-        #expect(car.pathFollowerIDs == kept.0)
-        #expect(engine.pathFollowerIDs == kept.1)
+        #expect(followerIDs(car, engine) == Array(kept.prefix(2)))
         #expect(sensor.observationInfo.isEmpty && probe.observationInfo.isEmpty)
         #expect(replacement.pathFollowerIDs.count == 1 && replacement.probe.pathFollowerIDs.count == 1)
         replacement.probe.depth = 9
@@ -80,12 +99,28 @@ struct PathRetargetingTests {
         let greetings = Locked<[String?]>([])
         let token = state.observe(\.greeting, options: [.new]) { _, change in greetings.append(change.newValue) }
         let settings = state.settings
-        let before = (state.pathFollowerIDs, settings.pathFollowerIDs)
+        let before = followerIDs(state, settings)
         settings.username = "grace"
         settings.username = "linus"
         #expect(greetings.current == ["Hello, grace!", "Hello, linus!"])
-        #expect(state.pathFollowerIDs == before.0)
-        #expect(settings.pathFollowerIDs == before.1)
+        #expect(followerIDs(state, settings) == before)
+        token.invalidate()
+    }
+
+    @Test func anInputThroughAnIntermediateHeldAsAnExistentialIsFollowed() {
+        let console = Console()
+        let first = Tank()
+        console.gauge = first
+        let values = Locked<[Int?]>([])
+        let token = console.observe(\.reading, options: [.new]) { _, change in values.append(change.newValue) }
+        first.level = 1
+        let second = Tank()
+        second.level = 2
+        console.gauge = second
+        first.level = 10  // no longer reached
+        second.level = 3
+        #expect(values.current == [1, 2, 3])
+        #expect(first.observationInfo.isEmpty)
         token.invalidate()
     }
 

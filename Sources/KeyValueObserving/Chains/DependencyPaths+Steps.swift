@@ -40,22 +40,29 @@ extension _DependencyPaths {
     /// `depth`, the root by default) on, each with its step: the `@Observed` properties of it that
     /// the read reads, in order.
     static func walk(
-        _ path: AnyKeyPath,
+        _ path: _FollowedPath,
         from root: KeyValueObservable,
         startingAt start: KeyValueObservable? = nil,
         depth: Int = 0
     ) -> [(object: KeyValueObservable, step: Step)] {
         var steps: [(object: KeyValueObservable, step: Step)] = []
         var current: KeyValueObservable? = start ?? root
+        let valueType = _unwrapped(type(of: path.keyPath).valueType)
         while let object = current, depth + steps.count < maximumDepth {
             let registry = object._registryCreatingIfNeeded()
-            let reads = _ObservationRoute.unique(registry.probe { _ = root[keyPath: path] })
+            let reads = _ObservationRoute.unique(registry.probe { path.read(root) })
             let change: Step.Change
-            if reads.count == 1 {
+            if reads.count == 1, reads[0].holdsObservableObject {
                 current = object[keyPath: reads[0].key] as? KeyValueObservable
-                change =
-                    reads[0].holdsObservableObject
-                    ? .nextObject : _unwrapped(reads[0].valueType) == _unwrapped(type(of: path).valueType) ? .none : .reads
+                change = .nextObject
+            } else if reads.count == 1, _unwrapped(reads[0].valueType) == valueType {
+                // The path's value: the end.
+                current = nil
+                change = .none
+            } else if reads.count == 1 {
+                // A computed end, or an intermediate held as an existential (`any Item`).
+                current = object[keyPath: reads[0].key] as? KeyValueObservable
+                change = .reads
             } else if reads.isEmpty {
                 current = childRead(by: path, from: root, in: object)
                 change = .none
@@ -69,17 +76,21 @@ extension _DependencyPaths {
     }
 
     /// The steps of `path` from `root` (see `walk`).
-    static func steps(of path: AnyKeyPath, from root: KeyValueObservable) -> [Step] {
+    static func steps(of path: _FollowedPath, from root: KeyValueObservable) -> [Step] {
         walk(path, from: root).map(\.step)
     }
 
     /// The steps of `path` after the property `object` read at `steps[position]` changed, or `nil`
     /// if they stay the same. Probes only from the step that may have changed on.
+    ///
+    /// - Parameter newObject: The object the property now holds, if the caller knows it (`nil` when
+    ///   it does not; `.some(nil)` when the property holds none).
     static func steps(
         _ steps: [Step],
         changedAt position: Int,
         of object: KeyValueObservable,
-        path: AnyKeyPath,
+        newObject: KeyValueObservable?? = nil,
+        path: _FollowedPath,
         root: KeyValueObservable
     ) -> [Step]? {
         let step = steps[position]
@@ -88,7 +99,7 @@ extension _DependencyPaths {
         case .none:
             return nil
         case .nextObject:
-            let next = object[keyPath: step.reads[0].key] as? KeyValueObservable
+            let next = newObject ?? (object[keyPath: step.reads[0].key] as? KeyValueObservable)
             let following = position + 1 < steps.count ? steps[position + 1].registry : nil
             guard next.map({ $0._registryCreatingIfNeeded() }) !== following else { return nil }
             tail = [step] + (next.map { walk(path, from: root, startingAt: $0, depth: position + 1).map(\.step) } ?? [])
@@ -111,6 +122,7 @@ extension _DependencyPaths {
         var names: [String] = []
         var isNameable = true
         var endsOnValue = false
+        let path = _FollowedPath(path)
         for (index, (object, step)) in walk(path, from: root).enumerated() {
             guard !step.reads.isEmpty else {
                 // A constant child, or the end of what can be observed.
@@ -141,22 +153,36 @@ extension _DependencyPaths {
 
     /// The observable object stored in `object` (a constant child, which no `@Observed` read reveals)
     /// whose properties reading `path` from `root` reads, if any.
-    static func childRead<Root: KeyValueObservable>(
-        by path: AnyKeyPath,
-        from root: Root,
-        in object: KeyValueObservable
-    ) -> KeyValueObservable? {
+    static func childRead(by path: AnyKeyPath, from root: KeyValueObservable, in object: KeyValueObservable) -> KeyValueObservable? {
+        childRead(by: _FollowedPath(path), from: root, in: object)
+    }
+
+    static func childRead(by path: _FollowedPath, from root: KeyValueObservable, in object: KeyValueObservable) -> KeyValueObservable? {
         var mirror: Mirror? = Mirror(reflecting: object)
         while let current = mirror {
             for child in current.children {
                 guard let candidate = child.value as? KeyValueObservable, candidate !== object else { continue }
-                if !candidate._registryCreatingIfNeeded().probe({ _ = root[keyPath: path] }).isEmpty {
+                if !candidate._registryCreatingIfNeeded().probe({ path.read(root) }).isEmpty {
                     return candidate
                 }
             }
             mirror = current.superclassMirror
         }
         return nil
+    }
+}
+
+/// A key path that a resolver follows from its root, and what reads it there: probes read it while
+/// the registries on the way record what is read. A registration that observes the path itself
+/// passes its reader, specialised into direct getter calls where the key path is a literal (see
+/// `_reader`); others apply the key path at run time.
+struct _FollowedPath {
+    let keyPath: AnyKeyPath
+    let read: (KeyValueObservable) -> Void
+
+    init(_ keyPath: AnyKeyPath, read: ((KeyValueObservable) -> Void)? = nil) {
+        self.keyPath = keyPath
+        self.read = read ?? { _ = $0[keyPath: keyPath] }
     }
 }
 

@@ -27,7 +27,7 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
     // entries are thread-safe); `root` is never written after init (loading a weak reference is
     // thread-safe); `state` is only accessed with `lock` held, `pending` is a lock itself;
     // `isActive` is atomic.
-    private let paths: [AnyKeyPath]
+    private let paths: [_FollowedPath]
     /// The registration's entry, told of the changes (`willChange`/`didChange` with the root).
     private let entry: _ObserverEntry
     /// Whether the entry wants `.prior` or old values: otherwise it does nothing before a change, so
@@ -50,8 +50,17 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
     }
 
     /// Follows `paths` from `root` and announces their changes to `entry`, a registration on `root`.
-    init(root: KeyValueObservable, paths: [AnyKeyPath], announcingTo entry: _ObserverEntry) {
+    ///
+    /// - Parameter reading: The key path `entry` observes and what reads it from `root`, if the
+    ///   entry reads one: a path among `paths` that is that key path is probed with it.
+    init(
+        root: KeyValueObservable,
+        paths: [AnyKeyPath],
+        announcingTo entry: _ObserverEntry,
+        reading: (keyPath: AnyKeyPath, read: (KeyValueObservable) -> Void)?
+    ) {
         self.root = root
+        let paths = paths.map { path in _FollowedPath(path, read: reading.flatMap { $0.keyPath === path ? $0.read : nil }) }
         self.paths = paths
         self.entry = entry
         needsPrior = !entry.options.isDisjoint(with: [.old, .prior])
@@ -77,10 +86,13 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
 
     /// The property of `marker`'s follower on `object` has changed: re-targets the paths if that can
     /// change them, then tells the entry.
-    fileprivate func didChange(_ marker: _PathFollower.Marker, on object: AnyObject) {
+    ///
+    /// - Parameter newObject: The object the property now holds, if the follower knows it (see
+    ///   `steps(_:changedAt:of:newObject:path:root:)`).
+    fileprivate func didChange(_ marker: _PathFollower.Marker, on object: AnyObject, newObject: KeyValueObservable?? = nil) {
         guard isActive.load(ordering: .acquiring), let root else { return }
         if marker.retargets.load(ordering: .acquiring) {
-            retarget(after: marker, on: object, root: root)
+            retarget(after: marker, on: object, newObject: newObject, root: root)
             guard isActive.load(ordering: .acquiring) else { return }
         }
         if needsPrior {
@@ -103,10 +115,14 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
 
     /// Re-targets the paths after the property of `marker`'s follower on `object` changed.
     @inline(never)
-    private func retarget(after marker: _PathFollower.Marker, on object: AnyObject, root: KeyValueObservable) {
+    private func retarget(
+        after marker: _PathFollower.Marker, on object: AnyObject, newObject: KeyValueObservable??, root: KeyValueObservable
+    ) {
         // Only registries' objects notify, and they are all observable.
         let object = unsafeDowncast(object, to: KeyValueObservable.self)
-        update { steps, followers in retargeted(steps, after: marker, on: object, followers: followers, root: root) }
+        update { steps, followers in
+            retargeted(steps, after: marker, on: object, newObject: newObject, followers: followers, root: root)
+        }
     }
 
     /// The steps after the property of `marker`'s follower on `object` changed, or `nil` if no path's
@@ -115,6 +131,7 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
         _ steps: [[Step]],
         after marker: _PathFollower.Marker,
         on object: KeyValueObservable,
+        newObject: KeyValueObservable??,
         followers: [_PathFollower],
         root: KeyValueObservable
     ) -> [[Step]]? {
@@ -127,7 +144,8 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
                 let position = steps[index].firstIndex(where: { step in
                     step.registry === follower.registry && step.reads.contains { _sameKey($0.key, follower.key) }
                 }),
-                let found = Self.steps(steps[index], changedAt: position, of: object, path: paths[index], root: root)
+                let found = Self.steps(
+                    steps[index], changedAt: position, of: object, newObject: newObject, path: paths[index], root: root)
             else { continue }
             resolved[index] = found
             isChanged = true
@@ -182,7 +200,7 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
         let entry =
             needsPrior
             ? _SignalObserver(id: id, announcingTo: self, marker: marker)
-            : directFollower(of: read.valueType, id: id, marker: marker)
+            : directFollower(of: read.valueType, id: id, marker: marker, announcesValue: read.holdsObservableObject)
         _ = step.registry.add(
             entry,
             for: .observedProperty(read.key, isZeroSized: read.isZeroSized),
@@ -193,11 +211,16 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
     }
 
     /// A direct observer of a property of type `Value` that tells this resolver of its changes.
-    private func directFollower<Value>(of _: Value.Type, id: UInt64, marker: _PathFollower.Marker) -> _ObserverEntry {
-        // Holds the resolver strongly, as `_SignalObserver` does.
-        _ClosureDirectObserver<Value>(id: id, options: [], isPathFollower: true) { object, _ in
-            self.didChange(marker, on: object)
-        }
+    ///
+    /// - Parameter announcesValue: Whether the property holds the next object of a path: the
+    ///   follower then asks for the new value and passes it on, so that re-targeting need not read it.
+    private func directFollower<Value>(
+        of _: Value.Type,
+        id: UInt64,
+        marker: _PathFollower.Marker,
+        announcesValue: Bool
+    ) -> _ObserverEntry {
+        _DirectFollower<Value>(id: id, announcingTo: self, marker: marker, announcesValue: announcesValue)
     }
 
     /// Each step and property that `steps` read, once per object and property, and whether a change
@@ -270,5 +293,40 @@ final class _SignalObserver: _ObserverEntry, @unchecked Sendable {
 
     override func didChange(_ object: AnyObject, old: Any?) {
         if isActive { resolver.didChange(marker, on: object) }
+    }
+}
+
+/// The follower a path's registration that wants no `.prior` keeps on an object along the path: a
+/// direct observer of the property's type, which ignores the value. With no other kind of observer
+/// there, a set of the property takes the plain delivery, the cheapest.
+final class _DirectFollower<Value>: _DirectObserver<Value>, @unchecked Sendable {
+    // Invariant: immutable after init (see `_ObserverEntry`); the resolver and the marker are
+    // thread-safe.
+    /// Held strongly, as `_SignalObserver` holds it.
+    private let resolver: _DependencyPaths
+    private let marker: _PathFollower.Marker
+
+    /// - Parameter announcesValue: Whether the property holds an object (see
+    ///   `_DependencyPaths.directFollower`): then the new value is asked for and passed on.
+    init(id: UInt64, announcingTo resolver: _DependencyPaths, marker: _PathFollower.Marker, announcesValue: Bool) {
+        self.resolver = resolver
+        self.marker = marker
+        super.init(id: id, options: announcesValue ? [.new] : [], isDuplicate: nil, rootType: nil, isPathFollower: true)
+    }
+
+    override func handler(_ object: AnyObject, _ change: KeyValueObservedChange<Value>) {
+        if options.contains(.new) {
+            didChange(object, to: change)
+        } else {
+            resolver.didChange(marker, on: object)
+        }
+    }
+
+    /// Out of line: this is unspecialised generic code, and a value of type `Value` here costs
+    /// run-time metadata look-ups, which the change of a value that is no object does not pay.
+    @inline(never)
+    private func didChange(_ object: AnyObject, to change: KeyValueObservedChange<Value>) {
+        guard let newValue = change.newValue else { return resolver.didChange(marker, on: object) }
+        resolver.didChange(marker, on: object, newObject: .some(newValue as? KeyValueObservable))
     }
 }

@@ -98,6 +98,8 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         // Built only for keys read through their key path (and for `.initial`): where the key path is
         // no literal, the reader is a closure to allocate.
         var reader: ((Self) -> Value)?
+        // A path is probed with the reader too, when its objects change.
+        var reading: (keyPath: AnyKeyPath, read: (KeyValueObservable) -> Void)?
         let entry: _ObserverEntry
         if registration.isDirect {
             entry = _RootedDirectObserver<Self, Value>(
@@ -105,6 +107,9 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         } else {
             let read = _reader(again, registered: keyPath)
             reader = read
+            if registration.followsPaths {
+                reading = (keyPath, { _ = read(unsafeDowncast($0, to: Self.self)) })
+            }
             if let isDuplicate {
                 // Compare the values read before and after.
                 let wantsOld = options.contains(.old)
@@ -135,7 +140,7 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
                 )
             }
         }
-        let token = registration.finish(adding: entry)
+        let token = registration.finish(adding: entry, reading: reading)
         if options.contains(.initial) {
             let value = options.contains(.new) ? (reader ?? _reader(again, registered: keyPath))(self) : nil
             changeHandler(self, KeyValueObservedChange(settingNew: value, old: nil))
@@ -159,6 +164,12 @@ struct _Registration {
         return false
     }
 
+    /// Whether the observation follows paths through other objects.
+    @usableFromInline
+    var followsPaths: Bool {
+        !route.paths.isEmpty
+    }
+
     /// Creates the registry if needed and finds where observers of `keyPath` go.
     @usableFromInline
     static func begin<Root: KeyValueObservable, Value>(
@@ -172,8 +183,13 @@ struct _Registration {
         return _Registration(registry: registry, id: registry.makeID(), route: route, object: object)
     }
 
+    /// - Parameter reading: The observed key and what reads it from the object, for an entry that
+    ///   follows it as a path.
     @usableFromInline
-    func finish(adding entry: _ObserverEntry) -> KeyValueObservation {
+    func finish(
+        adding entry: _ObserverEntry,
+        reading: (keyPath: AnyKeyPath, read: (KeyValueObservable) -> Void)? = nil
+    ) -> KeyValueObservation {
         let type = Swift.type(of: object)
         func add(_ slot: _SlotKey) {
             var automatic = true
@@ -193,7 +209,7 @@ struct _Registration {
         case .throughKeyPath(let slots, _):
             slots.forEach(add)
         }
-        let paths = _DependencyPaths(root: object, paths: route.paths, announcingTo: entry)
+        let paths = _DependencyPaths(root: object, paths: route.paths, announcingTo: entry, reading: reading)
         return KeyValueObservation(registry: registry, id: id, parts: [paths])
     }
 }

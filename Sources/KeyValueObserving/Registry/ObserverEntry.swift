@@ -68,6 +68,7 @@ class _ObserverEntry: @unchecked Sendable {
     /// Indirect entries only: after a change announced without asking `willChange` first (the entry
     /// wants neither `.prior` nor old values), deliver the notification. Spares passing an `Any?`,
     /// whose copies and destruction go through value witnesses.
+    @usableFromInline
     func didChange(_ object: AnyObject) {
         didChange(object, old: nil)
     }
@@ -75,7 +76,7 @@ class _ObserverEntry: @unchecked Sendable {
 
 /// An observer of an `@Observed` key that receives values straight from the setter. The handler is
 /// called through `handler(_:_:)`: `_RootedDirectObserver` keeps the user's handler with its own
-/// object type, `_ClosureDirectObserver` a closure of the package (a path follower).
+/// object type; `_DirectFollower` (in `DependencyPaths.swift`) is a path's follower.
 @usableFromInline
 class _DirectObserver<Value>: _ObserverEntry, @unchecked Sendable {
     // Invariant: immutable after init (see `_ObserverEntry`).
@@ -83,7 +84,7 @@ class _DirectObserver<Value>: _ObserverEntry, @unchecked Sendable {
     @usableFromInline final let isDuplicate: (@Sendable (Value, Value) -> Bool)?
     /// The class of the objects the handler takes (`_RootedDirectObserver`'s `Root`): the set path of
     /// that class's properties calls `rootedHandler` directly, with one indirect call instead of two.
-    /// `nil` for a `_ClosureDirectObserver`.
+    /// `nil` for a `_DirectFollower`.
     @usableFromInline final let rootType: ObjectIdentifier?
 
     @usableFromInline
@@ -114,28 +115,6 @@ class _DirectObserver<Value>: _ObserverEntry, @unchecked Sendable {
     final func skips(_ oldValue: Value?, _ newValue: Value) -> Bool {
         guard let isDuplicate, let oldValue else { return false }
         return isDuplicate(oldValue, newValue)
-    }
-}
-
-/// A direct observer whose handler takes any object: the package's own observers (path followers).
-@usableFromInline
-final class _ClosureDirectObserver<Value>: _DirectObserver<Value>, @unchecked Sendable {
-    // Invariant: immutable after init (see `_ObserverEntry`).
-    let closure: @Sendable (AnyObject, KeyValueObservedChange<Value>) -> Void
-
-    init(
-        id: UInt64,
-        options: KeyValueObservingOptions,
-        isPathFollower: Bool,
-        handler: @escaping @Sendable (AnyObject, KeyValueObservedChange<Value>) -> Void
-    ) {
-        closure = handler
-        super.init(id: id, options: options, isDuplicate: nil, rootType: nil, isPathFollower: isPathFollower)
-    }
-
-    @usableFromInline
-    override func handler(_ object: AnyObject, _ change: KeyValueObservedChange<Value>) {
-        closure(object, change)
     }
 }
 

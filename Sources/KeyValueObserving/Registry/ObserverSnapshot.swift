@@ -150,8 +150,11 @@ extension _ObserverSnapshot {
                             old: options.contains(.old) ? oldValue : nil
                         )
                     )
+                } else if let pending {
+                    entry.didChange(object, old: pending[index])
                 } else {
-                    entry.didChange(object, old: pending?[index] ?? nil)
+                    // No indirect entry asked for a value before the change: no `Any?` to pass.
+                    entry.didChange(object)
                 }
             }
         }
