@@ -31,7 +31,10 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     ///     superclass), a dependent key, or a path through other objects (`\.engine.rpm`). Taken as an
     ///     autoclosure so that a literal is compiled into direct getter calls where the value is read
     ///     through the key (dependent keys, paths); an argument that captures variables is evaluated
-    ///     once, at registration.
+    ///     once, at registration. An argument that captures nothing (a literal, a global or static
+    ///     property) is evaluated again where the value is read, and must keep giving the same key
+    ///     path: pass a global or static *variable* through a local constant, or it must not be
+    ///     reassigned while observed.
     ///   - options: What to deliver; `[]` (the default, as in Foundation) calls the handler with
     ///     `newValue` and `oldValue` both `nil`.
     ///   - changeHandler: Called with the object and the change.
