@@ -70,9 +70,9 @@ extension Scenarios {
         func foundation(depth: Int, name: String, summary: String, chart: [ChartPoint] = []) -> Scenario {
             Scenario(name: name, group: .progress, summary: summary, chart: chart) {
                 let chain = opaque(FoundationProgressChain(depth: depth))
-                return Workload { iterations in
-                    for _ in 0..<iterations { incrementLeaf(chain) }
-                } check: { _ in
+                return .loop { values in
+                    for _ in values { incrementLeaf(chain) }
+                } check: { _, _ in
                     chain.leaf.completedUnitCount == chain.expectedCompleted
                         ? nil : "leaf completed \(chain.leaf.completedUnitCount), expected \(chain.expectedCompleted)"
                 }
@@ -90,16 +90,12 @@ extension Scenarios {
                 let tokens =
                     observed
                     ? [
-                        chain.root.observe(\.fractionCompleted, options: [.new]) { _, change in
-                            counter.count &+= 1
-                            counter.last = change.newValue
-                        }
+                        chain.root.observe(\.fractionCompleted, options: [.new]) { _, change in counter.record(change.newValue) }
                     ]
                     : []
-                return Workload(retaining: tokens) { iterations in
-                    counter.reset()
-                    for _ in 0..<iterations { incrementLeaf(chain) }
-                } check: { iterations in
+                return .loop(retaining: tokens, resetting: counter) { values in
+                    for _ in values { incrementLeaf(chain) }
+                } check: { iterations, _ in
                     if chain.leaf.completedUnitCount != chain.expectedCompleted {
                         return "leaf completed \(chain.leaf.completedUnitCount), expected \(chain.expectedCompleted)"
                     }
