@@ -15,14 +15,22 @@ final class ProgressChain {
     @exclusivity(unchecked) var expectedCompleted: Int64 = 0
 
     init(depth: Int) {
-        var nodes = [ObservableProgress(totalUnitCount: depth == 1 ? Self.leafUnits : 1)]
-        for level in 1..<max(depth, 1) {
-            let units = level == depth - 1 ? Self.leafUnits : 1
-            nodes.append(ObservableProgress(totalUnitCount: units, parent: nodes[level - 1], pendingUnitCount: 1))
+        nodes = Self.nodes(depth: depth) { units, parent in
+            parent.map { ObservableProgress(totalUnitCount: units, parent: $0, pendingUnitCount: 1) }
+                ?? ObservableProgress(totalUnitCount: units)
         }
-        self.nodes = nodes
         leaf = nodes[nodes.count - 1]
         root = nodes[0]
+    }
+
+    /// The nodes of a chain `depth` levels deep, root first, made by `make` from a node's units
+    /// and its parent (nil for the root): one unit each, `leafUnits` for the leaf.
+    static func nodes<Node>(depth: Int, _ make: (_ units: Int64, _ parent: Node?) -> Node) -> [Node] {
+        var nodes = [make(depth == 1 ? leafUnits : 1, nil)]
+        for level in 1..<max(depth, 1) {
+            nodes.append(make(level == depth - 1 ? leafUnits : 1, nodes[level - 1]))
+        }
+        return nodes
     }
 }
 
@@ -43,12 +51,9 @@ final class FoundationProgressChain {
     @exclusivity(unchecked) var expectedCompleted: Int64 = 0
 
     init(depth: Int) {
-        var nodes = [Progress(totalUnitCount: depth == 1 ? ProgressChain.leafUnits : 1)]
-        for level in 1..<max(depth, 1) {
-            let units = level == depth - 1 ? ProgressChain.leafUnits : 1
-            nodes.append(Progress(totalUnitCount: units, parent: nodes[level - 1], pendingUnitCount: 1))
+        nodes = ProgressChain.nodes(depth: depth) { units, parent in
+            parent.map { Progress(totalUnitCount: units, parent: $0, pendingUnitCount: 1) } ?? Progress(totalUnitCount: units)
         }
-        self.nodes = nodes
         leaf = nodes[nodes.count - 1]
     }
 }

@@ -206,6 +206,10 @@ private func expectCalls(_ counter: Counter, _ expected: Int, last: Double?) -> 
     return nil
 }
 
+private func expectVolume(_ volume: Double, last: Int) -> String? {
+    volume == Double(last) ? nil : "volume is \(volume), expected \(last)"
+}
+
 // MARK: The scenarios
 
 enum Scenarios {
@@ -225,7 +229,7 @@ enum Scenarios {
                 return .loop { values in
                     for i in values { setVolume(player, Double(i)) }
                 } check: { iterations, last in
-                    player.volume == Double(last) ? nil : "volume is \(player.volume), expected \(last)"
+                    expectVolume(player.volume, last: last)
                 }
             },
             Scenario(
@@ -252,7 +256,7 @@ enum Scenarios {
                     for i in values { setVolume(model, Double(i)) }
                 } check: { iterations, last in
                     if counter.count != iterations { return "onChange ran \(counter.count) times, expected \(iterations)" }
-                    return model.volume == Double(last) ? nil : "volume is \(model.volume), expected \(last)"
+                    return expectVolume(model.volume, last: last)
                 }
             },
             Scenario(
@@ -283,7 +287,7 @@ enum Scenarios {
                 return .loop { values in
                     for i in values { setVolume(player, Double(i)) }
                 } check: { iterations, last in
-                    player.volume == Double(last) ? nil : "volume is \(player.volume), expected \(last)"
+                    expectVolume(player.volume, last: last)
                 }
             },
             observedSet(

@@ -143,7 +143,8 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         fileID: String = #fileID,
         line: UInt = #line
     ) -> KeyValueObservationValues<Value> {
-        let isDuplicate: (@Sendable (Value, Value) -> Bool)? = removingDuplicates ? { @Sendable (old: Value, new: Value) in old == new } : nil
+        let isDuplicate: (@Sendable (Value, Value) -> Bool)? =
+            removingDuplicates ? { @Sendable (old: Value, new: Value) in old == new } : nil
         return KeyValueObservationValues(
             stream: _valueStream(
                 for: keyPath,
@@ -176,7 +177,8 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         fileID: String = #fileID,
         line: UInt = #line
     ) -> KeyValueObservationChanges<Value> {
-        let isDuplicate: (@Sendable (Value, Value) -> Bool)? = removingDuplicates ? { @Sendable (old: Value, new: Value) in old == new } : nil
+        let isDuplicate: (@Sendable (Value, Value) -> Bool)? =
+            removingDuplicates ? { @Sendable (old: Value, new: Value) in old == new } : nil
         return _changes(for: keyPath, options: options, isDuplicate: isDuplicate, buffering: buffering, fileID: fileID, line: line)
     }
 
