@@ -154,11 +154,7 @@ struct RunReport {
             output += "\nSummary (p50 of this run; the tables below have every figure)\n" + summaryText(summary)
         }
         output += "\n\(method)\n\n"
-        for table in timingTables(rows, describe: false) { output += table.text + "\n" }
-        if let memory { output += memoryTable(memory, describe: false).text + "\n" }
-        if let latency { output += latencyLines(latency, markdown: false).joined(separator: "\n") + "\n" }
-        if let etcd { output += "\n" + etcdLines(etcd, markdown: false).joined(separator: "\n") + "\n" }
-        return output
+        return output + sections(markdown: false)
     }
 
     var markdown: String {
@@ -188,10 +184,16 @@ struct RunReport {
             output += "## Summary\n\n" + summary.map { "- **\($0.label)**: \($0.text)\n" }.joined() + "\n"
         }
         output += "## Tables\n\n_\(method)._\n\n"
-        for table in timingTables(rows, describe: true) { output += table.markdown + "\n" }
-        if let memory { output += memoryTable(memory, describe: true).markdown + "\n" }
-        if let latency { output += latencyLines(latency, markdown: true).joined(separator: "\n") + "\n" }
-        if let etcd { output += "\n" + etcdLines(etcd, markdown: true).joined(separator: "\n") + "\n" }
+        return output + sections(markdown: true)
+    }
+
+    /// The timing and memory tables, then the cross-process and etcd sections, as plain text or
+    /// Markdown (where the tables also describe their scenarios).
+    private func sections(markdown: Bool) -> String {
+        let tables = timingTables(rows, describe: markdown) + (memory.map { [memoryTable($0, describe: markdown)] } ?? [])
+        var output = tables.map { (markdown ? $0.markdown : $0.text) + "\n" }.joined()
+        if let latency { output += latencyLines(latency, markdown: markdown).joined(separator: "\n") + "\n" }
+        if let etcd { output += "\n" + etcdLines(etcd, markdown: markdown).joined(separator: "\n") + "\n" }
         return output
     }
 }

@@ -152,30 +152,29 @@ private func drawPanel(
     var svg = "<g>\n"
     svg +=
         "<text x=\"\(fmt(frame.x + frame.width / 2))\" y=\"\(fmt(frame.y - 12))\" text-anchor=\"middle\" font-size=\"13\" font-weight=\"bold\">\(escape(family.title))</text>\n"
-    // Grid: a labelled line per decade, light lines for 2–9 × each decade.
-    for (index, tick) in yTicks.enumerated() {
-        svg +=
-            "<line x1=\"\(fmt(frame.x))\" y1=\"\(fmt(py(tick)))\" x2=\"\(fmt(frame.x + frame.width))\" y2=\"\(fmt(py(tick)))\" stroke=\"#ccc\"/>"
-        svg += "<text x=\"\(fmt(frame.x - 6))\" y=\"\(fmt(py(tick) + 4))\" text-anchor=\"end\">\(formatDuration(tick))</text>\n"
-        if index + 1 < yTicks.count {
-            for multiple in 2...9 {
-                let y = py(tick * Double(multiple))
-                svg +=
-                    "<line x1=\"\(fmt(frame.x))\" y1=\"\(fmt(y))\" x2=\"\(fmt(frame.x + frame.width))\" y2=\"\(fmt(y))\" stroke=\"#eee\"/>\n"
+    // Grid: a labelled line per tick; on a log scale, light lines for 2–9 × each decade.
+    func grid(_ ticks: [Double], logarithmic: Bool, line: (Double, String) -> String, label: (Double) -> String) -> String {
+        var svg = ""
+        for (index, tick) in ticks.enumerated() {
+            svg += line(tick, "#ccc") + label(tick) + "\n"
+            if logarithmic, index + 1 < ticks.count {
+                for multiple in 2...9 { svg += line(tick * Double(multiple), "#eee") + "\n" }
             }
         }
+        return svg
     }
-    for (index, tick) in xTicks.enumerated() {
-        svg +=
-            "<line x1=\"\(fmt(px(tick)))\" y1=\"\(fmt(frame.y))\" x2=\"\(fmt(px(tick)))\" y2=\"\(fmt(frame.y + frame.height))\" stroke=\"#ccc\"/>"
-        svg += "<text x=\"\(fmt(px(tick)))\" y=\"\(fmt(frame.y + frame.height + 16))\" text-anchor=\"middle\">\(formatCount(tick))</text>\n"
-        if family.xIsLogarithmic, index + 1 < xTicks.count {
-            for multiple in 2...9 {
-                let x = px(tick * Double(multiple))
-                svg +=
-                    "<line x1=\"\(fmt(x))\" y1=\"\(fmt(frame.y))\" x2=\"\(fmt(x))\" y2=\"\(fmt(frame.y + frame.height))\" stroke=\"#eee\"/>\n"
-            }
-        }
+    func gridLine(from start: (x: Double, y: Double), to end: (x: Double, y: Double), stroke: String) -> String {
+        "<line x1=\"\(fmt(start.x))\" y1=\"\(fmt(start.y))\" x2=\"\(fmt(end.x))\" y2=\"\(fmt(end.y))\" stroke=\"\(stroke)\"/>"
+    }
+    svg += grid(yTicks, logarithmic: true) { y, stroke in
+        gridLine(from: (frame.x, py(y)), to: (frame.x + frame.width, py(y)), stroke: stroke)
+    } label: { y in
+        "<text x=\"\(fmt(frame.x - 6))\" y=\"\(fmt(py(y) + 4))\" text-anchor=\"end\">\(formatDuration(y))</text>"
+    }
+    svg += grid(xTicks, logarithmic: family.xIsLogarithmic) { x, stroke in
+        gridLine(from: (px(x), frame.y), to: (px(x), frame.y + frame.height), stroke: stroke)
+    } label: { x in
+        "<text x=\"\(fmt(px(x)))\" y=\"\(fmt(frame.y + frame.height + 16))\" text-anchor=\"middle\">\(formatCount(x))</text>"
     }
     svg +=
         "<rect x=\"\(fmt(frame.x))\" y=\"\(fmt(frame.y))\" width=\"\(fmt(frame.width))\" height=\"\(fmt(frame.height))\" fill=\"none\" stroke=\"#333\"/>\n"

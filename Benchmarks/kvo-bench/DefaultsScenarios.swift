@@ -32,13 +32,6 @@ final class BenchDirectory {
     }
 }
 
-/// Counts calls from a defaults observer. Unchecked `Sendable`: the handler runs synchronously on the
-/// benchmark's thread (the only writer is this process, so no change arrives from another thread).
-final class DefaultsCounter: @unchecked Sendable {
-    @exclusivity(unchecked) var count = 0
-    @exclusivity(unchecked) var last: Double? = nil
-}
-
 @inline(never) func setSpeed(_ store: DefaultsStore, _ key: DefaultsKey<Double>, _ value: Double) { store[key] = value }
 @inline(never) func setSpeed(_ defaults: UserDefaults, _ value: Double) { defaults.set(value, forKey: "playbackSpeed") }
 
@@ -49,23 +42,23 @@ private func scratchUserDefaults(_ directory: BenchDirectory) -> UserDefaults {
     UserDefaults(suiteName: directory.path + "/kvo-bench")!
 }
 
+/// The number stored under `key` in the defaults file at `url`, read back from the disk.
+private func storedNumber(_ key: String, in url: URL) -> NSNumber? {
+    guard let data = FileManager.default.contents(atPath: url.path),
+        let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+    else { return nil }
+    return object[key] as? NSNumber
+}
+
 extension Scenarios {
     /// ObservableDefaults against corelibs `UserDefaults`, in the same run.
     static var defaultsScenarios: [Scenario] {
         [
-            Scenario(
-                name: "userdefaults-set", group: .defaults,
+            userDefaultsSets(
+                "userdefaults-set", directory: "userdefaults",
                 summary: "Foundation UserDefaults.set(Double, forKey:), in memory (no notification, no persistence)"
-            ) {
-                let directory = BenchDirectory("userdefaults")
-                let defaults = opaque(scratchUserDefaults(directory))
-                let values = Values()
-                return Workload(retaining: [directory, defaults]) { iterations in
-                    for i in values.next(iterations) { setSpeed(defaults, Double(i)) }
-                } check: { _ in
-                    let stored = defaults.double(forKey: "playbackSpeed")
-                    return stored == Double(values.last) ? nil : "UserDefaults holds \(stored), expected \(values.last)"
-                }
+            ) { defaults, values in
+                for i in values { setSpeed(defaults, Double(i)) }
             },
             Scenario(
                 name: "defaults-set-observed", group: .defaults,
@@ -76,38 +69,25 @@ extension Scenarios {
                 let store = opaque(DefaultsStore(fileURL: directory.url.appendingPathComponent("bench.json")))
                 directory.stores.append(store)
                 let key = DefaultsKey("playbackSpeed", default: 0.0)
-                let counter = DefaultsCounter()
-                let token = store.observe(key, options: [.new]) { _, change in
-                    counter.count &+= 1
-                    counter.last = change.newValue
-                }
-                let values = Values()
-                return Workload(retaining: [directory, store, token]) { iterations in
-                    counter.count = 0
-                    for i in values.next(iterations) { setSpeed(store, key, Double(i)) }
-                } check: { iterations in
+                let counter = Counter()
+                let token = store.observe(key, options: [.new]) { _, change in counter.record(change.newValue) }
+                return .loop(retaining: [directory, store, token], resetting: counter) { values in
+                    for i in values { setSpeed(store, key, Double(i)) }
+                } check: { iterations, last in
                     if counter.count != iterations { return "observer ran \(counter.count) times, expected \(iterations)" }
-                    if counter.last != Double(values.last) {
-                        return "observer saw \(String(describing: counter.last)), expected \(values.last)"
+                    if counter.last != Double(last) {
+                        return "observer saw \(String(describing: counter.last)), expected \(last)"
                     }
-                    return store[key] == Double(values.last) ? nil : "store holds \(store[key]), expected \(values.last)"
+                    return store[key] == Double(last) ? nil : "store holds \(store[key]), expected \(last)"
                 }
             },
-            Scenario(
-                name: "userdefaults-set-synchronize", group: .defaults,
+            userDefaultsSets(
+                "userdefaults-set-synchronize", directory: "userdefaults-sync",
                 summary: "Foundation UserDefaults.set + synchronize() (truncates the plist in place and fsyncs it: no lock, no rename)"
-            ) {
-                let directory = BenchDirectory("userdefaults-sync")
-                let defaults = opaque(scratchUserDefaults(directory))
-                let values = Values()
-                return Workload(retaining: [directory, defaults]) { iterations in
-                    for i in values.next(iterations) {
-                        setSpeed(defaults, Double(i))
-                        defaults.synchronize()
-                    }
-                } check: { _ in
-                    let stored = defaults.double(forKey: "playbackSpeed")
-                    return stored == Double(values.last) ? nil : "UserDefaults holds \(stored), expected \(values.last)"
+            ) { defaults, values in
+                for i in values {
+                    setSpeed(defaults, Double(i))
+                    defaults.synchronize()
                 }
             },
             Scenario(
@@ -120,18 +100,14 @@ extension Scenarios {
                 let store = opaque(DefaultsStore(fileURL: url))
                 directory.stores.append(store)
                 let key = DefaultsKey("playbackSpeed", default: 0.0)
-                let values = Values()
-                return Workload(retaining: [directory, store]) { iterations in
-                    for i in values.next(iterations) {
+                return .loop(retaining: [directory, store]) { values in
+                    for i in values {
                         setSpeed(store, key, Double(i))
                         try? store.flush()
                     }
-                } check: { _ in
-                    guard let data = FileManager.default.contents(atPath: url.path),
-                        let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-                        let stored = object["playbackSpeed"] as? NSNumber
-                    else { return "\(url.path) does not hold playbackSpeed" }
-                    return stored.doubleValue == Double(values.last) ? nil : "file holds \(stored), expected \(values.last)"
+                } check: { _, last in
+                    guard let stored = storedNumber("playbackSpeed", in: url) else { return "\(url.path) does not hold playbackSpeed" }
+                    return stored.doubleValue == Double(last) ? nil : "file holds \(stored), expected \(last)"
                 }
             },
             Scenario(
@@ -170,14 +146,28 @@ extension Scenarios {
                     for _ in 0..<iterations { try? store.update(key) { $0 += 1 } }
                     expected += iterations
                 } check: { _ in
-                    guard let data = FileManager.default.contents(atPath: url.path),
-                        let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-                        let stored = object["hits"] as? NSNumber
-                    else { return "\(url.path) does not hold hits" }
+                    guard let stored = storedNumber("hits", in: url) else { return "\(url.path) does not hold hits" }
                     return stored.intValue == expected ? nil : "file holds \(stored), expected \(expected)"
                 }
             },
         ]
+    }
+
+    /// Sets of "playbackSpeed" on a scratch `UserDefaults` suite in a temporary `directory`, by
+    /// `loop` (one set per value), checked by the value stored last.
+    private static func userDefaultsSets(
+        _ name: String, directory label: String, summary: String, _ loop: @escaping (UserDefaults, Range<Int>) -> Void
+    ) -> Scenario {
+        Scenario(name: name, group: .defaults, summary: summary) {
+            let directory = BenchDirectory(label)
+            let defaults = opaque(scratchUserDefaults(directory))
+            return .loop(retaining: [directory, defaults]) { values in
+                loop(defaults, values)
+            } check: { _, last in
+                let stored = defaults.double(forKey: "playbackSpeed")
+                return stored == Double(last) ? nil : "UserDefaults holds \(stored), expected \(last)"
+            }
+        }
     }
 }
 

@@ -232,45 +232,38 @@ enum EtcdBench {
 }
 
 /// What the etcd section found.
-enum EtcdOutcome {
-    case measured(EtcdBench.Result)
-    case unavailable(String)
-}
+typealias EtcdOutcome = SectionOutcome<EtcdBench.Result>
 
 /// The etcd section: a heading and its lines, or one line saying why it did not run.
 func etcdLines(_ outcome: EtcdOutcome, markdown: Bool) -> [String] {
-    let result: EtcdBench.Result
-    switch outcome {
-    case .unavailable(let reason):
-        return ["etcd backend: \(reason)"]
-    case .measured(let measured):
-        result = measured
+    outcome.lines(unavailable: "etcd backend") { result in
+        let heading =
+            "ObservableDefaults on etcd next to the file store (\(result.etcdVersion), one member on loopback, started by this run)"
+        var lines = [markdown ? "### \(heading)\n" : heading]
+        func add(_ row: String) { lines.append(markdown ? "- \(row)" : "  \(row)") }
+        func spans(_ sorted: [Double]) -> String {
+            "p50 \(formatDuration(nanoseconds: percentile(sorted, 0.5))), p99 \(formatDuration(nanoseconds: percentile(sorted, 0.99)))"
+        }
+        if let file = result.fileLatency, let etcd = result.etcdLatency {
+            add(
+                "set → observer in another process (set + flush, whole write included): etcd \(spans(etcd.fromSet)); file \(spans(file.fromSet))"
+            )
+        } else if let etcd = result.etcdLatency {
+            add("set → observer in another process (set + flush, whole write included): etcd \(spans(etcd.fromSet))")
+        }
+        for processes in [1, 8] {
+            let figures = result.throughput.filter { $0.processes == processes }
+            guard !figures.isEmpty else { continue }
+            add(
+                "update(+1) throughput, \(processes) contending process\(processes == 1 ? "" : "es"): "
+                    + figures.map { "\($0.backend) \(Int($0.perSecond.rounded()))/s" }.joined(separator: ", "))
+        }
+        if result.fileRead > 0, result.etcdRead > 0 {
+            add(
+                "cached read of an Int key: etcd \(String(format: "%.1f", result.etcdRead)) ns, file \(String(format: "%.1f", result.fileRead)) ns "
+                    + "(\(String(format: "%.2f", result.etcdRead / result.fileRead))×; median of rounds)")
+        }
+        for problem in result.problems { add("problem: \(problem)") }
+        return lines
     }
-    let heading = "ObservableDefaults on etcd next to the file store (\(result.etcdVersion), one member on loopback, started by this run)"
-    var lines = [markdown ? "### \(heading)\n" : heading]
-    func add(_ row: String) { lines.append(markdown ? "- \(row)" : "  \(row)") }
-    func spans(_ sorted: [Double]) -> String {
-        "p50 \(formatDuration(nanoseconds: percentile(sorted, 0.5))), p99 \(formatDuration(nanoseconds: percentile(sorted, 0.99)))"
-    }
-    if let file = result.fileLatency, let etcd = result.etcdLatency {
-        add(
-            "set → observer in another process (set + flush, whole write included): etcd \(spans(etcd.fromSet)); file \(spans(file.fromSet))"
-        )
-    } else if let etcd = result.etcdLatency {
-        add("set → observer in another process (set + flush, whole write included): etcd \(spans(etcd.fromSet))")
-    }
-    for processes in [1, 8] {
-        let figures = result.throughput.filter { $0.processes == processes }
-        guard !figures.isEmpty else { continue }
-        add(
-            "update(+1) throughput, \(processes) contending process\(processes == 1 ? "" : "es"): "
-                + figures.map { "\($0.backend) \(Int($0.perSecond.rounded()))/s" }.joined(separator: ", "))
-    }
-    if result.fileRead > 0, result.etcdRead > 0 {
-        add(
-            "cached read of an Int key: etcd \(String(format: "%.1f", result.etcdRead)) ns, file \(String(format: "%.1f", result.fileRead)) ns "
-                + "(\(String(format: "%.2f", result.etcdRead / result.fileRead))×; median of rounds)")
-    }
-    for problem in result.problems { add("problem: \(problem)") }
-    return lines
 }

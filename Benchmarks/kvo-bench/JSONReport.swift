@@ -15,29 +15,30 @@ private struct JSONReport: Encodable {
     let memory: [JSONMemoryFigure]?
 }
 
+/// An optional field written as `null` when absent (a synthesized `Encodable` leaves the key out),
+/// so that every scenario of the file has the same keys.
+@propertyWrapper
+struct NullWhenAbsent<Value: Encodable>: Encodable {
+    var wrappedValue: Value?
+
+    init(wrappedValue: Value?) {
+        self.wrappedValue = wrappedValue
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        if let wrappedValue { try container.encode(wrappedValue) } else { try container.encodeNil() }
+    }
+}
+
 private struct JSONMemoryFigure: Encodable {
     let name: String
     let summary: String
     let unit: String
     let count: Int
     let bytes: Double
-    let baseline: String?
-    let baselineBytes: Double?
-
-    private enum CodingKeys: String, CodingKey {
-        case name, summary, unit, count, bytes, baseline, baselineBytes
-    }
-
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(name, forKey: .name)
-        try container.encode(summary, forKey: .summary)
-        try container.encode(unit, forKey: .unit)
-        try container.encode(count, forKey: .count)
-        try container.encode(bytes, forKey: .bytes)
-        try container.encode(baseline, forKey: .baseline)
-        try container.encode(baselineBytes, forKey: .baselineBytes)
-    }
+    @NullWhenAbsent var baseline: String?
+    @NullWhenAbsent var baselineBytes: Double?
 }
 
 private struct JSONScenario: Encodable {
@@ -48,37 +49,13 @@ private struct JSONScenario: Encodable {
     let p50: Double
     let p90: Double
     let p99: Double
-    let baseline: String?
-    let baselineP50: Double?
-    let ratio: Double?
-    let target: String?
-    let targetMet: Bool?
+    @NullWhenAbsent var baseline: String?
+    @NullWhenAbsent var baselineP50: Double?
+    @NullWhenAbsent var ratio: Double?
+    @NullWhenAbsent var target: String?
+    @NullWhenAbsent var targetMet: Bool?
     let comparisons: [JSONComparison]
-    let instructionsPerOp: Double?
-
-    private enum CodingKeys: String, CodingKey {
-        case name, group, summary, iterationsPerSample, p50, p90, p99
-        case baseline, baselineP50, ratio, target, targetMet, comparisons, instructionsPerOp
-    }
-
-    // Written by hand so that absent values appear as `null` rather than disappear.
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(name, forKey: .name)
-        try container.encode(group, forKey: .group)
-        try container.encode(summary, forKey: .summary)
-        try container.encode(iterationsPerSample, forKey: .iterationsPerSample)
-        try container.encode(p50, forKey: .p50)
-        try container.encode(p90, forKey: .p90)
-        try container.encode(p99, forKey: .p99)
-        try container.encode(baseline, forKey: .baseline)
-        try container.encode(baselineP50, forKey: .baselineP50)
-        try container.encode(ratio, forKey: .ratio)
-        try container.encode(target, forKey: .target)
-        try container.encode(targetMet, forKey: .targetMet)
-        try container.encode(comparisons, forKey: .comparisons)
-        try container.encode(instructionsPerOp, forKey: .instructionsPerOp)
-    }
+    @NullWhenAbsent var instructionsPerOp: Double?
 }
 
 private struct JSONComparison: Encodable {

@@ -15,14 +15,22 @@ final class ProgressChain {
     @exclusivity(unchecked) var expectedCompleted: Int64 = 0
 
     init(depth: Int) {
-        var nodes = [ObservableProgress(totalUnitCount: depth == 1 ? Self.leafUnits : 1)]
-        for level in 1..<max(depth, 1) {
-            let units = level == depth - 1 ? Self.leafUnits : 1
-            nodes.append(ObservableProgress(totalUnitCount: units, parent: nodes[level - 1], pendingUnitCount: 1))
+        nodes = Self.nodes(depth: depth) { units, parent in
+            parent.map { ObservableProgress(totalUnitCount: units, parent: $0, pendingUnitCount: 1) }
+                ?? ObservableProgress(totalUnitCount: units)
         }
-        self.nodes = nodes
         leaf = nodes[nodes.count - 1]
         root = nodes[0]
+    }
+
+    /// The nodes of a chain `depth` levels deep, root first, made by `make` from a node's units
+    /// and its parent (nil for the root): one unit each, `leafUnits` for the leaf.
+    static func nodes<Node>(depth: Int, _ make: (_ units: Int64, _ parent: Node?) -> Node) -> [Node] {
+        var nodes = [make(depth == 1 ? leafUnits : 1, nil)]
+        for level in 1..<max(depth, 1) {
+            nodes.append(make(level == depth - 1 ? leafUnits : 1, nodes[level - 1]))
+        }
+        return nodes
     }
 }
 
@@ -43,12 +51,9 @@ final class FoundationProgressChain {
     @exclusivity(unchecked) var expectedCompleted: Int64 = 0
 
     init(depth: Int) {
-        var nodes = [Progress(totalUnitCount: depth == 1 ? ProgressChain.leafUnits : 1)]
-        for level in 1..<max(depth, 1) {
-            let units = level == depth - 1 ? ProgressChain.leafUnits : 1
-            nodes.append(Progress(totalUnitCount: units, parent: nodes[level - 1], pendingUnitCount: 1))
+        nodes = ProgressChain.nodes(depth: depth) { units, parent in
+            parent.map { Progress(totalUnitCount: units, parent: $0, pendingUnitCount: 1) } ?? Progress(totalUnitCount: units)
         }
-        self.nodes = nodes
         leaf = nodes[nodes.count - 1]
     }
 }
@@ -70,9 +75,9 @@ extension Scenarios {
         func foundation(depth: Int, name: String, summary: String, chart: [ChartPoint] = []) -> Scenario {
             Scenario(name: name, group: .progress, summary: summary, chart: chart) {
                 let chain = opaque(FoundationProgressChain(depth: depth))
-                return Workload { iterations in
-                    for _ in 0..<iterations { incrementLeaf(chain) }
-                } check: { _ in
+                return .loop { values in
+                    for _ in values { incrementLeaf(chain) }
+                } check: { _, _ in
                     chain.leaf.completedUnitCount == chain.expectedCompleted
                         ? nil : "leaf completed \(chain.leaf.completedUnitCount), expected \(chain.expectedCompleted)"
                 }
@@ -90,16 +95,12 @@ extension Scenarios {
                 let tokens =
                     observed
                     ? [
-                        chain.root.observe(\.fractionCompleted, options: [.new]) { _, change in
-                            counter.count &+= 1
-                            counter.last = change.newValue
-                        }
+                        chain.root.observe(\.fractionCompleted, options: [.new]) { _, change in counter.record(change.newValue) }
                     ]
                     : []
-                return Workload(retaining: tokens) { iterations in
-                    counter.reset()
-                    for _ in 0..<iterations { incrementLeaf(chain) }
-                } check: { iterations in
+                return .loop(retaining: tokens, resetting: counter) { values in
+                    for _ in values { incrementLeaf(chain) }
+                } check: { iterations, _ in
                     if chain.leaf.completedUnitCount != chain.expectedCompleted {
                         return "leaf completed \(chain.leaf.completedUnitCount), expected \(chain.expectedCompleted)"
                     }

@@ -36,10 +36,9 @@ extension Scenarios {
                     let tokens = (0..<count).map { _ in
                         center.addObserver(forName: name, object: sender, queue: nil) { _ in counter.count &+= 1 }
                     }
-                    return Workload(retaining: [center, sender] + tokens.map { $0 as AnyObject }) { iterations in
-                        counter.reset()
-                        for _ in 0..<iterations { center.post(name: name, object: sender) }
-                    } check: { iterations in
+                    return .loop(retaining: [center, sender] + tokens.map { $0 as AnyObject }, resetting: counter) { values in
+                        for _ in values { center.post(name: name, object: sender) }
+                    } check: { iterations, _ in
                         expectHandlerCalls(counter, count * iterations)
                     }
                 },
@@ -53,11 +52,9 @@ extension Scenarios {
                     let counter = Counter()
                     let model = opaque(ObservablePlayer())
                     for _ in 0..<count { trackVolume(of: model, counting: counter) }
-                    let values = Values()
-                    return Workload(retaining: [model]) { iterations in
-                        counter.reset()
-                        for i in values.next(iterations) { setVolume(model, Double(i)) }
-                    } check: { iterations in
+                    return .loop(retaining: [model], resetting: counter) { values in
+                        for i in values { setVolume(model, Double(i)) }
+                    } check: { iterations, _ in
                         expectHandlerCalls(counter, count * iterations)
                     }
                 },
@@ -78,10 +75,9 @@ extension Scenarios {
                         center.addObserver(forName: name, object: sender, queue: nil) { _ in counter.count &+= 1 }
                     }
                     let posted = names.last!
-                    return Workload(retaining: [center, sender] + tokens.map { $0 as AnyObject }) { iterations in
-                        counter.reset()
-                        for _ in 0..<iterations { center.post(name: posted, object: sender) }
-                    } check: { iterations in
+                    return .loop(retaining: [center, sender] + tokens.map { $0 as AnyObject }, resetting: counter) { values in
+                        for _ in values { center.post(name: posted, object: sender) }
+                    } check: { iterations, _ in
                         expectHandlerCalls(counter, iterations)
                     }
                 },
@@ -95,11 +91,9 @@ extension Scenarios {
                     let form = opaque(ObservableWideForm())
                     let reads = everyPropertyRead(of: form)
                     for read in reads[1..<count] + [reads[0]] { trackRepeatedly(read, counting: counter) }
-                    let values = Values()
-                    return Workload(retaining: [form]) { iterations in
-                        counter.reset()
-                        for i in values.next(iterations) { setK0(form, i) }
-                    } check: { iterations in
+                    return .loop(retaining: [form], resetting: counter) { values in
+                        for i in values { setK0(form, i) }
+                    } check: { iterations, _ in
                         expectHandlerCalls(counter, iterations)
                     }
                 },
@@ -134,11 +128,9 @@ extension Scenarios {
                     let counter = Counter()
                     let models = (0..<count).map { _ in ObservablePlayer() }
                     for model in models { trackVolume(of: model, counting: counter) }
-                    let values = Values()
-                    return Workload(retaining: models) { iterations in
-                        counter.reset()
-                        for i in values.next(iterations) { setVolume(models[i % count], Double(i)) }
-                    } check: { iterations in
+                    return .loop(retaining: models, resetting: counter) { values in
+                        for i in values { setVolume(models[i % count], Double(i)) }
+                    } check: { iterations, _ in
                         expectHandlerCalls(counter, iterations)
                     }
                 },

@@ -67,11 +67,9 @@ extension Scenarios {
                 let tokens = (0..<count).map { _ in
                     player.observe(\.volume, options: [.new]) { _, _ in counter.count &+= 1 }
                 }
-                let values = Values()
-                return Workload(retaining: tokens) { iterations in
-                    counter.reset()
-                    for i in values.next(iterations) { setVolume(player, Double(i)) }
-                } check: { iterations in
+                return .loop(retaining: tokens, resetting: counter) { values in
+                    for i in values { setVolume(player, Double(i)) }
+                } check: { iterations, _ in
                     counter.count == count * iterations ? nil : "handlers ran \(counter.count) times, expected \(count * iterations)"
                 }
             }
@@ -87,11 +85,9 @@ extension Scenarios {
                     let counter = Counter()
                     let players = (0..<count).map { _ in Player() }
                     let tokens = players.map { player in player.observe(\.volume, options: [.new]) { _, _ in counter.count &+= 1 } }
-                    let values = Values()
-                    return Workload(retaining: tokens + players) { iterations in
-                        counter.reset()
-                        for i in values.next(iterations) { setVolume(players[i % players.count], Double(i)) }
-                    } check: { iterations in
+                    return .loop(retaining: tokens + players, resetting: counter) { values in
+                        for i in values { setVolume(players[i % players.count], Double(i)) }
+                    } check: { iterations, _ in
                         counter.count == iterations ? nil : "handlers ran \(counter.count) times, expected \(iterations)"
                     }
                 }
@@ -112,11 +108,9 @@ extension Scenarios {
                     let tokens = keys.map { key in form.observe(key, options: [.new]) { _, _ in counter.count &+= 1 } }
                     // Teach the registry every key's storage (the first set of each does).
                     for key in keys { form[keyPath: key] = -1 }
-                    let values = Values()
-                    return Workload(retaining: tokens) { iterations in
-                        counter.reset()
-                        for i in values.next(iterations) { setK0(form, i) }
-                    } check: { iterations in
+                    return .loop(retaining: tokens, resetting: counter) { values in
+                        for i in values { setK0(form, i) }
+                    } check: { iterations, _ in
                         counter.count == iterations ? nil : "handlers ran \(counter.count) times, expected \(iterations)"
                     }
                 }

@@ -67,6 +67,28 @@ final class Workload {
     }
 }
 
+extension Workload {
+    /// The usual loop: each run resets `counter` (if any), then `body` performs the operation once
+    /// per value of a range of fresh integers (see `Values`), one value per iteration; `check` judges
+    /// the run from its iteration count and the last value handed out.
+    ///
+    /// `body` is called once per run, not per iteration: the measured loop is the one it contains.
+    static func loop(
+        retaining retained: [AnyObject] = [],
+        resetting counter: Counter? = nil,
+        _ body: @escaping (_ values: Range<Int>) -> Void,
+        check: @escaping (_ iterations: Int, _ last: Int) -> String?
+    ) -> Workload {
+        let values = Values()
+        return Workload(retaining: retained) { iterations in
+            counter?.reset()
+            body(values.next(iterations))
+        } check: { iterations in
+            check(iterations, values.last)
+        }
+    }
+}
+
 // MARK: The observed classes: defined here, in a client module, as real users define them
 
 final class Player: KeyValueObservable {
@@ -133,6 +155,12 @@ final class Counter: @unchecked Sendable {
         count = 0
         last = nil
     }
+
+    /// One handler call that delivered `value`.
+    @inline(__always) func record(_ value: Double?) {
+        count &+= 1
+        last = value
+    }
 }
 
 /// Hands out consecutive integers across batches, so that no set assigns the value already stored
@@ -178,6 +206,10 @@ private func expectCalls(_ counter: Counter, _ expected: Int, last: Double?) -> 
     return nil
 }
 
+private func expectVolume(_ volume: Double, last: Int) -> String? {
+    volume == Double(last) ? nil : "volume is \(volume), expected \(last)"
+}
+
 // MARK: The scenarios
 
 enum Scenarios {
@@ -194,11 +226,10 @@ enum Scenarios {
                 summary: "stored Double set on a final class, through a non-inlined call (the floor)"
             ) {
                 let player = opaque(PlainPlayer())
-                let values = Values()
-                return Workload { iterations in
-                    for i in values.next(iterations) { setVolume(player, Double(i)) }
-                } check: { iterations in
-                    player.volume == Double(values.last) ? nil : "volume is \(player.volume), expected \(values.last)"
+                return .loop { values in
+                    for i in values { setVolume(player, Double(i)) }
+                } check: { iterations, last in
+                    expectVolume(player.volume, last: last)
                 }
             },
             Scenario(
@@ -207,16 +238,11 @@ enum Scenarios {
             ) {
                 let counter = Counter()
                 let player = opaque(
-                    DidSetPlayer { value in
-                        counter.count &+= 1
-                        counter.last = value
-                    })
-                let values = Values()
-                return Workload { iterations in
-                    counter.reset()
-                    for i in values.next(iterations) { setVolume(player, Double(i)) }
-                } check: { iterations in
-                    expectCalls(counter, iterations, last: Double(values.last))
+                    DidSetPlayer { value in counter.record(value) })
+                return .loop(resetting: counter) { values in
+                    for i in values { setVolume(player, Double(i)) }
+                } check: { iterations, last in
+                    expectCalls(counter, iterations, last: Double(last))
                 }
             },
             Scenario(
@@ -226,13 +252,11 @@ enum Scenarios {
                 let counter = Counter()
                 let model = opaque(ObservablePlayer())
                 trackVolume(of: model, counting: counter)
-                let values = Values()
-                return Workload { iterations in
-                    counter.reset()
-                    for i in values.next(iterations) { setVolume(model, Double(i)) }
-                } check: { iterations in
+                return .loop(resetting: counter) { values in
+                    for i in values { setVolume(model, Double(i)) }
+                } check: { iterations, last in
                     if counter.count != iterations { return "onChange ran \(counter.count) times, expected \(iterations)" }
-                    return model.volume == Double(values.last) ? nil : "volume is \(model.volume), expected \(values.last)"
+                    return expectVolume(model.volume, last: last)
                 }
             },
             Scenario(
@@ -246,10 +270,9 @@ enum Scenarios {
                 let observer = center.addObserver(forName: name, object: sender, queue: nil) { _ in
                     counter.count &+= 1
                 }
-                return Workload(retaining: [center, observer as AnyObject]) { iterations in
-                    counter.reset()
-                    for _ in 0..<iterations { center.post(name: name, object: sender) }
-                } check: { iterations in
+                return .loop(retaining: [center, observer as AnyObject], resetting: counter) { values in
+                    for _ in values { center.post(name: name, object: sender) }
+                } check: { iterations, _ in
                     expectCalls(counter, iterations, last: nil)
                 }
             },
@@ -261,11 +284,10 @@ enum Scenarios {
                 baseline: "plain-set", target: .ratioAtMost(2)
             ) {
                 let player = opaque(Player())
-                let values = Values()
-                return Workload { iterations in
-                    for i in values.next(iterations) { setVolume(player, Double(i)) }
-                } check: { iterations in
-                    player.volume == Double(values.last) ? nil : "volume is \(player.volume), expected \(values.last)"
+                return .loop { values in
+                    for i in values { setVolume(player, Double(i)) }
+                } check: { iterations, last in
+                    expectVolume(player.volume, last: last)
                 }
             },
             observedSet(
@@ -283,21 +305,16 @@ enum Scenarios {
             ) {
                 let counter = Counter()
                 let player = opaque(Player())
-                let token = player.observe(\.volume, options: [.new]) { _, change in
-                    counter.count &+= 1
-                    counter.last = change.newValue
-                }
+                let token = player.observe(\.volume, options: [.new]) { _, change in counter.record(change.newValue) }
                 // The registry learns where `volume` is stored from its first set; until then a set
                 // of any other property takes the lock to find out whether it is `volume`.
                 setVolume(player, 0.25)
                 counter.reset()
-                let values = Values()
-                return Workload(retaining: [token]) { iterations in
-                    counter.reset()
-                    for i in values.next(iterations) { setOther(player, i) }
-                } check: { iterations in
+                return .loop(retaining: [token], resetting: counter) { values in
+                    for i in values { setOther(player, i) }
+                } check: { iterations, last in
                     if counter.count != 0 { return "the volume handler ran \(counter.count) times, expected 0" }
-                    return player.other == values.last ? nil : "other is \(player.other), expected \(values.last)"
+                    return player.other == last ? nil : "other is \(player.other), expected \(last)"
                 }
             },
             observedSet(
@@ -310,16 +327,11 @@ enum Scenarios {
             ) {
                 let counter = Counter()
                 let sub = opaque(Sub())
-                let token = sub.observe(\Sub.x, options: [.new]) { _, change in
-                    counter.count &+= 1
-                    counter.last = change.newValue.map(Double.init)
-                }
-                let values = Values()
-                return Workload(retaining: [token]) { iterations in
-                    counter.reset()
-                    for i in values.next(iterations) { setX(sub, i) }
-                } check: { iterations in
-                    expectCalls(counter, iterations, last: Double(values.last))
+                let token = sub.observe(\Sub.x, options: [.new]) { _, change in counter.record(change.newValue.map(Double.init)) }
+                return .loop(retaining: [token], resetting: counter) { values in
+                    for i in values { setX(sub, i) }
+                } check: { iterations, last in
+                    expectCalls(counter, iterations, last: Double(last))
                 }
             },
 
@@ -332,16 +344,11 @@ enum Scenarios {
             ) {
                 let counter = Counter()
                 let player = opaque(LabelledPlayer())
-                let token = player.observe(\.label, options: [.new]) { _, change in
-                    counter.count &+= 1
-                    counter.last = change.newValue
-                }
-                let values = Values()
-                return Workload(retaining: [token]) { iterations in
-                    counter.reset()
-                    for i in values.next(iterations) { setVolume(player, Double(i)) }
-                } check: { iterations in
-                    expectCalls(counter, iterations, last: Double(values.last) * 100)
+                let token = player.observe(\.label, options: [.new]) { _, change in counter.record(change.newValue) }
+                return .loop(retaining: [token], resetting: counter) { values in
+                    for i in values { setVolume(player, Double(i)) }
+                } check: { iterations, last in
+                    expectCalls(counter, iterations, last: Double(last) * 100)
                 }
             },
             Scenario(
@@ -353,10 +360,7 @@ enum Scenarios {
                 let deck = opaque(Deck())
                 let track = Player()
                 deck.track = track
-                let token = deck.observe(\.track?.volume, options: [.new]) { _, change in
-                    counter.count &+= 1
-                    counter.last = change.newValue ?? nil
-                }
+                let token = deck.observe(\.track?.volume, options: [.new]) { _, change in counter.record(change.newValue ?? nil) }
                 let values = Values()
                 // The chain holds its root weakly: keep the deck alive with the token.
                 return Workload(retaining: [token, track, deck]) { iterations in
@@ -376,10 +380,7 @@ enum Scenarios {
                 let tracks = [Player(), Player()]
                 tracks[0].volume = 0.1
                 tracks[1].volume = 0.2
-                let token = deck.observe(\.track?.volume, options: [.new]) { _, change in
-                    counter.count &+= 1
-                    counter.last = change.newValue ?? nil
-                }
+                let token = deck.observe(\.track?.volume, options: [.new]) { _, change in counter.record(change.newValue ?? nil) }
                 return Workload(retaining: [token, deck] + tracks) { iterations in
                     counter.reset()
                     for i in 0..<iterations { setTrack(deck, tracks[i & 1]) }
@@ -432,19 +433,14 @@ enum Scenarios {
             let counter = Counter()
             let player = opaque(Player())
             let tokens = (0..<observers).map { _ in
-                player.observe(\.volume, options: options) { _, change in
-                    counter.count &+= 1
-                    counter.last = change.newValue
-                }
+                player.observe(\.volume, options: options) { _, change in counter.record(change.newValue) }
             }
             let callsPerSet = options.contains(.prior) ? 2 * observers : observers
             let expectsValue = options.contains(.new)
-            let values = Values()
-            return Workload(retaining: tokens) { iterations in
-                counter.reset()
-                for i in values.next(iterations) { setVolume(player, Double(i)) }
-            } check: { iterations in
-                expectCalls(counter, callsPerSet * iterations, last: expectsValue ? Double(values.last) : nil)
+            return .loop(retaining: tokens, resetting: counter) { values in
+                for i in values { setVolume(player, Double(i)) }
+            } check: { iterations, last in
+                expectCalls(counter, callsPerSet * iterations, last: expectsValue ? Double(last) : nil)
             }
         }
     }

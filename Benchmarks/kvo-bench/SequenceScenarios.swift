@@ -180,11 +180,9 @@ extension Scenarios {
                 let counter = Counter()
                 let form = opaque(Form())
                 let tokens = formObservers(form, counter)
-                let values = Values()
-                return Workload(retaining: tokens) { iterations in
-                    counter.reset()
-                    for i in values.next(iterations) { setAllFields(form, i) }
-                } check: { iterations in
+                return .loop(retaining: tokens, resetting: counter) { values in
+                    for i in values { setAllFields(form, i) }
+                } check: { iterations, _ in
                     counter.count == 10 * iterations ? nil : "handlers ran \(counter.count) times, expected \(10 * iterations)"
                 }
             },
@@ -196,11 +194,9 @@ extension Scenarios {
                 let counter = Counter()
                 let form = opaque(Form())
                 let tokens = formObservers(form, counter)
-                let values = Values()
-                return Workload(retaining: tokens) { iterations in
-                    counter.reset()
-                    for i in values.next(iterations) { form.coalescingChanges { setAllFields(form, i) } }
-                } check: { iterations in
+                return .loop(retaining: tokens, resetting: counter) { values in
+                    for i in values { form.coalescingChanges { setAllFields(form, i) } }
+                } check: { iterations, _ in
                     counter.count == 10 * iterations ? nil : "handlers ran \(counter.count) times, expected \(10 * iterations)"
                 }
             },
@@ -212,11 +208,9 @@ extension Scenarios {
                 let counter = Counter()
                 let form = opaque(Form())
                 let token = form.observeAnyKey { _, _ in counter.count &+= 1 }
-                let values = Values()
-                return Workload(retaining: [token]) { iterations in
-                    counter.reset()
-                    for i in values.next(iterations) { setF0(form, i) }
-                } check: { iterations in
+                return .loop(retaining: [token], resetting: counter) { values in
+                    for i in values { setF0(form, i) }
+                } check: { iterations, _ in
                     counter.count == iterations ? nil : "handler ran \(counter.count) times, expected \(iterations)"
                 }
             },

@@ -90,35 +90,42 @@ func memoryTable(_ figures: [MemoryFigure], describe: Bool) -> Table {
 
 /// The cross-process section: a heading and one line per span, or one line saying why it did not run.
 func latencyLines(_ outcome: LatencyOutcome, markdown: Bool) -> [String] {
-    let result: DefaultsLatency.Result
-    switch outcome {
-    case .unavailable(let reason):
-        return ["\(DefaultsLatency.name): \(reason)"]
-    case .measured(let measured):
-        result = measured
+    outcome.lines(unavailable: DefaultsLatency.name) { result in
+        let heading =
+            "Cross-process notification latency, ObservableDefaults (\(result.fromSet.count) changes, one at a time; "
+            + "writer: this process, set + flush(); observer: kvo-bench \(DefaultsLatency.watchCommand) in another process, "
+            + "stamped with CLOCK_MONOTONIC)"
+        var lines = [markdown ? "### \(heading)\n" : heading]
+        let spans = [
+            ("rename (of the fsynced file) → observer call", result.fromReplace),
+            ("flush() return (directory fsynced) → observer call", result.fromFlush),
+            ("set() start (whole durable write included) → observer call", result.fromSet),
+        ]
+        for (label, sorted) in spans where !sorted.isEmpty {
+            let row =
+                "\(label): p50 \(formatDuration(nanoseconds: percentile(sorted, 0.5))), "
+                + "p90 \(formatDuration(nanoseconds: percentile(sorted, 0.9))), "
+                + "p99 \(formatDuration(nanoseconds: percentile(sorted, 0.99))), max \(formatDuration(nanoseconds: sorted.last!))"
+            lines.append(markdown ? "- \(row)" : "  \(row)")
+        }
+        return lines
     }
-    let heading =
-        "Cross-process notification latency, ObservableDefaults (\(result.fromSet.count) changes, one at a time; "
-        + "writer: this process, set + flush(); observer: kvo-bench \(DefaultsLatency.watchCommand) in another process, "
-        + "stamped with CLOCK_MONOTONIC)"
-    var lines = [markdown ? "### \(heading)\n" : heading]
-    let spans = [
-        ("rename (of the fsynced file) → observer call", result.fromReplace),
-        ("flush() return (directory fsynced) → observer call", result.fromFlush),
-        ("set() start (whole durable write included) → observer call", result.fromSet),
-    ]
-    for (label, sorted) in spans where !sorted.isEmpty {
-        let row =
-            "\(label): p50 \(formatDuration(nanoseconds: percentile(sorted, 0.5))), "
-            + "p90 \(formatDuration(nanoseconds: percentile(sorted, 0.9))), "
-            + "p99 \(formatDuration(nanoseconds: percentile(sorted, 0.99))), max \(formatDuration(nanoseconds: sorted.last!))"
-        lines.append(markdown ? "- \(row)" : "  \(row)")
-    }
-    return lines
 }
 
 /// What the latency section found.
-enum LatencyOutcome {
-    case measured(DefaultsLatency.Result)
+typealias LatencyOutcome = SectionOutcome<DefaultsLatency.Result>
+
+/// What a section that needs something outside the process (another process, etcd) found: its
+/// result, or why it did not run.
+enum SectionOutcome<Result> {
+    case measured(Result)
     case unavailable(String)
+
+    /// `lines(result)`, or one line `NAME: REASON` when the section did not run.
+    func lines(unavailable name: String, _ lines: (Result) -> [String]) -> [String] {
+        switch self {
+        case .measured(let result): lines(result)
+        case .unavailable(let reason): ["\(name): \(reason)"]
+        }
+    }
 }

@@ -20,11 +20,7 @@ private let buildFolder = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlin
 /// (never its figures).
 @Suite("kvo-bench", .enabled(if: isLinux), .tags(.processes))
 struct BenchmarkToolTests {
-    struct Run {
-        let status: Int32
-        let output: String
-        let error: String
-    }
+    typealias Run = ToolResult
 
     /// A fresh folder for one test's files.
     let folder: URL = {
@@ -44,23 +40,9 @@ struct BenchmarkToolTests {
         try #require(
             FileManager.default.isExecutableFile(atPath: executable.path),
             "kvo-bench is not built next to the tests (\(executable.path))")
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        process.currentDirectoryURL = folder
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let errorData = Locked(Data())
-        let reader = TestThread { errorData.withLock { $0 = err.fileHandleForReading.readDataToEndOfFile() } }
-        let outputData = out.fileHandleForReading.readDataToEndOfFile()
-        reader.join()
-        process.waitUntilExit()
-        return Run(
-            status: process.terminationStatus, output: String(decoding: outputData, as: UTF8.self),
-            error: String(decoding: errorData.current, as: UTF8.self))
+        return try runTool(
+            arguments, environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new }, currentDirectory: folder,
+            seconds: 1800, executable: executable.path)
     }
 
     /// A results file as `--json` writes it (only the fields `compare` reads).

@@ -31,8 +31,7 @@ let usage = """
     """
 
 func fail(_ message: String) -> Never {
-    var line = "DefaultsTestTool: \(message)\n"
-    line.withUTF8 { bytes in _ = write(2, bytes.baseAddress, bytes.count) }
+    writeLineToStandardError("DefaultsTestTool: \(message)")
     exit(1)
 }
 

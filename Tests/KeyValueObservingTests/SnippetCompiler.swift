@@ -1,5 +1,6 @@
 import Foundation
 import KeyValueObserving
+import TestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -93,24 +94,8 @@ enum SnippetCompiler {
     }
 
     private static func run(_ executable: String, _ arguments: [String]) throws -> Output {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        // Read both pipes to the end before waiting, so a chatty compiler cannot fill one and block.
-        let errData = Locked(Data())
-        let reader = TestThread { errData.withLock { $0 = err.fileHandleForReading.readDataToEndOfFile() } }
-        let outData = out.fileHandleForReading.readDataToEndOfFile()
-        reader.join()
-        process.waitUntilExit()
-        return Output(
-            status: process.terminationStatus,
-            standardOutput: String(decoding: outData, as: UTF8.self),
-            standardError: String(decoding: errData.current, as: UTF8.self)
-        )
+        // A compile on a loaded machine can take minutes: the deadline only catches a hang.
+        let result = try runTool(arguments, seconds: 900, executable: executable)
+        return Output(status: result.status, standardOutput: result.output, standardError: result.error)
     }
 }

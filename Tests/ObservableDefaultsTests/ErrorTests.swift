@@ -255,20 +255,16 @@ struct ErrorTests {
         try #"{"a": 1}"#.write(to: url, atomically: true, encoding: .utf8)
         // The tool finds the file good, waits for the lock the test holds, and finds it broken then.
         let lock = try HeldLock(url.path)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
         // SIGXFSZ ignored, so that the write fails instead of killing the process.
-        process.arguments = ["-c", "ulimit -f 2048; trap '' XFSZ; exec \(shellQuoted(toolPath)) write --file \(shellQuoted(url.path)) k 1"]
-        let error = Pipe()
-        process.standardError = error
-        try process.run()
-        var message = waitForText("waiting for another process", in: error)
+        let script = "ulimit -f 2048; trap '' XFSZ; exec \(shellQuoted(toolPath)) write --file \(shellQuoted(url.path)) k 1"
+        let tool = try startTool(["-c", script], executable: "/bin/sh")
+        var message = waitForText("waiting for another process", in: tool.error)
         let broken = "{broken" + String(repeating: " ", count: 4 << 20)
         try broken.write(to: url, atomically: true, encoding: .utf8)
         lock.release()
-        process.waitUntilExit()
-        message += String(decoding: (try? error.fileHandleForReading.readToEnd()) ?? Data(), as: UTF8.self)
-        #expect(process.terminationStatus == 1)
+        tool.process.waitUntilExit()
+        message += String(decoding: (try? tool.error.fileHandleForReading.readToEnd()) ?? Data(), as: UTF8.self)
+        #expect(tool.process.terminationStatus == 1)
         #expect(message.contains(".corrupt-"), "\(message)")
         let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
         #expect(!names.contains { $0.contains(".corrupt-") }, "\(names)")

@@ -19,7 +19,10 @@ struct JSONValueTests {
     @Test func parseErrorsNameLineColumnAndCause() {
         let cases: [(String, Int, Int, String)] = [
             ("{\n  \"a\": 1,\n}", 3, 1, "expected a key"),
-            ("[1, 2", 1, 6, "unexpected end of file"),
+            ("[1, 2", 1, 6, "unexpected end of file in an array, expected ',' or ']'"),
+            ("[1 2]", 1, 4, "in an array, expected ',' or ']'"),
+            ("{\"a\": 1", 1, 8, "unexpected end of file in an object, expected ',' or '}'"),
+            ("{\"a\": 1 \"b\": 2}", 1, 9, "in an object, expected ',' or '}'"),
             ("{\"a\": 01}", 1, 8, "leading zeros"),
             ("{\"a\": \"x\ny\"}", 1, 9, "control character"),
             ("{} x", 1, 4, "after the end"),

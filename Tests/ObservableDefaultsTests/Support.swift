@@ -94,12 +94,8 @@ final class HeldLock {
 
 /// Runs `/bin/sh -c script` (another program editing the file) to completion.
 func runShell(_ script: String) throws {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/sh")
-    process.arguments = ["-c", script]
-    try process.run()
-    process.waitUntilExit()
-    #expect(process.terminationStatus == 0, "sh -c \(script) failed")
+    let result = try runTool(["-c", script], executable: "/bin/sh")
+    #expect(result.status == 0, "sh -c \(script) failed: \(result.error)")
 }
 
 /// Rewrites the file at `path` in place, as some editors and programs do: truncate, then write

@@ -199,17 +199,11 @@ struct ToolTests {
     /// A key that is not valid UTF-8 would become U+FFFD and overwrite another key.
     @Test func anArgumentThatIsNotValidUTF8IsAUsageError() throws {
         let url = directory.file("s.json")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
         // printf makes the byte 0xFF, which no UTF-8 text holds.
-        process.arguments = ["-c", "exec \(shellQuoted(toolPath)) write --file \(shellQuoted(url.path)) \"$(printf 'k\\377')\" 1"]
-        let error = Pipe()
-        process.standardError = error
-        try process.run()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 2)
-        let message = String(decoding: (try? error.fileHandleForReading.readToEnd()) ?? Data(), as: UTF8.self)
-        #expect(message.contains("argument 4 is not valid UTF-8"), "\(message)")
+        let script = "exec \(shellQuoted(toolPath)) write --file \(shellQuoted(url.path)) \"$(printf 'k\\377')\" 1"
+        let result = try runTool(["-c", script], executable: "/bin/sh")
+        #expect(result.status == 2)
+        #expect(result.error.contains("argument 4 is not valid UTF-8"), "\(result.error)")
         #expect(!FileManager.default.fileExists(atPath: url.path))
     }
 }

@@ -47,22 +47,33 @@ package struct ToolResult {
 }
 
 /// Runs `kvo-defaults` (or the executable at `executable`) with `arguments` to completion (at most
-/// `seconds`).
+/// `seconds`): the one runner of child processes of the test targets (the tools, the compiler of
+/// the snippet tests, kvo-bench).
+///
+/// Both pipes are read while the process runs, so that a chatty process cannot fill one and block.
 @discardableResult
 package func runTool(
-    _ arguments: [String], environment: [String: String]? = nil, seconds: Double = 60, executable: String = toolPath
+    _ arguments: [String], environment: [String: String]? = nil, currentDirectory: URL? = nil, seconds: Double = 60,
+    executable: String = toolPath
 ) throws -> ToolResult {
-    let process = try startTool(arguments, environment: environment, executable: executable)
+    let process = try startTool(arguments, environment: environment, currentDirectory: currentDirectory, executable: executable)
+    let output = Locked(Data())
+    let error = Locked(Data())
+    let readers = [
+        TestThread { output.withLock { $0 = process.output.fileHandleForReading.readDataToEndOfFile() } },
+        TestThread { error.withLock { $0 = process.error.fileHandleForReading.readDataToEndOfFile() } },
+    ]
     let finished = waitForCondition(seconds: seconds) { !process.process.isRunning }
     if !finished {
         process.process.terminate()
         Issue.record("\(executable) \(arguments) did not finish in \(seconds) s")
     }
     process.process.waitUntilExit()
+    for reader in readers { reader.join() }
     return ToolResult(
         status: process.process.terminationStatus,
-        output: String(decoding: (try? process.output.fileHandleForReading.readToEnd()) ?? Data(), as: UTF8.self),
-        error: String(decoding: (try? process.error.fileHandleForReading.readToEnd()) ?? Data(), as: UTF8.self)
+        output: String(decoding: output.current, as: UTF8.self),
+        error: String(decoding: error.current, as: UTF8.self)
     )
 }
 
@@ -73,12 +84,15 @@ package struct RunningTool {
 }
 
 /// Starts `kvo-defaults` (or the executable at `executable`) with `arguments`.
-package func startTool(_ arguments: [String], environment: [String: String]? = nil, executable: String = toolPath) throws -> RunningTool {
+package func startTool(
+    _ arguments: [String], environment: [String: String]? = nil, currentDirectory: URL? = nil, executable: String = toolPath
+) throws -> RunningTool {
     #expect(FileManager.default.isExecutableFile(atPath: executable), "\(executable) not found")
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
     if let environment { process.environment = environment }
+    if let currentDirectory { process.currentDirectoryURL = currentDirectory }
     let output = Pipe()
     let error = Pipe()
     process.standardOutput = output

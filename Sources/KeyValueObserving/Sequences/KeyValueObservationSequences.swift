@@ -143,10 +143,8 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         fileID: String = #fileID,
         line: UInt = #line
     ) -> KeyValueObservationValues<Value> {
-        var isDuplicate: (@Sendable (Value, Value) -> Bool)?
-        if removingDuplicates {
-            isDuplicate = { (old: Value, new: Value) in old == new }
-        }
+        let isDuplicate: (@Sendable (Value, Value) -> Bool)? =
+            removingDuplicates ? { @Sendable (old: Value, new: Value) in old == new } : nil
         return KeyValueObservationValues(
             stream: _valueStream(
                 for: keyPath,
@@ -167,15 +165,7 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         fileID: String = #fileID,
         line: UInt = #line
     ) -> KeyValueObservationChanges<Value> {
-        let (stream, continuation) = AsyncStream<KeyValueObservedChange<Value>>.makeStream(
-            bufferingPolicy: buffering.streamPolicy(for: KeyValueObservedChange<Value>.self)
-        )
-        let sink = _SequenceSink(continuation)
-        let token = _observe(keyPath, options: options, isDuplicate: nil, fileID: fileID, line: line) { _, change in
-            sink.yield(change)
-        }
-        _finish(sink, with: token)
-        return KeyValueObservationChanges(stream: stream)
+        _changes(for: keyPath, options: options, isDuplicate: nil, buffering: buffering, fileID: fileID, line: line)
     }
 
     /// `changes(for:options:buffering:)` without the changes whose new value equals the old one.
@@ -187,10 +177,19 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         fileID: String = #fileID,
         line: UInt = #line
     ) -> KeyValueObservationChanges<Value> {
-        var isDuplicate: (@Sendable (Value, Value) -> Bool)?
-        if removingDuplicates {
-            isDuplicate = { (old: Value, new: Value) in old == new }
-        }
+        let isDuplicate: (@Sendable (Value, Value) -> Bool)? =
+            removingDuplicates ? { @Sendable (old: Value, new: Value) in old == new } : nil
+        return _changes(for: keyPath, options: options, isDuplicate: isDuplicate, buffering: buffering, fileID: fileID, line: line)
+    }
+
+    func _changes<Value: Sendable>(
+        for keyPath: KeyPath<Self, Value>,
+        options: KeyValueObservingOptions,
+        isDuplicate: (@Sendable (Value, Value) -> Bool)?,
+        buffering: KeyValueObservationBuffering,
+        fileID: String,
+        line: UInt
+    ) -> KeyValueObservationChanges<Value> {
         let (stream, continuation) = AsyncStream<KeyValueObservedChange<Value>>.makeStream(
             bufferingPolicy: buffering.streamPolicy(for: KeyValueObservedChange<Value>.self)
         )

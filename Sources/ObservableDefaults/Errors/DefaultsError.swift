@@ -146,7 +146,6 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         case .corruptFile where self.path == nil:
             return "\(path): the value of key '\(key ?? "")' is not valid JSON: \(reason); keeping its last good value"
         case .corruptFile:
-            let place = line.map { ":\($0):\(column ?? 0) (byte \(byteOffset ?? 0))" } ?? ""
             let copy = corruptCopyPath.map { "; the broken file was copied to \($0)" } ?? ""
             return "\(path)\(place): corrupt defaults file: \(reason); keeping the last good values\(copy)"
         case .typeMismatch:
@@ -154,7 +153,6 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         case .encodingFailed:
             return "\(path): cannot encode the value of key '\(key ?? "")': \(reason)"
         case .duplicateKey:
-            let place = line.map { ":\($0):\(column ?? 0) (byte \(byteOffset ?? 0))" } ?? ""
             let copy = corruptCopyPath.map { "; the file was copied to \($0) before this process rewrote it" } ?? ""
             return "\(path)\(place): \(reason)\(copy)"
         case .unsupportedFile:
@@ -167,5 +165,10 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         default:
             return "\(path): \(kind == .writeFailed ? "cannot write" : "cannot read") defaults file: \(reason)"
         }
+    }
+
+    /// `:LINE:COLUMN (byte OFFSET)` where the error has a place in the file, else empty.
+    private var place: String {
+        line.map { ":\($0):\(column ?? 0) (byte \(byteOffset ?? 0))" } ?? ""
     }
 }

@@ -114,16 +114,41 @@ private struct JSONParser {
         if depth > Self.maximumDepth { throw error("nesting deeper than \(Self.maximumDepth) levels") }
     }
 
-    mutating func parseObject() throws(JSONParseError) -> JSONValue {
+    /// Steps into a container at its opening bracket (one level deeper) and over the white space
+    /// after it; returns true, past `closing`, when the container is empty.
+    mutating func enterContainer(closing: UInt8) throws(JSONParseError) -> Bool {
         try enter()
-        defer { depth -= 1 }
         index += 1
-        var members: [String: JSONValue] = [:]
         skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
-            index += 1
-            return .object(members)
+        guard index < bytes.count, bytes[index] == closing else { return false }
+        index += 1
+        return true
+    }
+
+    /// After a member of `container` ("an object", "an array"): steps over the ',' before the next
+    /// member (returns false) or over `closing` (returns true).
+    mutating func passSeparator(closing: UInt8, in container: String) throws(JSONParseError) -> Bool {
+        skipWhitespace()
+        guard index < bytes.count else {
+            throw error("unexpected end of file in \(container), expected ',' or '\(Character(Unicode.Scalar(closing)))'")
         }
+        switch bytes[index] {
+        case UInt8(ascii: ","):
+            index += 1
+            return false
+        case closing:
+            index += 1
+            return true
+        case let byte:
+            throw error("unexpected \(describe(byte)) in \(container), expected ',' or '\(Character(Unicode.Scalar(closing)))'")
+        }
+    }
+
+    mutating func parseObject() throws(JSONParseError) -> JSONValue {
+        var members: [String: JSONValue] = [:]
+        let isEmpty = try enterContainer(closing: UInt8(ascii: "}"))
+        defer { depth -= 1 }
+        if isEmpty { return .object(members) }
         while true {
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of file in an object, expected a key") }
@@ -145,36 +170,19 @@ private struct JSONParser {
             if members.updateValue(value, forKey: key) != nil, firstDuplicate == nil {
                 firstDuplicate = error("the key \"\(key)\" appears more than once in one object; its last value is used", at: keyStart)
             }
-            skipWhitespace()
-            guard index < bytes.count else { throw error("unexpected end of file in an object, expected ',' or '}'") }
-            switch bytes[index] {
-            case UInt8(ascii: ","): index += 1
-            case UInt8(ascii: "}"): index += 1; return .object(members)
-            case let byte: throw error("unexpected \(describe(byte)) in an object, expected ',' or '}'")
-            }
+            if try passSeparator(closing: UInt8(ascii: "}"), in: "an object") { return .object(members) }
         }
     }
 
     mutating func parseArray() throws(JSONParseError) -> JSONValue {
-        try enter()
-        defer { depth -= 1 }
-        index += 1
         var elements: [JSONValue] = []
-        skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
-            index += 1
-            return .array(elements)
-        }
+        let isEmpty = try enterContainer(closing: UInt8(ascii: "]"))
+        defer { depth -= 1 }
+        if isEmpty { return .array(elements) }
         while true {
             skipWhitespace()
             elements.append(try parseValue())
-            skipWhitespace()
-            guard index < bytes.count else { throw error("unexpected end of file in an array, expected ',' or ']'") }
-            switch bytes[index] {
-            case UInt8(ascii: ","): index += 1
-            case UInt8(ascii: "]"): index += 1; return .array(elements)
-            case let byte: throw error("unexpected \(describe(byte)) in an array, expected ',' or ']'")
-            }
+            if try passSeparator(closing: UInt8(ascii: "]"), in: "an array") { return .array(elements) }
         }
     }
 

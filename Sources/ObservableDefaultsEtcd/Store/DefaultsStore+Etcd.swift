@@ -138,9 +138,7 @@ extension EtcdBackend {
         options.trustedCertificatesFile = trustedCertificates?.path
         let client: EtcdClient
         do {
-            client = try EtcdClient(
-                endpoints: endpoints, credentials: credentials.map { EtcdCredentials(user: $0.user, password: $0.password) },
-                options: options)
+            client = try EtcdClient(endpoints: endpoints, credentials: credentials, options: options)
         } catch {
             throw DefaultsError(error, location: location)
         }

@@ -1,17 +1,5 @@
-/// A user name and password for an etcd cluster with authentication enabled.
-///
-/// The password is sent only to `/v3/auth/authenticate`; it never appears in an error, a log or a
-/// `description` (which shows the user only).
-package struct EtcdCredentials: Sendable, CustomStringConvertible {
-    /// The etcd user.
-    package var user: String
-    /// The user's password.
-    package var password: String
+import ObservableDefaults
 
-    package init(user: String, password: String) {
-        self.user = user
-        self.password = password
-    }
-
-    package var description: String { "EtcdCredentials(user: \(user), password: <redacted>)" }
-}
+/// The wire layer's name for the store's credentials type (`DefaultsStore.EtcdCredentials`): one
+/// type, so that the store hands its credentials to the client as they are.
+package typealias EtcdCredentials = DefaultsStore.EtcdCredentials

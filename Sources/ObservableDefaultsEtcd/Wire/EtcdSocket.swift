@@ -239,23 +239,10 @@ final class EtcdSocket: @unchecked Sendable {
     }
 }
 
-// The C calls under names that the methods above (connect, send, shutdown, close) do not shadow.
-#if canImport(Glibc)
-private let systemConnect = Glibc.connect
-private let systemSend = Glibc.send
-private let systemReceive = Glibc.recv
-private let systemShutdown = Glibc.shutdown
-private let systemClose = Glibc.close
-#elseif canImport(Darwin)
-private let systemConnect = Darwin.connect
-private let systemSend = Darwin.send
-private let systemReceive = Darwin.recv
-private let systemShutdown = Darwin.shutdown
-private let systemClose = Darwin.close
-#elseif canImport(Musl)
-private let systemConnect = Musl.connect
-private let systemSend = Musl.send
-private let systemReceive = Musl.recv
-private let systemShutdown = Musl.shutdown
-private let systemClose = Musl.close
-#endif
+// The C calls under names that the methods above (connect, send, shutdown, close) do not shadow: at
+// file scope the unqualified names are the C library's.
+private let systemConnect = connect
+private let systemSend = send
+private let systemReceive = recv
+private let systemShutdown = shutdown
+private let systemClose = close
