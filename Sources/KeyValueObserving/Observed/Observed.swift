@@ -121,9 +121,8 @@ public struct Observed<Value> {
         let flags = registry._withUnsafeGuaranteedRef { $0.slowPathFlags.load(ordering: .acquiring) }
         if _slowPath(flags != 0) {
             // Observers of every key alone are told without the lock, from the set table.
-            if MemoryLayout<Value>.size != 0, flags == _SlowPath.anyKey,
+            if MemoryLayout<Value>.size != 0, flags == _SlowPath.anyKey {
                 _setNotifyingAnyKeyUnlocked(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry)
-            {
                 return
             }
             _setNotifyingAnyKey(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry)
@@ -154,12 +153,12 @@ public struct Observed<Value> {
     /// setter: in one read section of the set table (`ObserverRegistry+ReadPath.swift`), with no lock
     /// and no retain, the observers of every key (`.prior`), the key's own observers around the
     /// store, then the observers of every key again. The table gives the key and, for a key without
-    /// observers, whether its class lets a set notify. Returns `false`, having stored nothing, when
-    /// the table cannot tell (then the locked path takes the set).
+    /// observers of its own, whether its class lets a set notify.
     ///
     /// The first set of a property the table does not know yet teaches the registry its key (`key`)
     /// and asks `automaticallyNotifiesObservers(for:)` once, outside the lock; the set then goes on
-    /// here, with the table published meanwhile.
+    /// here, with the table published meanwhile (or, if that one cannot tell either, on the locked
+    /// path).
     @inlinable
     @inline(never)
     static func _setNotifyingAnyKeyUnlocked<EnclosingSelf: KeyValueObservable>(
@@ -169,22 +168,23 @@ public struct Observed<Value> {
         storageOffset: Int,
         key: () -> AnyKeyPath,
         registry: Unmanaged<_ObserverRegistry>
-    ) -> Bool {
-        registry._withUnsafeGuaranteedRef { registry in
-            var hasLearned = false
-            while true {
-                let reading = registry.enterReading()
-                if let (element, anyKey) = registry.knownElementInReadSection(atOffset: storageOffset) {
-                    _deliver(newValue, to: element, anyKey: anyKey, storage: storage, storageOffset: storageOffset, on: object)
-                    registry.exitReading(reading)
-                    return true
-                }
-                registry.exitReading(reading)
-                guard !hasLearned else { return false }
-                hasLearned = true
-                registry.learnForAnyKeyObservers(offset: storageOffset, key: key) { type(of: object).automaticallyNotifiesObservers(for: $0) }
+    ) {
+        var hasLearned = false
+        while true {
+            let reading = registry._withUnsafeGuaranteedRef { $0.enterReading() }
+            if let (element, anyKey) = registry._withUnsafeGuaranteedRef({ $0.knownElementInReadSection(atOffset: storageOffset) }) {
+                _deliver(newValue, to: element, anyKey: anyKey, storage: storage, storageOffset: storageOffset, on: object)
+                registry._withUnsafeGuaranteedRef { $0.exitReading(reading) }
+                return
+            }
+            registry._withUnsafeGuaranteedRef { $0.exitReading(reading) }
+            if hasLearned { break }
+            hasLearned = true
+            registry._withUnsafeGuaranteedRef {
+                $0.learnForAnyKeyObservers(offset: storageOffset, key: key) { type(of: object).automaticallyNotifiesObservers(for: $0) }
             }
         }
+        _setNotifyingAnyKey(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry)
     }
 
     /// The body of `_setNotifyingAnyKeyUnlocked`, inside its read section: `element` and `anyKey`

@@ -104,7 +104,8 @@ final class _ObserverSetTable: ManagedBuffer<_ObserverSetTable.Header, _Observer
     @inlinable
     @inline(__always)
     var anyKeyObservers: Unmanaged<_AnyKeySnapshot>? {
-        header.anyKey
+        // Through the pointer: the `header` property would check exclusivity dynamically.
+        withUnsafeMutablePointerToHeader { $0.pointee.anyKey }
     }
 
     /// An empty table with room for `count` offsets, to be filled by `insert` before it is published.
