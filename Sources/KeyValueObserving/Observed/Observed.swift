@@ -207,7 +207,7 @@ public struct Observed<Value> {
         key._withUnsafeGuaranteedRef { key in
             anyKey?._withUnsafeGuaranteedRef { $0.willChange(object, key, storageOffset: storageOffset) }
             _deliver(newValue, to: element.snapshot, storage: storage, on: object)
-            anyKey?._withUnsafeGuaranteedRef { $0.didChange(object, key, storageOffset: storageOffset) }
+            anyKey?._withUnsafeGuaranteedRef { $0.didChange(object, borrowing: key, storageOffset: storageOffset) }
         }
     }
 
