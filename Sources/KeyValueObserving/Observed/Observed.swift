@@ -122,7 +122,8 @@ public struct Observed<Value> {
         if _slowPath(flags != 0) {
             // Observers of every key alone are told without the lock, from the set table.
             if MemoryLayout<Value>.size != 0, flags == _SlowPath.anyKey {
-                _setNotifyingAnyKeyUnlocked(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry)
+                _setNotifyingAnyKeyUnlocked(
+                    newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry)
                 return
             }
             _setNotifyingAnyKey(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry)
@@ -199,8 +200,10 @@ public struct Observed<Value> {
         storageOffset: Int,
         on object: EnclosingSelf
     ) {
-        let notifies = element.snapshot.map { $0._withUnsafeGuaranteedRef { $0.notifiesAutomatically } } ?? (element.notifiesAutomatically ?? true)
-        guard notifies, let key = element.key else {
+        // A key with observers of its own: its snapshot says whether a set notifies; else the table
+        // has the class's answer (`knownElement` checked it is there).
+        let notifies = element.snapshot.map { $0._withUnsafeGuaranteedRef { $0.notifiesAutomatically } } ?? element.notifiesAutomatically
+        guard notifies == true, let key = element.key else {
             storage.pointee._value = newValue
             return
         }

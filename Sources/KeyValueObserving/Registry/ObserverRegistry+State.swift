@@ -29,8 +29,8 @@ extension _ObserverRegistry {
             didSet { setTableVersion &+= 1 }
         }
         /// Changes with every change of `slots`, `learnedOffsets`, `automaticNotification` or
-        /// `anyKeyObservers`: the set table is rebuilt when it
-        /// differs from `publishedSetTableVersion` (`ObserverRegistry+ReadPath.swift`).
+        /// `anyKeyObservers`: the set table is rebuilt when it differs from `publishedSetTableVersion`
+        /// (`ObserverRegistry+ReadPath.swift`).
         var setTableVersion = 0
         var publishedSetTableVersion = 0
         /// Set tables replaced since, waiting until no reader can be using them, with the reader

@@ -34,7 +34,8 @@ final class _ObserverSetTable: ManagedBuffer<_ObserverSetTable.Header, _Observer
         @usableFromInline var offset: Int
         /// The property's observers; `nil` for a property known to have none.
         @usableFromInline var snapshot: Unmanaged<_ObserverSnapshot>?
-        /// The property's key as its accessor names it; `nil` if the registry does not know it.
+        /// The property's key as its accessor names it, while the object has observers of every key
+        /// (`nil` otherwise, or if the registry does not know it).
         @usableFromInline var key: Unmanaged<AnyKeyPath>?
         /// For a property without observers, whether its class lets a set notify
         /// (`automaticallyNotifiesObservers(for:)`); `nil` if not asked yet.
@@ -170,17 +171,22 @@ extension _ObserverRegistry.State {
         let anyKey = anyKeyObservers.observers.isEmpty ? nil : anyKeyObservers
         // Without an observed `@Observed` property the mask keeps every set away from the table; with
         // only unresolved ones, a table is worth building once some offset is known. Observers of
-        // every key are told from the table.
+        // every key are told from the table, which then carries the keys (else nothing reads them).
         guard resolved > 0 || (hasUnresolvedSlots && !learnedOffsets.isEmpty) || anyKey != nil else { return nil }
         let table = _ObserverSetTable.make(
             count: resolved + learnedOffsets.count, hasUnresolvedSlots: hasUnresolvedSlots, anyKey: anyKey)
+        let carriesKeys = anyKey != nil
         for index in slots.indices where slots[index].kind == .storage {
             if let offset = slots[index].offset {
-                table.insert(offset: offset, snapshot: slots[index].snapshot, key: slots[index].keyPath)
+                table.insert(offset: offset, snapshot: slots[index].snapshot, key: carriesKeys ? slots[index].keyPath : nil)
             }
         }
         for index in learnedOffsets.indices {
             let offset = learnedOffsets[index].offset
+            guard carriesKeys else {
+                table.insert(offset: offset, snapshot: nil, key: nil)
+                continue
+            }
             let decision = automaticNotification.first { $0.offset == offset }?.notifies
             table.insert(offset: offset, snapshot: nil, key: learnedOffsets[index].key, notifiesAutomatically: decision)
         }
