@@ -105,7 +105,9 @@ open class KeyValueObservable {
     /// ```
     ///
     /// `key` is the key path of the declaring class (`\Superclass.property` for an inherited
-    /// property). It is asked when an observer first registers for the key on an object.
+    /// property). It is asked when an observer first registers for the key on an object and, for
+    /// observers of every key (`observeAnyKey`), at the key's first set on an object; the answer is
+    /// kept, so give the same answer every time.
     open class func automaticallyNotifiesObservers(for key: AnyKeyPath) -> Bool {
         true
     }

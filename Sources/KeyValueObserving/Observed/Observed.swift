@@ -118,7 +118,14 @@ public struct Observed<Value> {
             .assumingMemoryBound(to: Observed<Value>.self)
         // One load for every reason to take the slow path: observers of every key, an open batch, a
         // silenced setter (`_SlowPath`).
-        if _slowPath(registry._withUnsafeGuaranteedRef { $0.slowPathFlags.load(ordering: .acquiring) != 0 }) {
+        let flags = registry._withUnsafeGuaranteedRef { $0.slowPathFlags.load(ordering: .acquiring) }
+        if _slowPath(flags != 0) {
+            // Observers of every key alone are told without the lock, from the set table.
+            if MemoryLayout<Value>.size != 0, flags == _SlowPath.anyKey {
+                _setNotifyingAnyKeyUnlocked(
+                    newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry)
+                return
+            }
             _setNotifyingAnyKey(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry)
             return
         }
@@ -141,6 +148,70 @@ public struct Observed<Value> {
         let found = registry._withUnsafeGuaranteedRef { $0.observersInReadSection(atOffset: storageOffset, key: key) }
         _deliver(newValue, to: found, storage: storage, on: object)
         registry._withUnsafeGuaranteedRef { $0.exitReading(reading) }
+    }
+
+    /// The set path when the object has observers of every key and neither a batch nor a silenced
+    /// setter: in one read section of the set table (`ObserverRegistry+ReadPath.swift`), with no lock
+    /// and no retain, the observers of every key (`.prior`), the key's own observers around the
+    /// store, then the observers of every key again. The table gives the key and, for a key without
+    /// observers of its own, whether its class lets a set notify.
+    ///
+    /// The first set of a property the table does not know yet teaches the registry its key (`key`)
+    /// and asks `automaticallyNotifiesObservers(for:)` once, outside the lock; the set then goes on
+    /// here, with the table published meanwhile (or, if that one cannot tell either, on the locked
+    /// path).
+    @inlinable
+    @inline(never)
+    static func _setNotifyingAnyKeyUnlocked<EnclosingSelf: KeyValueObservable>(
+        _ newValue: Value,
+        on object: EnclosingSelf,
+        storage: UnsafeMutablePointer<Observed<Value>>,
+        storageOffset: Int,
+        key: () -> AnyKeyPath,
+        registry: Unmanaged<_ObserverRegistry>
+    ) {
+        var hasLearned = false
+        while true {
+            let reading = registry._withUnsafeGuaranteedRef { $0.enterReading() }
+            if let (element, anyKey) = registry._withUnsafeGuaranteedRef({ $0.knownElementInReadSection(atOffset: storageOffset) }) {
+                _deliver(newValue, to: element, anyKey: anyKey, storage: storage, storageOffset: storageOffset, on: object)
+                registry._withUnsafeGuaranteedRef { $0.exitReading(reading) }
+                return
+            }
+            registry._withUnsafeGuaranteedRef { $0.exitReading(reading) }
+            if hasLearned { break }
+            hasLearned = true
+            registry._withUnsafeGuaranteedRef {
+                $0.learnForAnyKeyObservers(offset: storageOffset, key: key) { type(of: object).automaticallyNotifiesObservers(for: $0) }
+            }
+        }
+        _setNotifyingAnyKey(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry)
+    }
+
+    /// The body of `_setNotifyingAnyKeyUnlocked`, inside its read section: `element` and `anyKey`
+    /// are borrowed from the set table.
+    @inlinable
+    @inline(__always)
+    static func _deliver<EnclosingSelf: KeyValueObservable>(
+        _ newValue: Value,
+        to element: _ObserverSetTable.Element,
+        anyKey: Unmanaged<_AnyKeySnapshot>?,
+        storage: UnsafeMutablePointer<Observed<Value>>,
+        storageOffset: Int,
+        on object: EnclosingSelf
+    ) {
+        // A key with observers of its own: its snapshot says whether a set notifies; else the table
+        // has the class's answer (`knownElement` checked it is there).
+        let notifies = element.snapshot.map { $0._withUnsafeGuaranteedRef { $0.notifiesAutomatically } } ?? element.notifiesAutomatically
+        guard notifies == true, let key = element.key else {
+            storage.pointee._value = newValue
+            return
+        }
+        key._withUnsafeGuaranteedRef { key in
+            anyKey?._withUnsafeGuaranteedRef { $0.willChange(object, key, storageOffset: storageOffset) }
+            _deliver(newValue, to: element.snapshot, storage: storage, on: object)
+            anyKey?._withUnsafeGuaranteedRef { $0.didChange(object, borrowing: key, storageOffset: storageOffset) }
+        }
     }
 
     /// Stores `newValue` and notifies the observers of `found` around the store. `found` is

@@ -146,6 +146,19 @@ final class _AnyKeySnapshot: @unchecked Sendable {
         notify(object, .one(keyPath), storageOffsets: .init(storageOffset), isPrior: false)
     }
 
+    /// Notifies after a change of the `@Observed` property `keyPath`, stored at `storageOffset`, with
+    /// `keyPath` borrowed (the set table holds it while the set reads it).
+    @usableFromInline
+    func didChange(_ object: AnyObject, borrowing keyPath: AnyKeyPath, storageOffset: Int) {
+        let change = KeyValueAnyKeyChange(keys: .one(keyPath), storageOffsets: .single(storageOffset), isPrior: false)
+        for index in observers.indices {
+            Unmanaged.passUnretained(observers[index])._withUnsafeGuaranteedRef { observer in
+                guard observer.isActive else { return }
+                observer.handler(object, change)
+            }
+        }
+    }
+
     private func didChange(_ object: AnyObject, _ keys: _ChangedKeys, storageOffsets: _StorageOffsets) {
         notify(object, keys, storageOffsets: storageOffsets, isPrior: false)
     }

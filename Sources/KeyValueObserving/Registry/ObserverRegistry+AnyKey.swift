@@ -1,3 +1,5 @@
+import Synchronization
+
 // Observers of every key (`observeAnyKey`).
 
 extension _ObserverRegistry {
@@ -20,5 +22,62 @@ extension _ObserverRegistry {
         mutex.lock()
         defer { mutex.unlock() }
         return state.anyKeyObservers.observers.isEmpty ? nil : state.anyKeyObservers
+    }
+}
+
+// Sets that tell observers of every key without the lock (`Observed._setNotifyingAnyKeyUnlocked`):
+// the set table carries them, and for each known offset its key and whether a set of it notifies.
+
+extension _ObserverRegistry {
+    /// The set table's element for the `@Observed` property stored at `offset`, with the table's
+    /// observers of every key, both borrowed: valid until the read section (`enterReading()`) ends.
+    /// `nil` if the table does not know the property's key or whether a set of it notifies.
+    @inlinable
+    @inline(__always)
+    func knownElementInReadSection(
+        atOffset offset: Int
+    ) -> (element: _ObserverSetTable.Element, anyKey: Unmanaged<_AnyKeySnapshot>?)? {
+        guard let table = setTable.load(ordering: .sequentiallyConsistent) else { return nil }
+        return table._withUnsafeGuaranteedRef { table in
+            table.knownElement(offset: offset).map { ($0, table.anyKeyObservers) }
+        }
+    }
+
+    /// Teaches the registry the key of the `@Observed` property stored at `offset` and, when that
+    /// key has no observers of its own, whether a set of it notifies, so that the set table
+    /// published next knows both. `key` and `notifies` (the class's
+    /// `automaticallyNotifiesObservers(for:)`, user code) are called outside the lock, at most once
+    /// each.
+    @usableFromInline
+    func learnForAnyKeyObservers(offset: Int, key: () -> AnyKeyPath, notifies: (AnyKeyPath) -> Bool) {
+        mutex.lock()
+        var known: AnyKeyPath?
+        var isDecided = false
+        // By index, reading only the fields needed: copying a slot would retain its key and snapshot.
+        for index in state.slots.indices where state.slots[index].kind == .storage && state.slots[index].offset == offset {
+            // A key with observers of its own: its snapshot says whether it notifies.
+            known = state.slots[index].keyPath
+            isDecided = true
+        }
+        if known == nil {
+            known = state.learnedOffsets.first { $0.offset == offset }?.key
+            isDecided = state.automaticNotification.contains { $0.offset == offset }
+        }
+        mutex.unlock()
+        let keyPath: AnyKeyPath
+        if let known {
+            keyPath = known
+        } else {
+            keyPath = key()
+            // Resolves the slot waiting for this key, if one is: then its snapshot decides.
+            let resolved = withState { $0.learn(offset: offset, key: keyPath) }
+            if resolved != nil { return }
+        }
+        guard !isDecided else { return }
+        let decision = notifies(keyPath)
+        withState { state in
+            guard !state.automaticNotification.contains(where: { $0.offset == offset }) else { return }
+            state.automaticNotification.append((offset, decision))
+        }
     }
 }

@@ -2,7 +2,9 @@ import Synchronization
 
 // The set path's lock-free read: the observers of a property by storage offset, from the published
 // set table, with no lock and no reference counting; tables replaced by a registration are freed
-// once no reader can still be using them (epoch-based reclamation with two reader counters).
+// once no reader can still be using them (epoch-based reclamation with two reader counters). A set
+// on an object with observers of every key reads them, and the key it names, from the same table
+// (`ObserverRegistry+AnyKey.swift`).
 //
 // Protocol (every operation on the atomics below is sequentially consistent):
 // - A reader reads `readerEpochShift` (0 or 32), adds `1 << shift` to `readers` (one 32-bit counter

@@ -22,8 +22,15 @@ extension _ObserverRegistry {
         var learnedOffsets: ContiguousArray<(offset: Int, key: AnyKeyPath)> = [] {
             didSet { setTableVersion &+= 1 }
         }
-        /// Changes with every change of `slots` or `learnedOffsets`: the set table is rebuilt when it
-        /// differs from `publishedSetTableVersion` (`ObserverRegistry+ReadPath.swift`).
+        /// Whether a set of the `@Observed` property stored at `offset` notifies when the key has no
+        /// observers of its own (`automaticallyNotifiesObservers(for:)`, asked once per key, outside
+        /// the lock, for the observers of every key), for offsets in `learnedOffsets`.
+        var automaticNotification: ContiguousArray<(offset: Int, notifies: Bool)> = [] {
+            didSet { setTableVersion &+= 1 }
+        }
+        /// Changes with every change of `slots`, `learnedOffsets`, `automaticNotification` or
+        /// `anyKeyObservers`: the set table is rebuilt when it differs from `publishedSetTableVersion`
+        /// (`ObserverRegistry+ReadPath.swift`).
         var setTableVersion = 0
         var publishedSetTableVersion = 0
         /// Set tables replaced since, waiting until no reader can be using them, with the reader
@@ -33,7 +40,9 @@ extension _ObserverRegistry {
         var keyPathSlotsVersion = 0
         var isTornDown = false
         /// The observers of every key of the object (`observeAnyKey`), in registration order.
-        var anyKeyObservers = _AnyKeySnapshot(observers: [])
+        var anyKeyObservers = _AnyKeySnapshot(observers: []) {
+            didSet { setTableVersion &+= 1 }
+        }
         /// What to call when the object is deallocated (async sequences finish), by registration id.
         var deinitHandlers: [(id: UInt64, handler: @Sendable () -> Void)] = []
         /// What each thread is in the middle of on this object (silenced setters, a batch, manual

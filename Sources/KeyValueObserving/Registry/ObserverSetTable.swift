@@ -4,9 +4,11 @@
 /// An open-addressed hash table in one allocation: a slot per offset whose property is known (the
 /// resolved slots of the registry, with their snapshots, and the offsets a set has revealed that
 /// have no observers, with none). A look-up is a multiplication, a shift and usually one comparison,
-/// whatever the number of observed keys. The table holds one strong reference to each snapshot,
-/// released when the table is freed (after every reader that may still use it has left, see
-/// `reclaim()`).
+/// whatever the number of observed keys. While the object has observers of every key, the table also
+/// carries them (in its header) and, for each known offset, its key and whether a set of it notifies:
+/// a set then tells them without the lock (`Observed._setNotifyingAnyKeyUnlocked`). The table holds
+/// one strong reference to each snapshot and key, released when the table is freed (after every
+/// reader that may still use it has left, see `reclaim()`).
 @usableFromInline
 final class _ObserverSetTable: ManagedBuffer<_ObserverSetTable.Header, _ObserverSetTable.Element> {
     // Invariant: header and elements are written only by `make(...)`, before the table is published
@@ -22,6 +24,8 @@ final class _ObserverSetTable: ManagedBuffer<_ObserverSetTable.Header, _Observer
         /// Some storage slot's offset is still unknown: an offset the table does not have may be its,
         /// and only the registry (under its lock) can tell.
         @usableFromInline let hasUnresolvedSlots: Bool
+        /// The observers of every key, `nil` if there are none.
+        @usableFromInline let anyKey: Unmanaged<_AnyKeySnapshot>?
     }
 
     @usableFromInline
@@ -30,6 +34,12 @@ final class _ObserverSetTable: ManagedBuffer<_ObserverSetTable.Header, _Observer
         @usableFromInline var offset: Int
         /// The property's observers; `nil` for a property known to have none.
         @usableFromInline var snapshot: Unmanaged<_ObserverSnapshot>?
+        /// The property's key as its accessor names it, while the object has observers of every key
+        /// (`nil` otherwise, or if the registry does not know it).
+        @usableFromInline var key: Unmanaged<AnyKeyPath>?
+        /// For a property without observers, whether its class lets a set notify
+        /// (`automaticallyNotifiesObservers(for:)`); `nil` if not asked yet.
+        @usableFromInline var notifiesAutomatically: Bool?
     }
 
     @inlinable
@@ -71,8 +81,36 @@ final class _ObserverSetTable: ManagedBuffer<_ObserverSetTable.Header, _Observer
         }
     }
 
+    /// The element of the property stored at `offset`, if the table knows its key and whether a set
+    /// of it notifies (borrowed: valid while the caller is a reader); `nil` if the registry must be
+    /// asked under its lock.
+    @inlinable
+    @inline(__always)
+    func knownElement(offset: Int) -> Element? {
+        withUnsafeMutablePointers { header, elements in
+            var index = Self.home(of: offset, header: header.pointee)
+            while true {
+                let element = elements[index]
+                if element.offset == offset {
+                    guard element.key != nil, element.snapshot != nil || element.notifiesAutomatically != nil else { return nil }
+                    return element
+                }
+                if element.offset == Self.emptyOffset { return nil }
+                index = (index &+ 1) & header.pointee.mask
+            }
+        }
+    }
+
+    /// The observers of every key, `nil` if there are none (borrowed: valid while the caller is a reader).
+    @inlinable
+    @inline(__always)
+    var anyKeyObservers: Unmanaged<_AnyKeySnapshot>? {
+        // Through the pointer: the `header` property would check exclusivity dynamically.
+        withUnsafeMutablePointerToHeader { $0.pointee.anyKey }
+    }
+
     /// An empty table with room for `count` offsets, to be filled by `insert` before it is published.
-    static func make(count: Int, hasUnresolvedSlots: Bool) -> _ObserverSetTable {
+    static func make(count: Int, hasUnresolvedSlots: Bool, anyKey: _AnyKeySnapshot?) -> _ObserverSetTable {
         // At most half full, so that a search for an absent offset ends quickly.
         var capacity = 2
         var shift = 63
@@ -80,31 +118,40 @@ final class _ObserverSetTable: ManagedBuffer<_ObserverSetTable.Header, _Observer
             capacity *= 2
             shift -= 1
         }
-        let header = Header(mask: capacity - 1, shift: shift, hasUnresolvedSlots: hasUnresolvedSlots)
+        let header = Header(
+            mask: capacity - 1, shift: shift, hasUnresolvedSlots: hasUnresolvedSlots, anyKey: anyKey.map { Unmanaged.passRetained($0) })
         let table = unsafeDowncast(create(minimumCapacity: capacity) { _ in header }, to: _ObserverSetTable.self)
         table.withUnsafeMutablePointers { _, elements in
-            elements.initialize(repeating: Element(offset: emptyOffset, snapshot: nil), count: capacity)
+            elements.initialize(
+                repeating: Element(offset: emptyOffset, snapshot: nil, key: nil, notifiesAutomatically: nil), count: capacity)
         }
         return table
     }
 
-    /// Adds `offset` with its observers (retained), unless the table has it already. Only before the
-    /// table is published.
-    func insert(offset: Int, snapshot: _ObserverSnapshot?) {
+    /// Adds `offset` with its observers and key (retained), unless the table has it already. Only
+    /// before the table is published.
+    func insert(offset: Int, snapshot: _ObserverSnapshot?, key: AnyKeyPath?, notifiesAutomatically: Bool? = nil) {
         withUnsafeMutablePointers { header, elements in
             var index = Self.home(of: offset, header: header.pointee)
             while elements[index].offset != Self.emptyOffset {
                 if elements[index].offset == offset { return }
                 index = (index + 1) & header.pointee.mask
             }
-            elements[index] = Element(offset: offset, snapshot: snapshot.map { Unmanaged.passRetained($0) })
+            elements[index] = Element(
+                offset: offset,
+                snapshot: snapshot.map { Unmanaged.passRetained($0) },
+                key: key.map { Unmanaged.passRetained($0) },
+                notifiesAutomatically: notifiesAutomatically
+            )
         }
     }
 
     deinit {
         withUnsafeMutablePointers { header, elements in
+            header.pointee.anyKey?.release()
             for index in 0...header.pointee.mask {
                 elements[index].snapshot?.release()
+                elements[index].key?.release()
             }
             elements.deinitialize(count: header.pointee.mask + 1)
         }
@@ -112,24 +159,36 @@ final class _ObserverSetTable: ManagedBuffer<_ObserverSetTable.Header, _Observer
 }
 
 extension _ObserverRegistry.State {
-    /// The set table for this state, or `nil` when no offset is known (then `observedMask` keeps
-    /// every set away from the table or, while an observed offset is unknown, the set path asks the
-    /// registry under its lock).
+    /// The set table for this state, or `nil` when no offset is known and nothing observes every key
+    /// (then `observedMask` keeps every set away from the table or, while an observed offset is
+    /// unknown, the set path asks the registry under its lock).
     mutating func makeSetTable() -> _ObserverSetTable? {
         var resolved = 0
         var hasUnresolvedSlots = false
         for index in slots.indices where slots[index].kind == .storage {
             if slots[index].offset == nil { hasUnresolvedSlots = true } else { resolved += 1 }
         }
+        let anyKey = anyKeyObservers.observers.isEmpty ? nil : anyKeyObservers
         // Without an observed `@Observed` property the mask keeps every set away from the table; with
-        // only unresolved ones, a table is worth building once some offset is known.
-        guard resolved > 0 || (hasUnresolvedSlots && !learnedOffsets.isEmpty) else { return nil }
-        let table = _ObserverSetTable.make(count: resolved + learnedOffsets.count, hasUnresolvedSlots: hasUnresolvedSlots)
+        // only unresolved ones, a table is worth building once some offset is known. Observers of
+        // every key are told from the table, which then carries the keys (else nothing reads them).
+        guard resolved > 0 || (hasUnresolvedSlots && !learnedOffsets.isEmpty) || anyKey != nil else { return nil }
+        let table = _ObserverSetTable.make(
+            count: resolved + learnedOffsets.count, hasUnresolvedSlots: hasUnresolvedSlots, anyKey: anyKey)
+        let carriesKeys = anyKey != nil
         for index in slots.indices where slots[index].kind == .storage {
-            if let offset = slots[index].offset { table.insert(offset: offset, snapshot: slots[index].snapshot) }
+            if let offset = slots[index].offset {
+                table.insert(offset: offset, snapshot: slots[index].snapshot, key: carriesKeys ? slots[index].keyPath : nil)
+            }
         }
         for index in learnedOffsets.indices {
-            table.insert(offset: learnedOffsets[index].offset, snapshot: nil)
+            let offset = learnedOffsets[index].offset
+            guard carriesKeys else {
+                table.insert(offset: offset, snapshot: nil, key: nil)
+                continue
+            }
+            let decision = automaticNotification.first { $0.offset == offset }?.notifies
+            table.insert(offset: offset, snapshot: nil, key: learnedOffsets[index].key, notifiesAutomatically: decision)
         }
         return table
     }
