@@ -8,8 +8,11 @@ import Synchronization
 // - A reader reads `readerEpochShift` (0 or 32), adds `1 << shift` to `readers` (one 32-bit counter
 //   per epoch in one word), loads `setTable`, uses the table and the snapshots it holds (borrowed),
 //   and subtracts what it added.
-// - A writer (with the lock held) builds a new table, exchanges it into `setTable` and appends the
-//   old one to `state.retiredTables`: from then on no reader can load the old one.
+// - A writer (with the lock held) whose change makes the published table stale exchanges `nil` into
+//   `setTable` and appends the old table to `state.retiredTables`: from then on no reader can load
+//   it. The next table is built on demand: a reader that finds no table asks the registry
+//   (`learnOffset`), which builds and publishes it under the lock, and loads it again. A registration
+//   that no set follows (register, drop) so builds no table at all.
 // - `reclaim()` (with the lock held) reads `readers` once; each counter seen at zero then marks every
 //   retired table: every reader counted there when the table was retired has left. A table marked
 //   by both counters is freed (after unlocking: freeing releases snapshots, whose handlers own user
@@ -69,27 +72,44 @@ extension _ObserverRegistry {
         return table._withUnsafeGuaranteedRef { $0.lookUp(offset: offset) }
     }
 
-    /// Learns which key is stored at `offset` if the registry is waiting to learn it; the table
+    /// Learns which key is stored at `offset` if the registry is waiting to learn it, and publishes
+    /// the set table of the current state if the published one is stale (`nil`): the table
     /// published then knows `offset`.
     @usableFromInline
     func learnOffset(_ offset: Int, key: () -> AnyKeyPath) {
         mutex.lock()
-        let needsLearning = state.needsLearning(offset: offset)
+        if state.needsLearning(offset: offset) {
+            mutex.unlock()
+            let key = key()
+            mutex.lock()
+            _ = state.learn(offset: offset, key: key)
+        }
+        publishSetTable()
+        publish()
         mutex.unlock()
-        guard needsLearning else { return }
-        let key = key()
-        withState { _ = $0.learn(offset: offset, key: key) }
+        reclaimIfNeeded()
     }
 
-    /// Publishes a new set table if the slots or the known offsets changed. Called with the lock held.
-    func publishSetTableIfNeeded() {
+    /// Unpublishes the set table if the slots or the known offsets changed since it was built; the
+    /// set path has the next one built when it needs it (`learnOffset`). Called with the lock held.
+    func retireStaleSetTable() {
+        guard state.setTableVersion != state.publishedSetTableVersion else { return }
+        if let old = setTable.exchange(nil, ordering: .sequentiallyConsistent) { retire(old) }
+    }
+
+    /// Builds and publishes the set table of the current state, unless the published one is current.
+    /// Called with the lock held.
+    func publishSetTable() {
         guard state.setTableVersion != state.publishedSetTableVersion else { return }
         state.publishedSetTableVersion = state.setTableVersion
         let table = state.makeSetTable().map { Unmanaged.passRetained($0) }
-        if let old = setTable.exchange(table, ordering: .sequentiallyConsistent) {
-            state.retiredTables.append((old, 0))
-            hasRetiredTables.store(true, ordering: .sequentiallyConsistent)
-        }
+        if let old = setTable.exchange(table, ordering: .sequentiallyConsistent) { retire(old) }
+    }
+
+    /// Queues `table`, just unpublished, to be freed once no reader can be using it. Lock held.
+    private func retire(_ table: Unmanaged<_ObserverSetTable>) {
+        state.retiredTables.append((table, 0))
+        hasRetiredTables.store(true, ordering: .sequentiallyConsistent)
     }
 
     /// Frees the retired tables no reader can be using, if any wait. Called without the lock.

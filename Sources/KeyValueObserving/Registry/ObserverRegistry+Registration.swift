@@ -13,15 +13,13 @@ extension _ObserverRegistry.State {
         guard let index else {
             // `@Observed` keys are plain property key paths: comparing them runs no user code.
             let offset = kind == .storage ? learnedOffsets.first { _sameKey($0.key, keyPath) }?.offset : nil
-            let snapshot = _ObserverSnapshot(entries: [entry], notifiesAutomatically: notifiesAutomatically)
+            let snapshot = _ObserverSnapshot.make(entries: CollectionOfOne(entry), notifiesAutomatically: notifiesAutomatically)
             slots.append(_ObserverRegistry.Slot(kind: kind, offset: offset, keyPath: keyPath, snapshot: snapshot))
             if kind == .keyPath { keyPathSlotsVersion &+= 1 }
             return nil
         }
         let old = slots[index].snapshot
-        var entries = old.entries
-        entries.append(entry)
-        slots[index].snapshot = _ObserverSnapshot(entries: entries, notifiesAutomatically: old.notifiesAutomatically)
+        slots[index].snapshot = old.appending(entry)
         return old
     }
 
@@ -50,25 +48,20 @@ extension _ObserverRegistry.State {
         var removed = Removed()
         var slotIndex = slots.startIndex
         while slotIndex < slots.endIndex {
-            let entries = slots[slotIndex].snapshot.entries
-            guard let entryIndex = entries.firstIndex(where: { $0.id == id }) else {
+            let snapshot = slots[slotIndex].snapshot
+            guard let entryIndex = snapshot.entries.firstIndex(where: { $0.id == id }) else {
                 slotIndex += 1
                 continue
             }
-            entries[entryIndex].deactivate()
-            if entries.count == 1 {
+            snapshot.entries[entryIndex].deactivate()
+            if snapshot.count == 1 {
                 // The slot holds its snapshot.
                 let slot = slots.remove(at: slotIndex)
                 if slot.kind == .keyPath { keyPathSlotsVersion &+= 1 }
                 removed.slots.append(slot)
             } else {
-                removed.snapshots.append(slots[slotIndex].snapshot)
-                var remaining = entries
-                remaining.remove(at: entryIndex)
-                slots[slotIndex].snapshot = _ObserverSnapshot(
-                    entries: remaining,
-                    notifiesAutomatically: slots[slotIndex].snapshot.notifiesAutomatically
-                )
+                removed.snapshots.append(snapshot)
+                slots[slotIndex].snapshot = snapshot.removing(at: entryIndex)
                 slotIndex += 1
             }
         }
