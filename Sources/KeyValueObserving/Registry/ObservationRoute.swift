@@ -392,10 +392,12 @@ enum _ObservedKeyCache {
     // identified key paths alive, so an identifier is never reused for another key path; classes
     // live for the life of the process.
     // An open-addressed table with a multiplicative hash of the two identities: a look-up on every
-    // registration costs a few instructions, where a `Dictionary` hashes with SipHash (~300).
-    nonisolated(unsafe) private static var elements = [Element](repeating: Element(), count: 64)
-    nonisolated(unsafe) private static var count = 0
-    nonisolated(unsafe) private static var keyPaths: [AnyKeyPath] = []
+    // registration costs a few instructions, where a `Dictionary` hashes with SipHash (~300). The
+    // lock makes every access exclusive, so the dynamic exclusivity checks (a thread-local access
+    // set, on every registration) are redundant: `@exclusivity(unchecked)`.
+    @exclusivity(unchecked) nonisolated(unsafe) private static var elements = [Element](repeating: Element(), count: 64)
+    @exclusivity(unchecked) nonisolated(unsafe) private static var count = 0
+    @exclusivity(unchecked) nonisolated(unsafe) private static var keyPaths: [AnyKeyPath] = []
 
     private static func home(keyPath: UInt, type: UInt, mask: Int) -> Int {
         Int(truncatingIfNeeded: ((keyPath &* 0x9E37_79B9_7F4A_7C15) ^ type) &* 0x9E37_79B9_7F4A_7C15 &>> 32) & mask

@@ -33,8 +33,8 @@ extension _ObserverRegistry.State {
         slots.firstIndex { $0.kind == .keyPath && $0.keyPath === match }
     }
 
-    /// What `remove(id:)` took out, to release after unlocking: their deinit may run user code that
-    /// registers or invalidates.
+    /// What `remove(id:into:)` took out, to release after unlocking: their deinit may run user code
+    /// that registers or invalidates.
     struct Removed {
         var slots = _ReleaseList<_ObserverRegistry.Slot>()
         var snapshots = _ReleaseList<_ObserverSnapshot>()
@@ -43,13 +43,12 @@ extension _ObserverRegistry.State {
     }
 
     /// Removes and deactivates the registration `id` wherever it is (an entry of a dependent key sits
-    /// in one slot per input).
-    mutating func remove(id: UInt64) -> Removed {
-        var removed = Removed()
+    /// in one slot per input), adding what it takes out to `removed`.
+    mutating func remove(id: UInt64, into removed: inout Removed) {
         var slotIndex = slots.startIndex
         while slotIndex < slots.endIndex {
             let snapshot = slots[slotIndex].snapshot
-            guard let entryIndex = snapshot.entries.firstIndex(where: { $0.id == id }) else {
+            guard let entryIndex = snapshot.index(ofID: id) else {
                 slotIndex += 1
                 continue
             }
@@ -75,7 +74,6 @@ extension _ObserverRegistry.State {
         if let index = deinitHandlers.firstIndex(where: { $0.id == id }) {
             removed.deinitHandler = deinitHandlers.remove(at: index).handler
         }
-        return removed
     }
 }
 
@@ -84,9 +82,15 @@ extension _ObserverRegistry.State {
 struct _ReleaseList<Element> {
     private var first: Element?
     private var rest: [Element] = []
+    private var isEmpty = true
 
     mutating func append(_ element: Element) {
-        if first == nil { first = element } else { rest.append(element) }
+        if isEmpty {
+            first = element
+            isEmpty = false
+        } else {
+            rest.append(element)
+        }
     }
 }
 
@@ -179,7 +183,12 @@ extension _ObserverRegistry {
     /// Removes the registration `id`, if it is still there. After this returns, the entry is inactive:
     /// no delivery to it starts any more.
     func remove(id: UInt64) {
-        let removed = withState { $0.remove(id: id) }
+        var removed = State.Removed()
+        mutex.lock()
+        state.remove(id: id, into: &removed)
+        publish()
+        mutex.unlock()
+        reclaimIfNeeded()
         // The handler, what it captured and the slots' key paths are released here, outside the lock.
         withExtendedLifetime(removed) {}
     }

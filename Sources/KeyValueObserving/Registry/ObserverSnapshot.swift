@@ -139,9 +139,20 @@ final class _ObserverSnapshot: ManagedBuffer<_ObserverSnapshot.Header, _Observer
         return snapshot
     }
 
+    /// The index of the entry of registration `id`, if it is here.
+    func index(ofID id: UInt64) -> Int? {
+        var found: Int?
+        forEachEntry { index, entry in
+            if found == nil && entry._withUnsafeGuaranteedRef({ $0.id }) == id { found = index }
+        }
+        return found
+    }
+
     deinit {
         withUnsafeMutablePointers { header, elements in
-            _ = elements.deinitialize(count: header.pointee.count)
+            // One release per entry: `deinitialize(count:)` would go through the runtime's generic
+            // `swift_arrayDestroy` and a value witness per element.
+            for index in 0..<header.pointee.count { _ = (elements + index).move() }
         }
     }
 }
