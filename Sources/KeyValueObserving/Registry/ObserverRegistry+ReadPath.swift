@@ -11,8 +11,10 @@ import Synchronization
 // - A writer (with the lock held) whose change makes the published table stale exchanges `nil` into
 //   `setTable` and appends the old table to `state.retiredTables`: from then on no reader can load
 //   it. The next table is built on demand: a reader that finds no table asks the registry
-//   (`learnOffset`), which builds and publishes it under the lock, and loads it again. A registration
-//   that no set follows (register, drop) so builds no table at all.
+//   (`learnOffset`), which builds and publishes it under the lock and looks the offset up in it
+//   there (a registration may unpublish it again as soon as the lock is dropped; the reader, counted
+//   since before the table existed, keeps it alive all the same). A registration that no set
+//   follows (register, drop) so builds no table at all.
 // - `reclaim()` (with the lock held) reads `readers` once; each counter seen at zero then marks every
 //   retired table: every reader counted there when the table was retired has left. A table marked
 //   by both counters is freed (after unlocking: freeing releases snapshots, whose handlers own user
@@ -56,10 +58,10 @@ extension _ObserverRegistry {
     func observersInReadSection(atOffset offset: Int, key: () -> AnyKeyPath) -> Unmanaged<_ObserverSnapshot>? {
         var found = lookUpPublished(offset: offset)
         if case .unknown = found {
-            // Under the lock: learns the offset (or finds it has no observers) and publishes a table
-            // that knows it, loaded again below, still inside the read section.
-            learnOffset(offset, key: key)
-            found = lookUpPublished(offset: offset)
+            // Under the lock: learns the offset (or finds it has no observers), publishes a table
+            // that knows it and looks it up there. Not loaded again: a registration may have
+            // unpublished that table already (it stays valid until this read section ends).
+            found = learnOffset(offset, key: key)
         }
         guard case .observers(let snapshot) = found else { return nil }
         return snapshot
@@ -72,11 +74,12 @@ extension _ObserverRegistry {
         return table._withUnsafeGuaranteedRef { $0.lookUp(offset: offset) }
     }
 
-    /// Learns which key is stored at `offset` if the registry is waiting to learn it, and publishes
-    /// the set table of the current state if the published one is stale (`nil`): the table
-    /// published then knows `offset`.
+    /// Learns which key is stored at `offset` if the registry is waiting to learn it, publishes the
+    /// set table of the current state if the published one is stale (`nil`), and returns what that
+    /// table says about `offset` (never `.unknown`). Called inside a read section, which keeps the
+    /// table, and so the snapshot returned, alive until it ends, even if it is replaced meanwhile.
     @usableFromInline
-    func learnOffset(_ offset: Int, key: () -> AnyKeyPath) {
+    func learnOffset(_ offset: Int, key: () -> AnyKeyPath) -> _ObserverSetTable.LookUp {
         mutex.lock()
         if state.needsLearning(offset: offset) {
             mutex.unlock()
@@ -86,8 +89,15 @@ extension _ObserverRegistry {
         }
         publishSetTable()
         publish()
+        var found = _ObserverSetTable.LookUp.none
+        if let table = setTable.load(ordering: .sequentiallyConsistent),
+            case .observers(let snapshot) = table._withUnsafeGuaranteedRef({ $0.lookUp(offset: offset) })
+        {
+            found = .observers(snapshot)
+        }
         mutex.unlock()
         reclaimIfNeeded()
+        return found
     }
 
     /// Unpublishes the set table if the slots or the known offsets changed since it was built; the
