@@ -56,15 +56,17 @@ extension _ObserverRegistry {
     @inlinable
     @inline(__always)
     func observersInReadSection(atOffset offset: Int, key: () -> AnyKeyPath) -> Unmanaged<_ObserverSnapshot>? {
-        var found = lookUpPublished(offset: offset)
-        if case .unknown = found {
+        switch lookUpPublished(offset: offset) {
+        case .observers(let snapshot):
+            return snapshot
+        case .none:
+            return nil
+        case .unknown:
             // Under the lock: learns the offset (or finds it has no observers), publishes a table
             // that knows it and looks it up there. Not loaded again: a registration may have
             // unpublished that table already (it stays valid until this read section ends).
-            found = learnOffset(offset, key: key)
+            return learnOffset(offset, key: key)
         }
-        guard case .observers(let snapshot) = found else { return nil }
-        return snapshot
     }
 
     @inlinable
@@ -75,11 +77,11 @@ extension _ObserverRegistry {
     }
 
     /// Learns which key is stored at `offset` if the registry is waiting to learn it, publishes the
-    /// set table of the current state if the published one is stale (`nil`), and returns what that
-    /// table says about `offset` (never `.unknown`). Called inside a read section, which keeps the
-    /// table, and so the snapshot returned, alive until it ends, even if it is replaced meanwhile.
+    /// set table of the current state if the published one is stale (`nil`), and returns the
+    /// observers that table has for `offset`, unretained. Called inside a read section, which keeps
+    /// the table, and so the snapshot returned, alive until it ends, even if it is replaced meanwhile.
     @usableFromInline
-    func learnOffset(_ offset: Int, key: () -> AnyKeyPath) -> _ObserverSetTable.LookUp {
+    func learnOffset(_ offset: Int, key: () -> AnyKeyPath) -> Unmanaged<_ObserverSnapshot>? {
         mutex.lock()
         if state.needsLearning(offset: offset) {
             mutex.unlock()
@@ -89,11 +91,11 @@ extension _ObserverRegistry {
         }
         publishSetTable()
         publish()
-        var found = _ObserverSetTable.LookUp.none
+        var found: Unmanaged<_ObserverSnapshot>?
         if let table = setTable.load(ordering: .sequentiallyConsistent),
             case .observers(let snapshot) = table._withUnsafeGuaranteedRef({ $0.lookUp(offset: offset) })
         {
-            found = .observers(snapshot)
+            found = snapshot
         }
         mutex.unlock()
         reclaimIfNeeded()
