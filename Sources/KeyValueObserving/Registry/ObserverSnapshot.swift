@@ -104,7 +104,11 @@ final class _ObserverSnapshot: ManagedBuffer<_ObserverSnapshot.Header, _Observer
         notifiesAutomatically: Bool,
         fill: (UnsafeMutablePointer<_ObserverEntry>) -> Void
     ) -> _ObserverSnapshot {
-        let buffer = create(minimumCapacity: count) { _ in
+        // Room for a power of two of entries: a key whose observers come and go then replaces its
+        // snapshot with one of the same size, which the allocator hands back from its cache (exact
+        // sizes would leave a freed block of every size behind in the allocator's caches).
+        let capacity = count <= 1 ? count : 1 &<< (Int.bitWidth - (count - 1).leadingZeroBitCount)
+        let buffer = create(minimumCapacity: capacity) { _ in
             Header(
                 count: 0, isPlain: true, needsOld: false, needsWillChange: false, hasIndirect: false,
                 indirectNeedsWillChange: false, notifiesAutomatically: notifiesAutomatically)
