@@ -53,6 +53,23 @@ struct AnyKeySetPathTests {
         withExtendedLifetime((first, added)) {}
     }
 
+    /// The set table is built on demand (by the first set that needs it, not by registrations):
+    /// with observers of every key only, the first set builds it, so the sets after it are told
+    /// without the lock.
+    @Test func theFirstSetSeenByObserversOfEveryKeyBuildsTheTableTheNextSetsRead() {
+        let object = Counter8()
+        let count = Locked(0)
+        let token = object.observeAnyKey { _, _ in count.withLock { $0 += 1 } }
+        #expect(!object.hasPublishedSetTable, "a registration builds no table")
+        object.k0 = 1
+        #expect(object.hasPublishedSetTable, "the first set publishes the table")
+        object.k1 = 1
+        object.k0 = 2
+        #expect(object.hasPublishedSetTable)
+        #expect(count.current == 3)
+        withExtendedLifetime(token) {}
+    }
+
     /// The class's answer for a key without observers of its own is asked once per object and kept:
     /// later sets of that key stay silent without asking again; manual notification still reaches
     /// the observers of every key.

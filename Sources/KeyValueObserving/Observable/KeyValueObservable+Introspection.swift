@@ -1,3 +1,5 @@
+import Synchronization
+
 extension KeyValueObservable {
     /// What observes this object now, by key name, for debugging and for metrics (Foundation's
     /// `observationInfo` is an opaque pointer).
@@ -46,6 +48,12 @@ extension KeyValueObservable {
         registry.mutex.lock()
         defer { registry.mutex.unlock() }
         return registry.state.retiredTables.count
+    }
+
+    /// Whether the set path's table of observers is published: it is built when a set needs it, not
+    /// on registration (`ObserverRegistry+ReadPath.swift`). A hook for the tests of that claim, not API.
+    package var hasPublishedSetTable: Bool {
+        _existingRegistry?.setTable.load(ordering: .sequentiallyConsistent) != nil
     }
 
     /// The registration ids of the followers that observations of paths keep on this object (see

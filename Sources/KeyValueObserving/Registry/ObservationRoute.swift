@@ -1,3 +1,5 @@
+import Synchronization
+
 /// How a registration is attached to the registry.
 enum _ObservationRoute {
     /// An `@Observed` property of the object: values come from the setter.
@@ -379,46 +381,70 @@ enum _CheckedDependencies {
 /// bounded by the number of `@Observed` properties and classes in the program. It is per class
 /// because a subclass's dependency table may declare inputs for an inherited stored property.
 enum _ObservedKeyCache {
-    /// One known key: the identities of the key path and the class, and whether the property is
-    /// zero-sized. `keyPath == 0` marks a free element.
-    private struct Element {
-        var keyPath: UInt = 0
-        var type: UInt = 0
-        var isZeroSized = false
+    // An open-addressed table with a multiplicative hash of the two identities, read without a lock:
+    // a look-up on every registration costs a few instructions, where a `Dictionary` hashes with
+    // SipHash (~300) and a lock costs ~65. The table is an array of atomic words: word 0 is the mask
+    // (capacity − 1), then two per element: the key path's identity (0 for a free element) and the
+    // class's identity with bit 0 set for a zero-sized property. An insertion (under `lock`) writes
+    // the class word, then the key-path word (releasing); a reader loads the key-path word
+    // (acquiring), so a key path it finds has its class word. A reader that misses an element being
+    // inserted probes the property, as if the cache did not have it yet. Growing publishes a new
+    // table; the old ones are never freed (a reader may still be in one), which costs at most as
+    // much again as the current table, since each is twice the size of the one before.
+    private static let tableAddress = Atomic<UInt>(0)
+
+    /// The published table, if any.
+    private static func loadTable() -> UnsafeMutablePointer<Atomic<UInt>>? {
+        UnsafeMutablePointer(bitPattern: tableAddress.load(ordering: .acquiring))
     }
 
     private static let lock = Lock()
-    // Invariant (all three statics below): only accessed with `lock` held. `keyPaths` keeps the
-    // identified key paths alive, so an identifier is never reused for another key path; classes
-    // live for the life of the process.
-    // An open-addressed table with a multiplicative hash of the two identities: a look-up on every
-    // registration costs a few instructions, where a `Dictionary` hashes with SipHash (~300).
-    nonisolated(unsafe) private static var elements = [Element](repeating: Element(), count: 64)
-    nonisolated(unsafe) private static var count = 0
-    nonisolated(unsafe) private static var keyPaths: [AnyKeyPath] = []
+    // Invariant (both statics below): only accessed with `lock` held, so the dynamic exclusivity
+    // checks are redundant (`@exclusivity(unchecked)`). `keyPaths` keeps the identified key paths
+    // alive, so an identifier is never reused for another key path; classes live for the life of the
+    // process.
+    @exclusivity(unchecked) nonisolated(unsafe) private static var count = 0
+    @exclusivity(unchecked) nonisolated(unsafe) private static var keyPaths: [AnyKeyPath] = []
 
     private static func home(keyPath: UInt, type: UInt, mask: Int) -> Int {
         Int(truncatingIfNeeded: ((keyPath &* 0x9E37_79B9_7F4A_7C15) ^ type) &* 0x9E37_79B9_7F4A_7C15 &>> 32) & mask
     }
 
-    /// The element of (`keyPath`, `type`), or the free element where it would go. Lock held.
-    private static func index(keyPath: UInt, type: UInt) -> Int {
-        let mask = elements.count - 1
+    /// The element of (`keyPath`, `type`) in `words`, or the free element where it would go, and
+    /// its key-path word.
+    private static func find(keyPath: UInt, type: UInt, in words: UnsafeMutablePointer<Atomic<UInt>>) -> (index: Int, key: UInt) {
+        let mask = Int(words[0].load(ordering: .relaxed))
         var index = home(keyPath: keyPath, type: type, mask: mask)
-        while elements[index].keyPath != 0, elements[index].keyPath != keyPath || elements[index].type != type {
+        while true {
+            let key = words[1 + 2 * index].load(ordering: .acquiring)
+            if key == 0 || key == keyPath && words[2 + 2 * index].load(ordering: .relaxed) & ~1 == type {
+                return (index, key)
+            }
             index = (index + 1) & mask
         }
-        return index
+    }
+
+    /// A new empty table of `capacity` elements (a power of two).
+    private static func makeTable(capacity: Int) -> UnsafeMutablePointer<Atomic<UInt>> {
+        let words = UnsafeMutablePointer<Atomic<UInt>>.allocate(capacity: 1 + 2 * capacity)
+        (words + 0).initialize(to: Atomic(UInt(capacity - 1)))
+        for index in 1...(2 * capacity) { (words + index).initialize(to: Atomic(0)) }
+        return words
+    }
+
+    /// Writes an element into a free one of `words`. Lock held.
+    private static func place(keyPath: UInt, type: UInt, in words: UnsafeMutablePointer<Atomic<UInt>>) {
+        let index = find(keyPath: keyPath, type: type, in: words).index
+        words[2 + 2 * index].store(type, ordering: .relaxed)
+        words[1 + 2 * index].store(keyPath, ordering: .releasing)
     }
 
     /// Whether the property is zero-sized, if `keyPath` is a known `@Observed` key of `type`; else `nil`.
     static func isZeroSized(_ keyPath: AnyKeyPath, in type: AnyClass) -> Bool? {
-        let keyPathID = UInt(bitPattern: ObjectIdentifier(keyPath))
+        guard let words = loadTable() else { return nil }
         let typeID = UInt(bitPattern: ObjectIdentifier(type))
-        lock.lock()
-        defer { lock.unlock() }
-        let element = elements[index(keyPath: keyPathID, type: typeID)]
-        return element.keyPath == 0 ? nil : element.isZeroSized
+        let found = find(keyPath: UInt(bitPattern: ObjectIdentifier(keyPath)), type: typeID, in: words)
+        return found.key == 0 ? nil : words[2 + 2 * found.index].load(ordering: .relaxed) & 1 != 0
     }
 
     static func insert(_ keyPath: AnyKeyPath, in type: AnyClass, isZeroSized: Bool) {
@@ -426,16 +452,20 @@ enum _ObservedKeyCache {
         let typeID = UInt(bitPattern: ObjectIdentifier(type))
         lock.lock()
         defer { lock.unlock() }
-        guard elements[index(keyPath: keyPathID, type: typeID)].keyPath == 0 else { return }
-        if (count + 1) * 2 > elements.count {
+        var words = loadTable() ?? makeTable(capacity: 64)
+        guard find(keyPath: keyPathID, type: typeID, in: words).key == 0 else { return }
+        let capacity = Int(words[0].load(ordering: .relaxed)) + 1
+        if (count + 1) * 2 > capacity {
             // At most half full: grow, and place every element again.
-            let old = elements
-            elements = [Element](repeating: Element(), count: old.count * 2)
-            for element in old where element.keyPath != 0 {
-                elements[index(keyPath: element.keyPath, type: element.type)] = element
+            let grown = makeTable(capacity: capacity * 2)
+            for index in 0..<capacity {
+                let key = words[1 + 2 * index].load(ordering: .relaxed)
+                if key != 0 { place(keyPath: key, type: words[2 + 2 * index].load(ordering: .relaxed), in: grown) }
             }
+            words = grown
         }
-        elements[index(keyPath: keyPathID, type: typeID)] = Element(keyPath: keyPathID, type: typeID, isZeroSized: isZeroSized)
+        place(keyPath: keyPathID, type: typeID | (isZeroSized ? 1 : 0), in: words)
+        tableAddress.store(UInt(bitPattern: words), ordering: .releasing)
         count += 1
         keyPaths.append(keyPath)
     }

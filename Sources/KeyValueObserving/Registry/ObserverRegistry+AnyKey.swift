@@ -50,6 +50,14 @@ extension _ObserverRegistry {
     /// each.
     @usableFromInline
     func learnForAnyKeyObservers(offset: Int, key: () -> AnyKeyPath, notifies: (AnyKeyPath) -> Bool) {
+        // The set table is built on demand (`ObserverRegistry+ReadPath.swift`): the set that called
+        // this finds it published, unless a registration meanwhile made it stale again.
+        defer {
+            mutex.lock()
+            publishSetTable()
+            mutex.unlock()
+            reclaimIfNeeded()
+        }
         mutex.lock()
         var known: AnyKeyPath?
         var isDecided = false

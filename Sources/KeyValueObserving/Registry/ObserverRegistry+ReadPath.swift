@@ -10,8 +10,13 @@ import Synchronization
 // - A reader reads `readerEpochShift` (0 or 32), adds `1 << shift` to `readers` (one 32-bit counter
 //   per epoch in one word), loads `setTable`, uses the table and the snapshots it holds (borrowed),
 //   and subtracts what it added.
-// - A writer (with the lock held) builds a new table, exchanges it into `setTable` and appends the
-//   old one to `state.retiredTables`: from then on no reader can load the old one.
+// - A writer (with the lock held) whose change makes the published table stale exchanges `nil` into
+//   `setTable` and appends the old table to `state.retiredTables`: from then on no reader can load
+//   it. The next table is built on demand: a reader that finds no table asks the registry
+//   (`learnOffset`), which builds and publishes it under the lock and looks the offset up in it
+//   there (a registration may unpublish it again as soon as the lock is dropped; the reader, counted
+//   since before the table existed, keeps it alive all the same). A registration that no set
+//   follows (register, drop) so builds no table at all.
 // - `reclaim()` (with the lock held) reads `readers` once; each counter seen at zero then marks every
 //   retired table: every reader counted there when the table was retired has left. A table marked
 //   by both counters is freed (after unlocking: freeing releases snapshots, whose handlers own user
@@ -53,15 +58,17 @@ extension _ObserverRegistry {
     @inlinable
     @inline(__always)
     func observersInReadSection(atOffset offset: Int, key: () -> AnyKeyPath) -> Unmanaged<_ObserverSnapshot>? {
-        var found = lookUpPublished(offset: offset)
-        if case .unknown = found {
-            // Under the lock: learns the offset (or finds it has no observers) and publishes a table
-            // that knows it, loaded again below, still inside the read section.
-            learnOffset(offset, key: key)
-            found = lookUpPublished(offset: offset)
+        switch lookUpPublished(offset: offset) {
+        case .observers(let snapshot):
+            return snapshot
+        case .none:
+            return nil
+        case .unknown:
+            // Under the lock: learns the offset (or finds it has no observers), publishes a table
+            // that knows it and looks it up there. Not loaded again: a registration may have
+            // unpublished that table already (it stays valid until this read section ends).
+            return learnOffset(offset, key: key)
         }
-        guard case .observers(let snapshot) = found else { return nil }
-        return snapshot
     }
 
     @inlinable
@@ -71,27 +78,52 @@ extension _ObserverRegistry {
         return table._withUnsafeGuaranteedRef { $0.lookUp(offset: offset) }
     }
 
-    /// Learns which key is stored at `offset` if the registry is waiting to learn it; the table
-    /// published then knows `offset`.
+    /// Learns which key is stored at `offset` if the registry is waiting to learn it, publishes the
+    /// set table of the current state if the published one is stale (`nil`), and returns the
+    /// observers that table has for `offset`, unretained. Called inside a read section, which keeps
+    /// the table, and so the snapshot returned, alive until it ends, even if it is replaced meanwhile.
     @usableFromInline
-    func learnOffset(_ offset: Int, key: () -> AnyKeyPath) {
+    func learnOffset(_ offset: Int, key: () -> AnyKeyPath) -> Unmanaged<_ObserverSnapshot>? {
         mutex.lock()
-        let needsLearning = state.needsLearning(offset: offset)
+        if state.needsLearning(offset: offset) {
+            mutex.unlock()
+            let key = key()
+            mutex.lock()
+            _ = state.learn(offset: offset, key: key)
+        }
+        publishSetTable()
+        publish()
+        var found: Unmanaged<_ObserverSnapshot>?
+        if let table = setTable.load(ordering: .sequentiallyConsistent),
+            case .observers(let snapshot) = table._withUnsafeGuaranteedRef({ $0.lookUp(offset: offset) })
+        {
+            found = snapshot
+        }
         mutex.unlock()
-        guard needsLearning else { return }
-        let key = key()
-        withState { _ = $0.learn(offset: offset, key: key) }
+        reclaimIfNeeded()
+        return found
     }
 
-    /// Publishes a new set table if the slots or the known offsets changed. Called with the lock held.
-    func publishSetTableIfNeeded() {
+    /// Unpublishes the set table if the slots or the known offsets changed since it was built; the
+    /// set path has the next one built when it needs it (`learnOffset`). Called with the lock held.
+    func retireStaleSetTable() {
+        guard state.setTableVersion != state.publishedSetTableVersion else { return }
+        if let old = setTable.exchange(nil, ordering: .sequentiallyConsistent) { retire(old) }
+    }
+
+    /// Builds and publishes the set table of the current state, unless the published one is current.
+    /// Called with the lock held.
+    func publishSetTable() {
         guard state.setTableVersion != state.publishedSetTableVersion else { return }
         state.publishedSetTableVersion = state.setTableVersion
         let table = state.makeSetTable().map { Unmanaged.passRetained($0) }
-        if let old = setTable.exchange(table, ordering: .sequentiallyConsistent) {
-            state.retiredTables.append((old, 0))
-            hasRetiredTables.store(true, ordering: .sequentiallyConsistent)
-        }
+        if let old = setTable.exchange(table, ordering: .sequentiallyConsistent) { retire(old) }
+    }
+
+    /// Queues `table`, just unpublished, to be freed once no reader can be using it. Lock held.
+    private func retire(_ table: Unmanaged<_ObserverSetTable>) {
+        state.retiredTables.append((table, 0))
+        hasRetiredTables.store(true, ordering: .sequentiallyConsistent)
     }
 
     /// Frees the retired tables no reader can be using, if any wait. Called without the lock.

@@ -13,15 +13,13 @@ extension _ObserverRegistry.State {
         guard let index else {
             // `@Observed` keys are plain property key paths: comparing them runs no user code.
             let offset = kind == .storage ? learnedOffsets.first { _sameKey($0.key, keyPath) }?.offset : nil
-            let snapshot = _ObserverSnapshot(entries: [entry], notifiesAutomatically: notifiesAutomatically)
+            let snapshot = _ObserverSnapshot.make(entries: CollectionOfOne(entry), notifiesAutomatically: notifiesAutomatically)
             slots.append(_ObserverRegistry.Slot(kind: kind, offset: offset, keyPath: keyPath, snapshot: snapshot))
             if kind == .keyPath { keyPathSlotsVersion &+= 1 }
             return nil
         }
         let old = slots[index].snapshot
-        var entries = old.entries
-        entries.append(entry)
-        slots[index].snapshot = _ObserverSnapshot(entries: entries, notifiesAutomatically: old.notifiesAutomatically)
+        slots[index].snapshot = old.appending(entry)
         return old
     }
 
@@ -35,8 +33,8 @@ extension _ObserverRegistry.State {
         slots.firstIndex { $0.kind == .keyPath && $0.keyPath === match }
     }
 
-    /// What `remove(id:)` took out, to release after unlocking: their deinit may run user code that
-    /// registers or invalidates.
+    /// What `remove(id:into:)` took out, to release after unlocking: their deinit may run user code
+    /// that registers or invalidates.
     struct Removed {
         var slots = _ReleaseList<_ObserverRegistry.Slot>()
         var snapshots = _ReleaseList<_ObserverSnapshot>()
@@ -45,30 +43,24 @@ extension _ObserverRegistry.State {
     }
 
     /// Removes and deactivates the registration `id` wherever it is (an entry of a dependent key sits
-    /// in one slot per input).
-    mutating func remove(id: UInt64) -> Removed {
-        var removed = Removed()
+    /// in one slot per input), adding what it takes out to `removed`.
+    mutating func remove(id: UInt64, into removed: inout Removed) {
         var slotIndex = slots.startIndex
         while slotIndex < slots.endIndex {
-            let entries = slots[slotIndex].snapshot.entries
-            guard let entryIndex = entries.firstIndex(where: { $0.id == id }) else {
+            let snapshot = slots[slotIndex].snapshot
+            guard let entryIndex = snapshot.index(ofID: id) else {
                 slotIndex += 1
                 continue
             }
-            entries[entryIndex].deactivate()
-            if entries.count == 1 {
+            snapshot.entries[entryIndex].deactivate()
+            if snapshot.count == 1 {
                 // The slot holds its snapshot.
                 let slot = slots.remove(at: slotIndex)
                 if slot.kind == .keyPath { keyPathSlotsVersion &+= 1 }
                 removed.slots.append(slot)
             } else {
-                removed.snapshots.append(slots[slotIndex].snapshot)
-                var remaining = entries
-                remaining.remove(at: entryIndex)
-                slots[slotIndex].snapshot = _ObserverSnapshot(
-                    entries: remaining,
-                    notifiesAutomatically: slots[slotIndex].snapshot.notifiesAutomatically
-                )
+                removed.snapshots.append(snapshot)
+                slots[slotIndex].snapshot = snapshot.removing(at: entryIndex)
                 slotIndex += 1
             }
         }
@@ -82,7 +74,6 @@ extension _ObserverRegistry.State {
         if let index = deinitHandlers.firstIndex(where: { $0.id == id }) {
             removed.deinitHandler = deinitHandlers.remove(at: index).handler
         }
-        return removed
     }
 }
 
@@ -91,9 +82,15 @@ extension _ObserverRegistry.State {
 struct _ReleaseList<Element> {
     private var first: Element?
     private var rest: [Element] = []
+    private var isEmpty = true
 
     mutating func append(_ element: Element) {
-        if first == nil { first = element } else { rest.append(element) }
+        if isEmpty {
+            first = element
+            isEmpty = false
+        } else {
+            rest.append(element)
+        }
     }
 }
 
@@ -186,7 +183,12 @@ extension _ObserverRegistry {
     /// Removes the registration `id`, if it is still there. After this returns, the entry is inactive:
     /// no delivery to it starts any more.
     func remove(id: UInt64) {
-        let removed = withState { $0.remove(id: id) }
+        var removed = State.Removed()
+        mutex.lock()
+        state.remove(id: id, into: &removed)
+        publish()
+        mutex.unlock()
+        reclaimIfNeeded()
         // The handler, what it captured and the slots' key paths are released here, outside the lock.
         withExtendedLifetime(removed) {}
     }

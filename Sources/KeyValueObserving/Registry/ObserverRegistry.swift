@@ -48,8 +48,8 @@ final class _ObserverRegistry: @unchecked Sendable {
     @usableFromInline let probeCount = Atomic<Int>(0)
     private let nextID = Atomic<UInt64>(1)
     /// The observers of the `@Observed` properties by storage offset, as the set path reads them
-    /// without the lock (`ObserverRegistry+ReadPath.swift`); the registry owns one reference. Replaced
-    /// only with the lock held, by `publish()`.
+    /// without the lock (`ObserverRegistry+ReadPath.swift`), or `nil` until a set needs it after a
+    /// change of the observed keys; the registry owns one reference. Replaced only with the lock held.
     @usableFromInline let setTable = Atomic<Unmanaged<_ObserverSetTable>?>(nil)
     /// The readers of `setTable` in flight: two 32-bit counters in one word, one per epoch.
     @usableFromInline let readers = Atomic<Int>(0)
@@ -98,10 +98,11 @@ final class _ObserverRegistry: @unchecked Sendable {
         return result
     }
 
-    /// Stores `observedMask` and `slowPathFlags` from the state, and the set table if the observed
-    /// keys changed. Called with the lock held; the caller calls `reclaimIfNeeded()` after unlocking.
+    /// Stores `observedMask` and `slowPathFlags` from the state, and unpublishes the set table if the
+    /// observed keys changed (the set path has the next one built). Called with the lock held; the
+    /// caller calls `reclaimIfNeeded()` after unlocking.
     func publish() {
-        publishSetTableIfNeeded()
+        retireStaleSetTable()
         observedMask.store(state.observedMask, ordering: .releasing)
         slowPathFlags.store(state.slowPathFlags | ownedBatchFlags, ordering: .releasing)
         stateVersion.wrappingAdd(1, ordering: .releasing)

@@ -1,49 +1,163 @@
 /// The observers of one key at one moment, immutable. The registry replaces a key's snapshot on every
 /// registration and removal; a setter takes the current one under the lock (one retain) and delivers
 /// from it after unlocking, so handlers never run under the lock and may register or invalidate.
+///
+/// The entries are tail-allocated, in registration order: a snapshot is one allocation, and freeing
+/// it releases its entries directly (an array would be a second allocation, destroyed through the
+/// runtime's generic `swift_arrayDestroy`).
 @usableFromInline
-final class _ObserverSnapshot: @unchecked Sendable {
-    // Invariant: immutable after init; the entries are themselves thread-safe.
-    @usableFromInline let entries: ContiguousArray<_ObserverEntry>
-    /// Every entry is direct and none asked for `.old` or `.prior`: the set path needs nothing but the new value.
-    @usableFromInline let isPlain: Bool
-    /// Some direct entry needs the value before the change (`.old` or `.prior`).
-    @usableFromInline let needsOld: Bool
-    /// Some entry needs work before the change: a direct `.prior`, or any indirect entry.
-    @usableFromInline let needsWillChange: Bool
-    @usableFromInline let hasIndirect: Bool
-    /// Some indirect entry needs its value before the change (`.old` or `.prior`).
-    @usableFromInline let indirectNeedsWillChange: Bool
+final class _ObserverSnapshot: ManagedBuffer<_ObserverSnapshot.Header, _ObserverEntry> {
+    // Not `Sendable` (a `ManagedBuffer` cannot be), but safe to share between threads: header and
+    // entries are written only by `make(count:notifiesAutomatically:fill:)`, before the snapshot is
+    // shared, and immutable afterwards until deinit; the entries are themselves thread-safe.
 
+    @usableFromInline
+    struct Header {
+        @usableFromInline let count: Int
+        @usableFromInline let isPlain: Bool
+        @usableFromInline let needsOld: Bool
+        @usableFromInline let needsWillChange: Bool
+        @usableFromInline let hasIndirect: Bool
+        @usableFromInline let indirectNeedsWillChange: Bool
+        @usableFromInline let notifiesAutomatically: Bool
+    }
+
+    // The header is read through its pointer: the `header` property of `ManagedBuffer` is a class
+    // property, with a dynamic exclusivity check on every access.
+    /// The number of entries.
+    @inlinable var count: Int { withUnsafeMutablePointerToHeader { $0.pointee.count } }
+    /// Every entry is direct and none asked for `.old` or `.prior`: the set path needs nothing but the new value.
+    @inlinable var isPlain: Bool { withUnsafeMutablePointerToHeader { $0.pointee.isPlain } }
+    /// Some direct entry needs the value before the change (`.old` or `.prior`).
+    @inlinable var needsOld: Bool { withUnsafeMutablePointerToHeader { $0.pointee.needsOld } }
+    /// Some entry needs work before the change: a direct `.prior`, or any indirect entry.
+    @inlinable var needsWillChange: Bool { withUnsafeMutablePointerToHeader { $0.pointee.needsWillChange } }
+    @inlinable var hasIndirect: Bool { withUnsafeMutablePointerToHeader { $0.pointee.hasIndirect } }
+    /// Some indirect entry needs its value before the change (`.old` or `.prior`).
+    @inlinable var indirectNeedsWillChange: Bool { withUnsafeMutablePointerToHeader { $0.pointee.indirectNeedsWillChange } }
     /// `false` when the class turned automatic notification off for this key
     /// (`automaticallyNotifiesObservers(for:)`): sets do not notify, only `didChangeValue(for:)` does.
-    @usableFromInline let notifiesAutomatically: Bool
+    @inlinable var notifiesAutomatically: Bool { withUnsafeMutablePointerToHeader { $0.pointee.notifiesAutomatically } }
 
-    /// No observers.
-    static let none = _ObserverSnapshot(entries: [], notifiesAutomatically: true)
-
-    init(entries: ContiguousArray<_ObserverEntry>, notifiesAutomatically: Bool) {
-        self.entries = entries
-        self.notifiesAutomatically = notifiesAutomatically
-        var needsOld = false
-        var needsPrior = false
-        var hasIndirect = false
-        var indirectNeedsWillChange = false
-        for entry in entries {
-            let wantsBefore = !entry.options.isDisjoint(with: [.old, .prior])
-            if entry.isDirect {
-                needsOld = needsOld || wantsBefore || entry.removesDuplicates
-                needsPrior = needsPrior || entry.options.contains(.prior)
-            } else {
-                hasIndirect = true
-                indirectNeedsWillChange = indirectNeedsWillChange || wantsBefore
+    /// Calls `body` with each entry, unretained (valid while the caller holds the snapshot), and its
+    /// index, in registration order.
+    @inlinable
+    @inline(__always)
+    func forEachEntry(_ body: (_ index: Int, _ entry: Unmanaged<_ObserverEntry>) -> Void) {
+        withUnsafeMutablePointers { header, elements in
+            let count = header.pointee.count
+            var index = 0
+            while index < count {
+                body(index, Unmanaged.passUnretained(elements[index]))
+                index &+= 1
             }
         }
-        self.indirectNeedsWillChange = indirectNeedsWillChange
-        self.needsOld = needsOld
-        self.hasIndirect = hasIndirect
-        self.needsWillChange = needsPrior || indirectNeedsWillChange
-        self.isPlain = !needsOld && !hasIndirect
+    }
+
+    /// The entries, in registration order (a view that holds the snapshot).
+    var entries: Entries { Entries(snapshot: self) }
+
+    struct Entries: RandomAccessCollection {
+        let snapshot: _ObserverSnapshot
+        var startIndex: Int { 0 }
+        var endIndex: Int { snapshot.count }
+        subscript(index: Int) -> _ObserverEntry {
+            precondition(index >= 0 && index < snapshot.count, "_ObserverSnapshot: entry index out of range")
+            return snapshot.withUnsafeMutablePointerToElements { $0[index] }
+        }
+    }
+
+    /// No observers.
+    // Invariant: immutable (see above), so sharing it between threads is safe.
+    nonisolated(unsafe) static let none = make(count: 0, notifiesAutomatically: true) { _ in }
+
+    /// A snapshot of `entries`.
+    static func make(entries: some Collection<_ObserverEntry>, notifiesAutomatically: Bool) -> _ObserverSnapshot {
+        make(count: entries.count, notifiesAutomatically: notifiesAutomatically) { elements in
+            _ = UnsafeMutableBufferPointer(start: elements, count: entries.count).initialize(from: entries)
+        }
+    }
+
+    /// This snapshot's entries followed by `entry`.
+    func appending(_ entry: _ObserverEntry) -> _ObserverSnapshot {
+        withUnsafeMutablePointerToElements { old in
+            Self.make(count: count + 1, notifiesAutomatically: notifiesAutomatically) { elements in
+                elements.initialize(from: old, count: count)
+                (elements + count).initialize(to: entry)
+            }
+        }
+    }
+
+    /// This snapshot's entries without the one at `index`.
+    func removing(at index: Int) -> _ObserverSnapshot {
+        withUnsafeMutablePointerToElements { old in
+            Self.make(count: count - 1, notifiesAutomatically: notifiesAutomatically) { elements in
+                elements.initialize(from: old, count: index)
+                (elements + index).initialize(from: old + index + 1, count: count - index - 1)
+            }
+        }
+    }
+
+    /// A snapshot of `count` entries, which `fill` initialises.
+    private static func make(
+        count: Int,
+        notifiesAutomatically: Bool,
+        fill: (UnsafeMutablePointer<_ObserverEntry>) -> Void
+    ) -> _ObserverSnapshot {
+        // Room for a power of two of entries: a key whose observers come and go then replaces its
+        // snapshot with one of the same size, which the allocator hands back from its cache (exact
+        // sizes would leave a freed block of every size behind in the allocator's caches).
+        let capacity = count <= 1 ? count : 1 &<< (Int.bitWidth - (count - 1).leadingZeroBitCount)
+        let buffer = create(minimumCapacity: capacity) { _ in
+            Header(
+                count: 0, isPlain: true, needsOld: false, needsWillChange: false, hasIndirect: false,
+                indirectNeedsWillChange: false, notifiesAutomatically: notifiesAutomatically)
+        }
+        let snapshot = unsafeDowncast(buffer, to: _ObserverSnapshot.self)
+        snapshot.withUnsafeMutablePointers { header, elements in
+            fill(elements)
+            var needsOld = false
+            var needsPrior = false
+            var hasIndirect = false
+            var indirectNeedsWillChange = false
+            for entry in UnsafeMutableBufferPointer(start: elements, count: count) {
+                let wantsBefore = !entry.options.isDisjoint(with: [.old, .prior])
+                if entry.isDirect {
+                    needsOld = needsOld || wantsBefore || entry.removesDuplicates
+                    needsPrior = needsPrior || entry.options.contains(.prior)
+                } else {
+                    hasIndirect = true
+                    indirectNeedsWillChange = indirectNeedsWillChange || wantsBefore
+                }
+            }
+            header.pointee = Header(
+                count: count,
+                isPlain: !needsOld && !hasIndirect,
+                needsOld: needsOld,
+                needsWillChange: needsPrior || indirectNeedsWillChange,
+                hasIndirect: hasIndirect,
+                indirectNeedsWillChange: indirectNeedsWillChange,
+                notifiesAutomatically: notifiesAutomatically
+            )
+        }
+        return snapshot
+    }
+
+    /// The index of the entry of registration `id`, if it is here.
+    func index(ofID id: UInt64) -> Int? {
+        var found: Int?
+        forEachEntry { index, entry in
+            if found == nil && entry._withUnsafeGuaranteedRef({ $0.id }) == id { found = index }
+        }
+        return found
+    }
+
+    deinit {
+        withUnsafeMutablePointers { header, elements in
+            // One release per entry: `deinitialize(count:)` would go through the runtime's generic
+            // `swift_arrayDestroy` and a value witness per element.
+            for index in 0..<header.pointee.count { _ = (elements + index).move() }
+        }
     }
 }
 
@@ -59,8 +173,8 @@ extension _ObserverSnapshot {
     @inlinable
     @inline(__always)
     func deliverPlain<Root: AnyObject, Value>(_ newValue: Value, on object: Root) {
-        for index in entries.indices {
-            Unmanaged.passUnretained(entries[index])._withUnsafeGuaranteedRef { entry in
+        forEachEntry { _, unretained in
+            unretained._withUnsafeGuaranteedRef { entry in
                 let observer = unsafeDowncast(entry, to: _DirectObserver<Value>.self)
                 guard observer.isActive else { return }
                 let change = KeyValueObservedChange(settingNew: observer.options.contains(.new) ? newValue : nil, old: nil)
@@ -90,9 +204,9 @@ extension _ObserverSnapshot {
         toMany: _ToManyChange<Value>? = nil
     ) -> ContiguousArray<Any?>? {
         guard needsWillChange else { return nil }
-        var pending: ContiguousArray<Any?>? = indirectNeedsWillChange ? ContiguousArray(repeating: nil, count: entries.count) : nil
-        for index in entries.indices {
-            Unmanaged.passUnretained(entries[index])._withUnsafeGuaranteedRef { entry in
+        var pending: ContiguousArray<Any?>? = indirectNeedsWillChange ? ContiguousArray(repeating: nil, count: count) : nil
+        forEachEntry { index, unretained in
+            unretained._withUnsafeGuaranteedRef { entry in
                 // In a batch, an observer hears of the first change that reaches it only. A direct
                 // observer observes one key, whose first change is the only one that gets here.
                 if let batch, !entry.isDirect, !batch.prime(entry.id) { return }
@@ -129,8 +243,8 @@ extension _ObserverSnapshot {
         batch: _BatchState? = nil,
         toMany: _ToManyChange<Value>? = nil
     ) {
-        for index in entries.indices {
-            Unmanaged.passUnretained(entries[index])._withUnsafeGuaranteedRef { entry in
+        forEachEntry { index, unretained in
+            unretained._withUnsafeGuaranteedRef { entry in
                 // In a batch, an observer is notified once, for the first key that reached it (a direct
                 // observer observes one key, delivered once).
                 if let batch, !entry.isDirect, !batch.deliver(entry.id) { return }
