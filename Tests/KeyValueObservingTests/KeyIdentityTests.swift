@@ -126,6 +126,19 @@ struct SpecialPropertiesTests {
         [a, b, phase, count].forEach { $0.invalidate() }
     }
 
+    /// A key-path literal of an `@Observed` property is probed once per class, then found in the
+    /// process-wide key cache, zero-sized or not (a zero-sized one was stored where no look-up found
+    /// it: probed again and stored again at every registration).
+    @Test func aZeroSizedKeyIsProbedOnceThenFoundInTheKeyCache() {
+        let object = ZeroSized()
+        let phase = object.observe(\.phase) { _, _ in }
+        let count = object.observe(\.count) { _, _ in }
+        #expect(object.cachedObservedKeyIsZeroSized(\ZeroSized.phase) == true)
+        #expect(object.cachedObservedKeyIsZeroSized(\ZeroSized.count) == false)
+        #expect(ZeroSized().cachedObservedKeyIsZeroSized(\ZeroSized.phase) == true, "the cache is per class")
+        withExtendedLifetime((phase, count)) {}
+    }
+
     @Test func anInheritedWritablePropertyObservedThroughTheSubclassTakesTheDirectRoute() {
         let node = SubNode()
         let values = Locked<[Int?]>([])

@@ -27,10 +27,11 @@ struct RegistrationTests {
         var tokens: [KeyValueObservation] = []
         for name in ["a", "b", "c"] {
             let tracked = Tracked(live)
-            tokens.append(counter.observe(\.k0, options: [.new]) { _, change in
-                _ = tracked
-                seen.append("\(name) \(change.newValue!)")
-            })
+            tokens.append(
+                counter.observe(\.k0, options: [.new]) { _, change in
+                    _ = tracked
+                    seen.append("\(name) \(change.newValue!)")
+                })
         }
         #expect(live.current == 3)
         counter.k0 = 1
@@ -130,7 +131,9 @@ struct RegistrationTests {
         let setter = counter.observe(\.k1) { object, change in
             // Inside the set of k1, on the setter thread: another thread invalidates the observer
             // of k0 and returns; the sets of k0 that follow must not reach it.
-            let thread = TestThread { token.current?.invalidate(); invalidated.withLock { $0 = true } }
+            let thread = TestThread {
+                token.current?.invalidate(); invalidated.withLock { $0 = true }
+            }
             thread.join()
             for value in 0..<10 { object.k0 = value }
         }

@@ -1,3 +1,4 @@
+import Dispatch
 import KeyValueObserving
 import TestSupport
 import Testing
@@ -60,6 +61,57 @@ struct SetTableTests {
             + Flags16.flags.indices.filter { $0 % 2 == 0 }.map { "f\($0): \($0 + 1)→\($0 + 101)" }
         #expect(seen.current == expected)
         withExtendedLifetime(tokens) {}
+    }
+
+    /// A set that only builds the table (its key's offset is known) changes no state: batches'
+    /// shortcuts stay valid.
+    @Test func aSetThatBuildsTheTableLeavesTheStateVersionAlone() {
+        let counter = Counter8()
+        let first = counter.observe(\.k0) { _, _ in }
+        counter.k0 = 1
+        counter.observe(\.k1) { _, _ in }.invalidate()
+        #expect(!counter.hasPublishedSetTable)
+        let version = counter.observerStateVersion
+        counter.k0 = 2
+        #expect(counter.hasPublishedSetTable)
+        #expect(counter.observerStateVersion == version)
+        withExtendedLifetime(first) {}
+    }
+
+    /// While replaced tables wait for one reader counter only (a set blocked on another thread counts
+    /// there), new sets count on the other one, whatever happens meanwhile: so the awaited counter
+    /// drains even under a steady stream of sets, and the tables are freed as soon as the blocked
+    /// set ends.
+    @Test func newSetsAvoidTheReaderCounterThatWaitingTablesStillAwait() {
+        let counter = Counter8()
+        let entered = DispatchSemaphore(value: 0)
+        let proceed = DispatchSemaphore(value: 0)
+        let blocker = counter.observe(\.k0) { _, _ in
+            entered.signal()
+            proceed.wait()
+        }
+        let checks = Locked<[Bool]>([])
+        let blocked = Locked(-1)
+        let checker = counter.observe(\.k1) { object, _ in
+            // Inside this set's read section, after registrations and sets replaced the table the
+            // blocked set reads.
+            checks.append(object.setTableReaders.newReadersCounter != blocked.current)
+        }
+        let thread = TestThread { counter.k0 = 1 }
+        entered.wait()
+        let readers = counter.setTableReaders.counts
+        blocked.withLock { $0 = readers[0] > 0 ? 0 : 1 }
+        for round in 0..<4 {
+            let token = counter.observe(\.k2) { _, _ in }
+            counter.k1 = round
+            token.invalidate()
+            counter.k1 = round
+        }
+        proceed.signal()
+        thread.join()
+        #expect(checks.current == Array(repeating: true, count: 8))
+        #expect(counter.retiredSetTableCount == 0)
+        withExtendedLifetime((blocker, checker)) {}
     }
 
     /// A handler that replaces observers of the key being set, and sets it again, works on the

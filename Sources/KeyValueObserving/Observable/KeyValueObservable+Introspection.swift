@@ -50,10 +50,32 @@ extension KeyValueObservable {
         return registry.state.retiredTables.count
     }
 
+    /// How many sets are reading the set path's table on each of the two reader counters, and which
+    /// counter (0 or 1) new sets count on (`ObserverRegistry+ReadPath.swift`). A hook for the tests of
+    /// the reclamation, not API.
+    package var setTableReaders: (counts: [Int], newReadersCounter: Int) {
+        guard let registry = _existingRegistry else { return ([0, 0], 0) }
+        let counts = registry.readers.load(ordering: .sequentiallyConsistent)
+        return ([counts & 0xFFFF_FFFF, counts &>> 32], registry.readerEpochShift.load(ordering: .sequentiallyConsistent) / 32)
+    }
+
+    /// The registry's state version: it changes when the observed keys do, and a batch's shortcut
+    /// holds while it does not (`ObserverRegistry+Batches.swift`). A hook for the tests, not API.
+    package var observerStateVersion: UInt {
+        _existingRegistry?.stateVersion.load(ordering: .acquiring) ?? 0
+    }
+
     /// Whether the set path's table of observers is published: it is built when a set needs it, not
     /// on registration (`ObserverRegistry+ReadPath.swift`). A hook for the tests of that claim, not API.
     package var hasPublishedSetTable: Bool {
         _existingRegistry?.setTable.load(ordering: .sequentiallyConsistent) != nil
+    }
+
+    /// Whether the process-wide cache of `@Observed` keys knows `keyPath` as a key of this object's
+    /// class, and then whether the property is zero-sized (`nil`: unknown, the next registration
+    /// probes the property). A hook for the tests of that cache, not API.
+    package func cachedObservedKeyIsZeroSized(_ keyPath: AnyKeyPath) -> Bool? {
+        _ObservedKeyCache.isZeroSized(keyPath, in: type(of: self))
     }
 
     /// The registration ids of the followers that observations of paths keep on this object (see

@@ -405,15 +405,19 @@ enum _ObservedKeyCache {
     // process.
     @exclusivity(unchecked) nonisolated(unsafe) private static var count = 0
     @exclusivity(unchecked) nonisolated(unsafe) private static var keyPaths: [AnyKeyPath] = []
+    /// The tables grown past, kept reachable (a reader may still be in one; leak checkers see them).
+    @exclusivity(unchecked) nonisolated(unsafe) private static var grownPast: [UnsafeMutablePointer<Atomic<UInt>>] = []
 
     private static func home(keyPath: UInt, type: UInt, mask: Int) -> Int {
         Int(truncatingIfNeeded: ((keyPath &* 0x9E37_79B9_7F4A_7C15) ^ type) &* 0x9E37_79B9_7F4A_7C15 &>> 32) & mask
     }
 
     /// The element of (`keyPath`, `type`) in `words`, or the free element where it would go, and
-    /// its key-path word.
+    /// its key-path word. `type` may carry the zero-sized bit (a class word being placed): hash and
+    /// comparison ignore it, so an element is found under the same class whatever its size.
     private static func find(keyPath: UInt, type: UInt, in words: UnsafeMutablePointer<Atomic<UInt>>) -> (index: Int, key: UInt) {
         let mask = Int(words[0].load(ordering: .relaxed))
+        let type = type & ~1
         var index = home(keyPath: keyPath, type: type, mask: mask)
         while true {
             let key = words[1 + 2 * index].load(ordering: .acquiring)
@@ -462,6 +466,7 @@ enum _ObservedKeyCache {
                 let key = words[1 + 2 * index].load(ordering: .relaxed)
                 if key != 0 { place(keyPath: key, type: words[2 + 2 * index].load(ordering: .relaxed), in: grown) }
             }
+            grownPast.append(words)
             words = grown
         }
         place(keyPath: keyPathID, type: typeID | (isZeroSized ? 1 : 0), in: words)

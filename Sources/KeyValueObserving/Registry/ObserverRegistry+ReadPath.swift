@@ -90,9 +90,11 @@ extension _ObserverRegistry {
             let key = key()
             mutex.lock()
             _ = state.learn(offset: offset, key: key)
+            // The mask and the state version change only when something was learned: a version
+            // bump would make every batch's shortcut take the lock again.
+            publish()
         }
         publishSetTable()
-        publish()
         var found: Unmanaged<_ObserverSnapshot>?
         if let table = setTable.load(ordering: .sequentiallyConsistent),
             case .observers(let snapshot) = table._withUnsafeGuaranteedRef({ $0.lookUp(offset: offset) })
@@ -150,8 +152,17 @@ extension _ObserverRegistry {
         if state.retiredTables.isEmpty {
             hasRetiredTables.store(false, ordering: .sequentiallyConsistent)
         } else {
-            // New readers count on the other counter, so that this one drains.
-            readerEpochShift.store(32 &- readerEpochShift.load(ordering: .sequentiallyConsistent), ordering: .sequentiallyConsistent)
+            // New readers count on a counter every waiting table has seen at zero, so that the one
+            // they still wait for drains; if both are still awaited, on the other counter than now.
+            var awaited: UInt8 = 0
+            for retired in waiting { awaited |= 3 & ~retired.quietCounters }
+            let shift: Int
+            switch awaited {
+            case 1: shift = 32
+            case 2: shift = 0
+            default: shift = 32 &- readerEpochShift.load(ordering: .sequentiallyConsistent)
+            }
+            readerEpochShift.store(shift, ordering: .sequentiallyConsistent)
         }
         mutex.unlock()
         for table in freed { table.release() }

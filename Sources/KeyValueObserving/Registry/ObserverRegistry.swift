@@ -27,9 +27,14 @@ import Synchronization
 /// subscript argument's `==`) outside it.
 @usableFromInline
 final class _ObserverRegistry: @unchecked Sendable {
-    // Invariant: `state` is only accessed with `mutex` held. `observedMask`, `slowPathFlags`,
-    // `probeCount` and `nextID` are atomics; the first two are only written with `mutex` held, right
-    // after the `state` change they summarise (releasing), and read without it (acquiring).
+    // Invariant: `state` is only accessed with `mutex` held (and in deinit, when no one else can
+    // reach `self`). Every other stored property is an atomic: `observedMask`, `slowPathFlags` and
+    // `stateVersion` are only written with `mutex` held, right after the `state` change they
+    // summarise (releasing), and read without it (acquiring); `probeCount` and `nextID` are counters;
+    // `setTable`, `readers`, `readerEpochShift` and `hasRetiredTables` follow the read path's
+    // protocol (`ObserverRegistry+ReadPath.swift`: a table is freed only once it is unpublished and
+    // both reader counters have been seen at zero since); `batchOwner` and `ownedBatch` are changed
+    // with `mutex` held and read without it only by the owning thread (`ObserverRegistry+Batches.swift`).
     // `mutex` is destroyed in deinit, when no one else can reach `self`. The mutex makes every
     // access to `state` exclusive, so the dynamic exclusivity checks (a thread-local access set, on
     // every set of an observed property) are redundant: `@exclusivity(unchecked)`.

@@ -74,7 +74,8 @@ final class _ObserverSnapshot: ManagedBuffer<_ObserverSnapshot.Header, _Observer
     /// A snapshot of `entries`.
     static func make(entries: some Collection<_ObserverEntry>, notifiesAutomatically: Bool) -> _ObserverSnapshot {
         make(count: entries.count, notifiesAutomatically: notifiesAutomatically) { elements in
-            _ = UnsafeMutableBufferPointer(start: elements, count: entries.count).initialize(from: entries)
+            // Traps if `entries` yields fewer or more than `count`: no element is left uninitialised.
+            _ = UnsafeMutableBufferPointer(start: elements, count: entries.count).initialize(fromContentsOf: entries)
         }
     }
 
