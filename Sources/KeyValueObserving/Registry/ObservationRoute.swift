@@ -399,10 +399,10 @@ enum _ObservedKeyCache {
     }
 
     private static let lock = Lock()
-    // Invariant (both statics below): only accessed with `lock` held, so the dynamic exclusivity
+    // Invariant (the three statics below): only accessed with `lock` held, so the dynamic exclusivity
     // checks are redundant (`@exclusivity(unchecked)`). `keyPaths` keeps the identified key paths
     // alive, so an identifier is never reused for another key path; classes live for the life of the
-    // process.
+    // process; `grownPast` is only appended to, and its tables are never freed.
     @exclusivity(unchecked) nonisolated(unsafe) private static var count = 0
     @exclusivity(unchecked) nonisolated(unsafe) private static var keyPaths: [AnyKeyPath] = []
     /// The tables grown past, kept reachable (a reader may still be in one; leak checkers see them).
