@@ -9,25 +9,52 @@ import Darwin
 
 /// Where the etcd tests find etcd, and whether they run.
 ///
-/// Tests that need etcd are skipped only when `KVO_SKIP_ETCD_TESTS=1` is set; when etcd is missing
-/// and the variable is unset, starting a server throws an error that says how to install it, so the
-/// tests fail rather than pass without checking anything.
+/// On a machine with only the Swift toolchain, `swift test` passes: the suites that need etcd (and
+/// the https tests, which also need `openssl`) are skipped, and Swift Testing prints the reason with
+/// the install command. CI sets `KVO_REQUIRE_ETCD=1`: then a missing `etcd`, `etcdctl` or `openssl`
+/// fails those suites instead (starting a server throws the install hint). `KVO_SKIP_ETCD_TESTS=1`
+/// skips them knowingly, whatever is installed.
 package enum EtcdTestEnvironment {
-    /// `KVO_SKIP_ETCD_TESTS=1`: the etcd tests are skipped (`.enabled(if: EtcdTestEnvironment.testsEnabled)`).
-    package static let testsEnabled = ProcessInfo.processInfo.environment["KVO_SKIP_ETCD_TESTS"] != "1"
+    private static let environment = ProcessInfo.processInfo.environment
+    /// `KVO_SKIP_ETCD_TESTS=1`: skip the etcd tests even where etcd is installed.
+    package static let isSkipRequested = environment["KVO_SKIP_ETCD_TESTS"] == "1"
+    /// `KVO_REQUIRE_ETCD=1` (CI): a missing etcd, etcdctl or openssl fails the tests that need it.
+    package static let isRequired = environment["KVO_REQUIRE_ETCD"] == "1"
     /// The `etcd` executable on `PATH`, if any.
     package static let etcdPath = executable(named: "etcd")
     /// The `etcdctl` executable on `PATH`, if any.
     package static let etcdctlPath = executable(named: "etcdctl")
+    /// The `openssl` executable on `PATH`, if any (the https tests make their certificates with it).
+    package static let opensslPath = executable(named: "openssl")
     /// Whether `etcd` and `etcdctl` are installed.
     package static var isAvailable: Bool { etcdPath != nil && etcdctlPath != nil }
+
+    /// Whether the tests that need etcd run: it is installed or required, and no skip was asked for.
+    package static let testsEnabled = !isSkipRequested && (isAvailable || isRequired)
+    /// Whether the tests that need etcd and `openssl` (https) run.
+    package static let tlsTestsEnabled = testsEnabled && (opensslPath != nil || isRequired)
+
+    /// Why the etcd tests are skipped, for Swift Testing's report.
+    package static var skipReason: String {
+        isSkipRequested
+            ? "KVO_SKIP_ETCD_TESTS=1"
+            : "etcd or etcdctl is not installed (Debian/Ubuntu: apt-get install -y etcd-server etcd-client; "
+                + "KVO_REQUIRE_ETCD=1 makes this a failure)"
+    }
+
+    /// Why the https tests are skipped, for Swift Testing's report.
+    package static var tlsSkipReason: String {
+        testsEnabled
+            ? "openssl is not installed (Debian/Ubuntu: apt-get install -y openssl; KVO_REQUIRE_ETCD=1 makes this a failure)"
+            : skipReason
+    }
 
     static let installHint =
         "etcd and etcdctl are needed by the etcd tests and are not on PATH: install them (Debian/Ubuntu: "
         + "apt-get install -y etcd-server etcd-client), or set KVO_SKIP_ETCD_TESTS=1 to skip these tests knowingly"
 
     private static func executable(named name: String) -> String? {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
+        let path = environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
         return path.split(separator: ":").map { "\($0)/\(name)" }.first { access($0, X_OK) == 0 }
     }
 }

@@ -11,6 +11,10 @@
 /// numbers, strings, booleans, arrays, dictionaries with string keys and `Codable` structs are
 /// written as people would write them by hand. Reads return `defaultValue` while the key is absent,
 /// or when the file holds a value that does not decode as `Value` (the store's error handler is told).
+///
+/// Names starting with U+0000 are reserved (the etcd store keeps its bookkeeping keys there, which
+/// no store shows): making a key with such a name traps. Check a name that comes from input with
+/// ``isValidName(_:)`` first.
 public struct DefaultsKey<Value: Codable & Sendable>: Sendable {
     /// The key's name in the file.
     public let name: String
@@ -18,8 +22,37 @@ public struct DefaultsKey<Value: Codable & Sendable>: Sendable {
     public let defaultValue: Value
 
     /// Creates a key named `name` whose value is `defaultValue` until one is set.
+    ///
+    /// - Parameters:
+    ///   - name: The key's name in the file (or after the prefix, on etcd). It must not start with
+    ///     U+0000 (reserved): such a name traps, with a message that names it.
+    ///   - defaultValue: The value read while the key is absent.
     public init(_ name: String, default defaultValue: Value) {
+        checkDefaultsKeyName(name)
         self.name = name
         self.defaultValue = defaultValue
     }
+}
+
+extension DefaultsKey {
+    /// Whether `name` can name a key: any string that does not start with U+0000, which is
+    /// reserved for the store's own bookkeeping keys.
+    ///
+    /// ```swift
+    /// DefaultsKey<Int>.isValidName("launches")      // true
+    /// DefaultsKey<Int>.isValidName("\u{0}writer")   // false
+    /// ```
+    public static func isValidName(_ name: String) -> Bool {
+        name.utf8.first != 0
+    }
+}
+
+/// Traps on a reserved key name (one that starts with U+0000): a set of it would be stored and
+/// flushed, and no other process would ever see it (etcd stores keep their bookkeeping keys there).
+private func checkDefaultsKeyName(_ name: String) {
+    precondition(
+        name.utf8.first != 0,
+        "DefaultsKey: the name \(String(reflecting: name)) starts with U+0000, which is reserved for the store's "
+            + "bookkeeping keys: choose a name that does not (DefaultsKey.isValidName(_:) checks one)"
+    )
 }

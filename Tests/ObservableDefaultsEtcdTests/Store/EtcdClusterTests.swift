@@ -7,7 +7,7 @@ import TestSupport
 
 @Suite(
     "DefaultsStore on etcd: a cluster losing its leader", .tags(.processes),
-    .enabled(if: EtcdTestEnvironment.testsEnabled, "KVO_SKIP_ETCD_TESTS=1"))
+    .requiresEtcd)
 struct EtcdClusterTests {
     /// A writer process sets 4 keys in turn to 1 … 600 (one put each); a watcher process prints every
     /// change; the leader, where both started, is killed mid-stream. Every value reaches the watcher

@@ -5,7 +5,7 @@ import ObservableDefaults
 import Testing
 import TestSupport
 
-@Suite("DefaultsStore on etcd: failures", .tags(.processes), .enabled(if: EtcdTestEnvironment.testsEnabled, "KVO_SKIP_ETCD_TESTS=1"))
+@Suite("DefaultsStore on etcd: failures", .tags(.processes), .requiresEtcd)
 struct EtcdFailureTests {
     static let speed = DefaultsKey("speed", default: 1.0)
 

@@ -9,7 +9,7 @@ import TestSupport
 import Glibc
 #endif
 
-@Suite("kvo-defaults --etcd", .tags(.processes), .enabled(if: EtcdTestEnvironment.testsEnabled, "KVO_SKIP_ETCD_TESTS=1"))
+@Suite("kvo-defaults --etcd", .tags(.processes), .requiresEtcd)
 struct EtcdToolTests {
     /// `kvo-defaults COMMAND --etcd ENDPOINTS --prefix PREFIX ARGUMENTS…`.
     func tool(
@@ -112,7 +112,7 @@ struct EtcdToolTests {
         #expect(missing.error.contains("needs a password"))
     }
 
-    @Test func anHttpsClusterWithAPrivateAuthorityWorksForTheStoreAndTheToolWhenTheAuthorityIsGiven() throws {
+    @Test(.requiresEtcdAndOpenSSL) func anHttpsClusterWithAPrivateAuthorityWorksForTheStoreAndTheToolWhenTheAuthorityIsGiven() throws {
         let certificates = try EtcdTestCertificates()
         let server = try EtcdServer(options: EtcdCluster.Options(tls: certificates))
         let authority = URL(fileURLWithPath: certificates.authorityFile)

@@ -7,7 +7,7 @@ import TestSupport
 import Glibc
 #endif
 
-@Suite("etcd client: authentication", .tags(.processes), .enabled(if: EtcdTestEnvironment.testsEnabled, "KVO_SKIP_ETCD_TESTS=1"))
+@Suite("etcd client: authentication", .tags(.processes), .requiresEtcd)
 struct AuthTests {
     @Test func aWrongPasswordIsRefusedWithAnErrorNamingTheUserAndNotThePassword() throws {
         let server = try EtcdServer()

@@ -4,7 +4,7 @@ import KeyValueObserving
 import Testing
 import TestSupport
 
-@Suite("etcd client: failover in a cluster", .tags(.processes), .enabled(if: EtcdTestEnvironment.testsEnabled, "KVO_SKIP_ETCD_TESTS=1"))
+@Suite("etcd client: failover in a cluster", .tags(.processes), .requiresEtcd)
 struct FailoverTests {
     @Test func whenTheLeaderIsKilledTheWatchKeepsGoingAndWritesGoToAnotherMember() throws {
         let cluster = try EtcdCluster(members: 3)

@@ -4,7 +4,7 @@ import KeyValueObserving
 import Testing
 import TestSupport
 
-@Suite("etcd client: failures", .tags(.processes), .enabled(if: EtcdTestEnvironment.testsEnabled, "KVO_SKIP_ETCD_TESTS=1"))
+@Suite("etcd client: failures", .tags(.processes), .requiresEtcd)
 struct FaultTests {
     @Test func aStoppedServerGivesUnreachableNamingEveryEndpoint() throws {
         let server = try EtcdServer()

@@ -6,7 +6,7 @@ import TestSupport
 import Glibc
 #endif
 
-@Suite("etcd test harness", .tags(.processes), .enabled(if: EtcdTestEnvironment.testsEnabled, "KVO_SKIP_ETCD_TESTS=1"))
+@Suite("etcd test harness", .tags(.processes), .requiresEtcd)
 struct HarnessTests {
     @Test func aServerAnswersAndItsProcessIsGoneAfterStop() throws {
         let server = try EtcdServer()

@@ -3,7 +3,7 @@ import Foundation
 import Testing
 import TestSupport
 
-@Suite("etcd client: key-value calls", .tags(.processes), .enabled(if: EtcdTestEnvironment.testsEnabled, "KVO_SKIP_ETCD_TESTS=1"))
+@Suite("etcd client: key-value calls", .tags(.processes), .requiresEtcd)
 struct KeyValueTests {
     @Test func aPutIsReadBackWithItsRevisions() throws {
         let server = try EtcdServer()

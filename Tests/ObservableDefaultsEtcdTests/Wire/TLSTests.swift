@@ -3,7 +3,7 @@ import Foundation
 import Testing
 import TestSupport
 
-@Suite("etcd client: https", .tags(.processes), .enabled(if: EtcdTestEnvironment.testsEnabled, "KVO_SKIP_ETCD_TESTS=1"))
+@Suite("etcd client: https", .tags(.processes), .requiresEtcdAndOpenSSL)
 struct TLSTests {
     @Test func anHttpsClusterSignedByAPrivateAuthorityWorksWhenTheAuthorityIsTrusted() throws {
         let certificates = try EtcdTestCertificates()

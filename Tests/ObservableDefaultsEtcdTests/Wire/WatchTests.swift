@@ -5,7 +5,7 @@ import KeyValueObserving
 import Testing
 import TestSupport
 
-@Suite("etcd client: watch", .tags(.processes), .enabled(if: EtcdTestEnvironment.testsEnabled, "KVO_SKIP_ETCD_TESTS=1"))
+@Suite("etcd client: watch", .tags(.processes), .requiresEtcd)
 struct WatchTests {
     @Test func aWatchDeliversPutsAndDeletesUnderItsPrefixInOrderWithTheirRevisions() throws {
         let server = try EtcdServer()
