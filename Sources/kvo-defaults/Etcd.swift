@@ -41,6 +41,10 @@ struct EtcdArguments {
                 guard let url = URL(string: String(text)), url.scheme == "http" || url.scheme == "https", url.host?.isEmpty == false else {
                     usageError("'--etcd' needs http or https URLs separated by commas ('\(text)' is not one)")
                 }
+                if let problem = EtcdClient.problem(with: url) {
+                    // The URL is the operator's own argument: quoting it back is safe.
+                    usageError("'--etcd' \(text): \(problem)")
+                }
                 urls.append(url)
             }
             endpoints = urls

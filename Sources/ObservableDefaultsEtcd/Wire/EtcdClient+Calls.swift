@@ -1,55 +1,6 @@
 import Foundation
 import KeyValueObserving
 
-/// What an error reply of etcd means for the request that got it.
-enum EtcdServerFailure: Equatable {
-    /// The token is unknown or expired (or the auth store changed since it was issued): authenticate
-    /// again and repeat.
-    case tokenInvalid
-    /// Authentication is enabled and the request carried no token.
-    case authenticationRequired
-    /// The user or password was refused.
-    case authenticationFailed
-    /// Authentication is not enabled: send requests without a token.
-    case authenticationNotEnabled
-    /// The user lacks the permission.
-    case permissionDenied
-    /// The member refused before proposing it (no leader, overloaded, a learner): the request
-    /// certainly did not apply; another member may take it.
-    case notApplied
-    /// The member gave up waiting for the request's outcome (timeout, leader change, stopping): it
-    /// may have applied.
-    case maybeApplied
-    /// The revision asked for was compacted.
-    case compacted
-    /// Any other refusal (invalid request, future revision, …).
-    case other
-
-    /// Classifies an error reply by etcd's message (stable across 3.x; the codes alone are too coarse).
-    static func classify(message: String, code: Int?) -> EtcdServerFailure {
-        let text = message.lowercased()
-        if text.contains("invalid auth token") || text.contains("revision of auth store is old") { return .tokenInvalid }
-        if text.contains("user name is empty") { return .authenticationRequired }
-        if text.contains("authentication failed") || text.contains("user name not found") { return .authenticationFailed }
-        if text.contains("authentication is not enabled") { return .authenticationNotEnabled }
-        if text.contains("permission denied") || code == 7 { return .permissionDenied }
-        if text.contains("required revision has been compacted") { return .compacted }
-        for phrase in [
-            "no leader", "too many requests", "proposal dropped", "not capable", "unhealthy cluster", "not supported for learner",
-        ]
-        where text.contains(phrase) {
-            return .notApplied
-        }
-        if text.contains("timed out") || text.contains("leader changed") || text.contains("server stopped")
-            || text.contains("request cancelled") || text.contains("context canceled") || text.contains("deadline exceeded")
-            || code == 14 || code == 4 || code == 1
-        {
-            return .maybeApplied
-        }
-        return .other
-    }
-}
-
 extension EtcdClient {
     /// The result of one request at one endpoint.
     enum Attempt {
@@ -122,6 +73,8 @@ extension EtcdClient {
                 return .failed(
                     EtcdError(
                         .replyLost, endpoints: [endpoint], reason: "\(what): \(reason) after sending it; it may or may not have applied"))
+            case .tooLarge(let reason):
+                return .failed(EtcdError(.replyTooLarge, endpoints: [endpoint], reason: "\(what): \(reason)"))
             case .reply(200, let body):
                 do {
                     return .success(try EtcdJSON.decode(body))
@@ -203,6 +156,8 @@ extension EtcdClient {
             return .stop(.tryElsewhere("authenticate: \(reason)", noReply: false))
         case .noReply(let reason):
             return .stop(.tryElsewhere("authenticate: \(reason)", noReply: true))
+        case .tooLarge(let reason):
+            return .stop(.failed(EtcdError(.replyTooLarge, endpoints: [endpoint], reason: "authenticate: \(reason)")))
         case .reply(200, let body):
             // The reply holds the token: never quote it in an error.
             guard let reply = try? EtcdJSON.decode(body), let token = reply["token"] as? String, !token.isEmpty else {

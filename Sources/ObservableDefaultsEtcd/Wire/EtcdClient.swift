@@ -44,19 +44,15 @@ package final class EtcdClient: Sendable {
     ///   - credentials: A user and password when the cluster has authentication enabled.
     ///   - options: Timeouts, retries and back-off.
     /// - Throws: `EtcdError` `.invalidEndpoint` for an empty list, a URL that is not http(s) with a
-    ///   host, or https when OpenSSL is missing or `trustedCertificatesFile` cannot be loaded.
+    ///   host (or has a user or password, or a port outside 1…65535), or https when OpenSSL is
+    ///   missing (always on Darwin) or `trustedCertificatesFile` cannot be loaded.
     package init(endpoints: [URL], credentials: EtcdCredentials?, options: EtcdClientOptions = .init()) throws(EtcdError) {
         guard !endpoints.isEmpty else { throw EtcdError(.invalidEndpoint, endpoints: [], reason: "no endpoint given") }
         for endpoint in endpoints {
-            guard let host = endpoint.host, !host.isEmpty, let scheme = endpoint.scheme?.lowercased(), scheme == "http" || scheme == "https"
-            else {
-                throw EtcdError(
-                    .invalidEndpoint, endpoints: [endpoint], reason: "an etcd endpoint must be an http:// or https:// URL with a host")
-            }
-            guard endpoint.user == nil && endpoint.password == nil else {
-                throw EtcdError(
-                    .invalidEndpoint, endpoints: [], reason: "an etcd endpoint must not carry a user or password (pass credentials instead)"
-                )
+            if let problem = Self.problem(with: endpoint) {
+                // Never name an endpoint with a password in it.
+                let named = endpoint.user == nil && endpoint.password == nil
+                throw EtcdError(.invalidEndpoint, endpoints: named ? [endpoint] : [], reason: problem)
             }
         }
         var tls: EtcdTLS?
@@ -67,7 +63,7 @@ package final class EtcdClient: Sendable {
                 throw EtcdError(.invalidEndpoint, endpoints: endpoints.filter { $0.scheme?.lowercased() == "https" }, reason: error.reason)
             }
         }
-        transport = EtcdTransport(tls: tls)
+        transport = EtcdTransport(tls: tls, maximumReplySize: options.maximumReplySize)
         self.endpoints = endpoints
         self.credentials = credentials
         self.options = options

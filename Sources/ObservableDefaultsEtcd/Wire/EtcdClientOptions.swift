@@ -27,6 +27,14 @@ package struct EtcdClientOptions: Sendable, Hashable {
     /// A PEM file of certificate authorities trusted for https endpoints in addition to the
     /// system's trust store: a private CA (default none).
     package var trustedCertificatesFile: String?
+    /// The largest reply body, and the longest line of a watch's stream, accepted, in bytes
+    /// (default 64 MiB, `defaultMaximumReplySize`). A larger one fails with `.replyTooLarge` naming
+    /// the cap (a watch stops: it would meet the same line again) instead of growing memory
+    /// without bound.
+    package var maximumReplySize: Int
+
+    /// The default `maximumReplySize`: 64 MiB.
+    package static let defaultMaximumReplySize = 64 * 1024 * 1024
 
     /// Options with the documented defaults, or the given values.
     ///
@@ -37,13 +45,15 @@ package struct EtcdClientOptions: Sendable, Hashable {
     ///   - initialBackoff: The first back-off between rounds.
     ///   - maximumBackoff: The longest back-off.
     ///   - trustedCertificatesFile: A PEM file of private certificate authorities for https.
+    ///   - maximumReplySize: The largest reply body and watch line accepted, in bytes (positive).
     package init(
         requestTimeout: Duration = .seconds(5),
         connectTimeout: Duration = .seconds(2),
         attempts: Int = 6,
         initialBackoff: Duration = .milliseconds(100),
         maximumBackoff: Duration = .seconds(2),
-        trustedCertificatesFile: String? = nil
+        trustedCertificatesFile: String? = nil,
+        maximumReplySize: Int = EtcdClientOptions.defaultMaximumReplySize
     ) {
         precondition(attempts >= 1, "EtcdClientOptions: attempts must be at least 1 (got \(attempts))")
         precondition(
@@ -57,6 +67,17 @@ package struct EtcdClientOptions: Sendable, Hashable {
         self.attempts = attempts
         self.initialBackoff = initialBackoff
         self.maximumBackoff = maximumBackoff
+        precondition(maximumReplySize > 0, "EtcdClientOptions: maximumReplySize must be positive (got \(maximumReplySize))")
         self.trustedCertificatesFile = trustedCertificatesFile
+        self.maximumReplySize = maximumReplySize
+    }
+}
+
+extension EtcdClientOptions {
+    /// `size` bytes in words for an error message: "64 MiB", "1 KiB", "1000 bytes".
+    static func describe(size: Int) -> String {
+        if size >= 1 << 20 && size % (1 << 20) == 0 { return "\(size >> 20) MiB" }
+        if size >= 1 << 10 && size % (1 << 10) == 0 { return "\(size >> 10) KiB" }
+        return "\(size) bytes"
     }
 }

@@ -25,6 +25,9 @@ package struct EtcdError: Error, Sendable, Hashable, CustomStringConvertible {
         case server
         /// The reply was not what the etcd v3 JSON gateway sends.
         case malformedReply
+        /// A reply body (or a line of a watch's stream) exceeded
+        /// `EtcdClientOptions.maximumReplySize`; the reason names the cap.
+        case replyTooLarge
     }
 
     /// What went wrong.

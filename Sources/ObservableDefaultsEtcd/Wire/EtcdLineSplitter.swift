@@ -4,22 +4,27 @@ struct EtcdLineSplitter {
     private var pending: [UInt8] = []
 
     /// The longest line accepted (a watch reply with many large events can be long, not unbounded).
-    static let maximumLineLength = 256 * 1024 * 1024
+    let maximumLineLength: Int
+
+    init(maximumLineLength: Int) {
+        self.maximumLineLength = maximumLineLength
+    }
 
     /// Appends `chunk` and returns the lines it completed (without their newline; empty lines skipped).
-    /// Returns nil when a line grows beyond `maximumLineLength`.
+    /// Returns nil when a line (complete or not) is longer than `maximumLineLength`.
     mutating func append(_ chunk: [UInt8]) -> [[UInt8]]? {
         var lines: [[UInt8]] = []
         var start = chunk.startIndex
         while let newline = chunk[start...].firstIndex(of: UInt8(ascii: "\n")) {
             pending += chunk[start..<newline]
             if pending.last == UInt8(ascii: "\r") { pending.removeLast() }
+            if pending.count > maximumLineLength { return nil }
             if !pending.isEmpty { lines.append(pending) }
             pending = []
             start = chunk.index(after: newline)
         }
         pending += chunk[start...]
-        return pending.count > EtcdLineSplitter.maximumLineLength ? nil : lines
+        return pending.count > maximumLineLength ? nil : lines
     }
 
     /// Bytes of an unfinished line.

@@ -8,9 +8,25 @@ import Darwin
 import Musl
 #endif
 
-/// Why a socket operation failed, in words for an error message.
+/// Why a socket operation failed: its kind, for decisions, and words for an error message.
 struct EtcdSocketFailure: Error {
+    /// What kind of failure it is (callers decide by this, never by the words).
+    enum Kind: Equatable {
+        /// The deadline passed.
+        case timedOut
+        /// The connection ended without TLS's close_notify: what was received may be cut short.
+        case truncated
+        /// Anything else (refused, reset, TLS refused, …): the reason says what.
+        case other
+    }
+
+    let kind: Kind
     let reason: String
+
+    init(reason: String, kind: Kind = .other) {
+        self.kind = kind
+        self.reason = reason
+    }
 }
 
 /// One TCP connection, blocking calls bounded by deadlines (`poll`), never raising SIGPIPE.
@@ -128,7 +144,7 @@ final class EtcdSocket: @unchecked Sendable {
                     continue
                 case .wantRead: events = Int16(POLLIN)
                 case .wantWrite: events = Int16(POLLOUT)
-                case .closed: return (sent, EtcdSocketFailure(reason: "send: the server closed the connection"))
+                case .closed, .truncated: return (sent, EtcdSocketFailure(reason: "send: the server closed the connection"))
                 case .failed(let reason): return (sent, EtcdSocketFailure(reason: "send: \(reason)"))
                 }
                 do {
@@ -173,6 +189,9 @@ final class EtcdSocket: @unchecked Sendable {
                 case .wantRead: try wait(for: Int16(POLLIN), until: deadline, what: "reply")
                 case .wantWrite: try wait(for: Int16(POLLOUT), until: deadline, what: "reply")
                 case .closed: return []
+                case .truncated:
+                    throw EtcdSocketFailure(
+                        reason: "receive: the connection ended without TLS's close_notify: the reply may be truncated", kind: .truncated)
                 case .failed(let reason): throw EtcdSocketFailure(reason: "receive: \(reason)")
                 }
                 continue
@@ -219,7 +238,7 @@ final class EtcdSocket: @unchecked Sendable {
             var timeout: Int32 = -1
             if let deadline {
                 let remaining = ContinuousClock.now.duration(to: deadline)
-                if remaining <= .zero { throw EtcdSocketFailure(reason: "\(what) timed out") }
+                if remaining <= .zero { throw EtcdSocketFailure(reason: "\(what) timed out", kind: .timedOut) }
                 timeout = Int32(
                     clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1)
             }

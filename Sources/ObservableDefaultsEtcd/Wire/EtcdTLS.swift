@@ -10,13 +10,33 @@ import Musl
 
 /// TLS for `https` endpoints: the system's OpenSSL (libssl 3 or 1.1), loaded at run time, so the
 /// package needs no package and links nothing new (the toolchain's FoundationNetworking already
-/// depends on it through libcurl).
+/// depends on it through libcurl). Not on Darwin: there `https` endpoints are refused (see
+/// `functions`).
 ///
 /// Certificates are verified against the system's trust store (OpenSSL's default paths: on Debian
 /// `/etc/ssl/certs`, which `update-ca-certificates` rebuilds; the `SSL_CERT_FILE` and `SSL_CERT_DIR`
 /// environment variables override them) plus, when given, a PEM file of private certificate
 /// authorities. The server's name (or IP address) must match its certificate. TLS 1.2 at least.
+///
+/// Every OpenSSL call that reports a status is checked (`Call`): a context or connection whose
+/// verification settings did not all apply is refused, never used.
 final class EtcdTLS: Sendable {
+    /// The OpenSSL calls whose status is checked, named as in OpenSSL's documentation.
+    enum Call: String, CaseIterable, Sendable {
+        case setDefaultVerifyPaths = "SSL_CTX_set_default_verify_paths"
+        case loadVerifyLocations = "SSL_CTX_load_verify_locations"
+        case setMinimumVersion = "SSL_CTX_set_min_proto_version"
+        case setFileDescriptor = "SSL_set_fd"
+        case verifyParameters = "SSL_get0_param"
+        case setServerName = "SSL_set_tlsext_host_name"
+        case setHost = "X509_VERIFY_PARAM_set1_host"
+        case setAddress = "X509_VERIFY_PARAM_set1_ip_asc"
+        case verifyResult = "SSL_get_verify_result"
+
+        /// Whether the call configures the context (made once, in `init`), not a connection.
+        var isContextCall: Bool { [.setDefaultVerifyPaths, .loadVerifyLocations, .setMinimumVersion].contains(self) }
+    }
+
     /// The C functions, resolved once.
     private struct Functions: @unchecked Sendable {
         // Invariant: immutable C function pointers into a library that is never unloaded.
@@ -45,9 +65,20 @@ final class EtcdTLS: Sendable {
         let clearErrors: @convention(c) () -> Void
     }
 
+    /// The libraries tried, in order: the two ABIs `Functions` matches, by their versioned names.
+    /// Never an unversioned name: on macOS `libssl.dylib` is Apple's stub, which calls `abort()`
+    /// when it is loaded.
+    static let libraryNames = ["libssl.so.3", "libssl.so.1.1"]
+
     private static let functions: Result<Functions, EtcdSocketFailure> = {
-        let names = ["libssl.so.3", "libssl.so.1.1", "libssl.so", "libssl.dylib"]
-        guard let library = names.lazy.compactMap({ dlopen($0, RTLD_NOW | RTLD_GLOBAL) }).first else {
+        #if canImport(Darwin)
+        // macOS ships no OpenSSL that may be loaded (only the aborting stub), and this package
+        // carries no TLS of its own there: https is refused when the client is made.
+        return .failure(
+            EtcdSocketFailure(
+                reason: "https endpoints are not supported on this platform (no OpenSSL); use http, or a TLS proxy such as stunnel"))
+        #else
+        guard let library = libraryNames.lazy.compactMap({ dlopen($0, RTLD_NOW | RTLD_GLOBAL) }).first else {
             return .failure(EtcdSocketFailure(reason: "https needs OpenSSL (libssl.so.3 or libssl.so.1.1), which is not installed"))
         }
         var missing: [String] = []
@@ -114,31 +145,42 @@ final class EtcdTLS: Sendable {
                 nextError: nextError,
                 errorText: errorText,
                 clearErrors: clearErrors))
+        #endif
     }()
 
     private let functions: Functions
     // Invariant: created in init, freed in deinit; OpenSSL allows one SSL_CTX to serve connections
     // on many threads at once.
     private nonisolated(unsafe) let context: OpaquePointer
+    /// Calls treated as failed whatever they return (a test hook; empty otherwise).
+    private let failing: Set<Call>
 
     /// A TLS client context trusting the system's store and, when given, the certificate
     /// authorities in the PEM file at `trustedCertificatesFile`.
     ///
-    /// - Throws: `EtcdSocketFailure` when OpenSSL is missing or the file cannot be loaded.
-    init(trustedCertificatesFile: String?) throws(EtcdSocketFailure) {
+    /// - Parameters:
+    ///   - trustedCertificatesFile: A PEM file of private certificate authorities, or nil.
+    ///   - failing: For tests: calls to treat as failed whatever they return.
+    /// - Throws: `EtcdSocketFailure` when OpenSSL is missing, the file cannot be loaded, or a
+    ///   setting does not apply.
+    init(trustedCertificatesFile: String?, failing: Set<Call> = []) throws(EtcdSocketFailure) {
         functions = try Self.functions.get()
+        self.failing = failing
         functions.clearErrors()
         guard let context = functions.contextNew(functions.clientMethod()) else {
             throw EtcdSocketFailure(reason: "https: SSL_CTX_new failed: \(Self.lastError(functions))")
         }
         self.context = context
-        _ = functions.setDefaultVerifyPaths(context)
-        if let file = trustedCertificatesFile, functions.loadVerifyLocations(context, file, nil) != 1 {
-            // Every property is set: deinit frees the context.
-            throw EtcdSocketFailure(reason: "https: cannot load the certificate authorities in \(file): \(Self.lastError(functions))")
+        // Every property is set: from here on, deinit frees the context when init throws.
+        try check(.setDefaultVerifyPaths, functions.setDefaultVerifyPaths(context) == 1, "cannot use the system's trust store")
+        if let file = trustedCertificatesFile {
+            try check(
+                .loadVerifyLocations, functions.loadVerifyLocations(context, file, nil) == 1,
+                "cannot load the certificate authorities in \(file)")
         }
-        functions.setVerify(context, 1, nil)  // SSL_VERIFY_PEER
-        _ = functions.contextCtrl(context, 123, 0x0303, nil)  // SSL_CTX_set_min_proto_version(TLS 1.2)
+        functions.setVerify(context, 1, nil)  // SSL_VERIFY_PEER; returns nothing
+        try check(.setMinimumVersion, functions.contextCtrl(context, 123, 0x0303, nil) == 1, "cannot require TLS 1.2")
+        // SSL_CTX_set_mode returns the new mode bitmask, not a status: nothing to check.
         _ = functions.contextCtrl(context, 33, 0x2, nil)  // SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER
     }
 
@@ -146,7 +188,15 @@ final class EtcdTLS: Sendable {
         functions.contextFree(context)
     }
 
-    /// Starts TLS on the connected, non-blocking `descriptor` for `host`, waiting with `wait`.
+    /// Throws naming `call` and OpenSSL's reason unless it `succeeded` (and is not in `failing`).
+    private func check(_ call: Call, _ succeeded: Bool, _ meaning: String) throws(EtcdSocketFailure) {
+        guard succeeded && !failing.contains(call) else {
+            throw EtcdSocketFailure(reason: "https: \(meaning) (\(call.rawValue) failed: \(Self.lastError(functions)))")
+        }
+    }
+
+    /// Starts TLS on the connected, non-blocking `descriptor` for `host`, waiting with `wait`: the
+    /// server's certificate must be valid and name `host` (a name, or an IP address).
     func handshake(descriptor: Int32, host: String, wait: (Int16) throws(EtcdSocketFailure) -> Void) throws(EtcdSocketFailure)
         -> EtcdTLSSession
     {
@@ -155,18 +205,23 @@ final class EtcdTLS: Sendable {
             throw EtcdSocketFailure(reason: "TLS: SSL_new failed: \(Self.lastError(functions))")
         }
         let session = EtcdTLSSession(ssl: ssl, tls: self)
-        _ = functions.setFileDescriptor(ssl, descriptor)
-        let isAddress = host.contains(":") || host.split(separator: ".").count == 4 && host.allSatisfy { $0.isNumber || $0 == "." }
+        try check(.setFileDescriptor, functions.setFileDescriptor(ssl, descriptor) == 1, "cannot attach TLS to the connection")
         let parameters = functions.parameters(ssl)
-        if isAddress {
-            _ = functions.setAddress(parameters, host)
+        try check(.verifyParameters, parameters != nil, "cannot set what the certificate must name")
+        if Self.isAddress(host) {
+            try check(.setAddress, functions.setAddress(parameters, host) == 1, "cannot require a certificate for the address \(host)")
         } else {
-            _ = host.withCString { functions.ctrl(ssl, 55, 0, UnsafeMutableRawPointer(mutating: $0)) }  // SNI
-            _ = functions.setHost(parameters, host, 0)
+            let named = host.withCString { functions.ctrl(ssl, 55, 0, UnsafeMutableRawPointer(mutating: $0)) }
+            try check(.setServerName, named == 1, "cannot send the server name \(host)")
+            try check(.setHost, functions.setHost(parameters, host, 0) == 1, "cannot require a certificate for the name \(host)")
         }
         while true {
             let result = withoutBrokenPipeSignal { functions.connect(ssl) }
-            if result == 1 { return session }
+            if result == 1 {
+                // SSL_VERIFY_PEER already refused a bad certificate; this says so once more.
+                try check(.verifyResult, functions.verifyResult(ssl) == 0, "the server's certificate for \(host) is not verified")
+                return session
+            }
             switch functions.error(ssl, result) {
             case 2: try wait(Int16(POLLIN))
             case 3: try wait(Int16(POLLOUT))
@@ -174,11 +229,17 @@ final class EtcdTLS: Sendable {
                 let verification = functions.verifyResult(ssl)
                 if verification != 0 {
                     let text = functions.verifyErrorText(verification).map { String(cString: $0) } ?? "error \(verification)"
-                    throw EtcdSocketFailure(reason: "TLS: the server's certificate was refused: \(text)")
+                    throw EtcdSocketFailure(reason: "TLS: the server's certificate was refused for \(host): \(text)")
                 }
                 throw EtcdSocketFailure(reason: "TLS handshake failed: \(Self.lastError(functions))")
             }
         }
+    }
+
+    /// Whether `host` is an IPv4 or IPv6 address (verified as an address, and sent without SNI).
+    static func isAddress(_ host: String) -> Bool {
+        var address = [UInt8](repeating: 0, count: 16)
+        return inet_pton(AF_INET, host, &address) == 1 || inet_pton(AF_INET6, host, &address) == 1
     }
 
     fileprivate func read(_ ssl: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer) -> (count: Int32, error: Int32) {
@@ -216,11 +277,14 @@ final class EtcdTLSSession: @unchecked Sendable {
     private let tls: EtcdTLS
 
     /// What a read or write needs next.
-    enum Outcome {
+    enum Outcome: Equatable {
         case done(Int)
         case wantRead
         case wantWrite
+        /// The peer closed TLS (close_notify).
         case closed
+        /// The connection ended without close_notify.
+        case truncated
         case failed(String)
     }
 
@@ -242,13 +306,21 @@ final class EtcdTLSSession: @unchecked Sendable {
     }
 
     private func outcome(_ result: (count: Int32, error: Int32)) -> Outcome {
-        if result.count > 0 { return .done(Int(result.count)) }
-        switch result.error {
+        Self.outcome(count: result.count, error: result.error) { tls.lastError }
+    }
+
+    /// What a read or write that returned `count` means, with `SSL_get_error`'s `error`.
+    static func outcome(count: Int32, error: Int32, detail: () -> String) -> Outcome {
+        if count > 0 { return .done(Int(count)) }
+        switch error {
         case 2: return .wantRead  // SSL_ERROR_WANT_READ
         case 3: return .wantWrite  // SSL_ERROR_WANT_WRITE
-        case 6: return .closed  // SSL_ERROR_ZERO_RETURN: the peer closed TLS
-        case 5 where result.count == 0: return .closed  // SSL_ERROR_SYSCALL at end of file
-        default: return .failed("TLS: \(tls.lastError)")
+        case 6: return .closed  // SSL_ERROR_ZERO_RETURN: the peer closed TLS (close_notify)
+        // SSL_ERROR_SYSCALL at end of file: the TCP connection ended without close_notify (OpenSSL
+        // 1.1; 3 reports it as SSL_ERROR_SSL, "unexpected eof"). A body framed by the connection's
+        // end may be cut short: never a clean end.
+        case 5 where count == 0: return .truncated
+        default: return .failed("TLS: \(detail())")
         }
     }
 }

@@ -11,6 +11,9 @@ enum EtcdExchangeOutcome: Sendable {
     /// The request was sent, wholly or partly, and no complete reply arrived (timeout, connection
     /// lost): it may have applied.
     case noReply(String)
+    /// The reply's body exceeded the transport's `maximumReplySize` (the reason names the cap); the
+    /// connection was closed. It would be as large from another member.
+    case tooLarge(String)
 }
 
 /// Receives what a streaming request (a watch) gets, on the stream's own thread, in order.
@@ -32,7 +35,7 @@ protocol EtcdStreamSink: Sendable {
 /// (`EtcdTLS`).
 ///
 /// Idle connections are kept per endpoint (at most `maximumIdle`) and reused after checking that
-/// the server did not close them.
+/// the server did not close them. A reply body larger than `maximumReplySize` is refused.
 final class EtcdTransport: Sendable {
     /// Idle connections kept per endpoint.
     static let maximumIdle = 4
@@ -40,9 +43,12 @@ final class EtcdTransport: Sendable {
     private let idle = Locked<[String: [EtcdSocket]]>([:])
     /// TLS for https endpoints (nil when every endpoint is http).
     private let tls: EtcdTLS?
+    /// The largest reply body accepted, in bytes.
+    let maximumReplySize: Int
 
-    init(tls: EtcdTLS?) {
+    init(tls: EtcdTLS?, maximumReplySize: Int = EtcdClientOptions.defaultMaximumReplySize) {
         self.tls = tls
+        self.maximumReplySize = maximumReplySize
     }
 
     deinit {
@@ -105,7 +111,7 @@ final class EtcdTransport: Sendable {
                 events = chunk.isEmpty ? try parser.finish() : try parser.feed(chunk)
             } catch let error as EtcdSocketFailure {
                 socket.close()
-                return .noReply(error.reason == "reply timed out" ? "no reply within \(requestTimeout)" : error.reason)
+                return .noReply(error.kind == .timedOut ? "no reply within \(requestTimeout)" : error.reason)
             } catch {
                 socket.close()
                 return .noReply((error as? EtcdMalformedReply)?.reason ?? "\(error)")
@@ -116,6 +122,10 @@ final class EtcdTransport: Sendable {
                 case .body(let bytes): reply += bytes
                 case .end: break
                 }
+            }
+            if reply.count > maximumReplySize {
+                socket.close()
+                return .tooLarge("the reply exceeds \(EtcdClientOptions.describe(size: maximumReplySize)) (maximumReplySize)")
             }
         }
         if parser.keepsConnection { putIdle(socket, key) } else { socket.close() }

@@ -96,6 +96,9 @@ final class EtcdWatchStream: Sendable {
 
     var snapshot: State { state.current }
 
+    /// The longest line of the stream accepted.
+    var maximumLineLength: Int { client.options.maximumReplySize }
+
     func waitForDeliveries() {
         delivery.sync {}
     }
@@ -259,6 +262,19 @@ final class EtcdWatchStream: Sendable {
         }
     }
 
+    /// Ends the watch for good because of connection `generation`: the handler gets
+    /// `.disconnected(error)`, then nothing more (a reconnect would meet the same reply again).
+    func stop(_ generation: Int, error: EtcdError) {
+        let connection = state.withLock { state -> EtcdHTTPStream? in
+            guard state.generation == generation && !state.cancelled && !state.finished else { return nil }
+            state.finished = true
+            enqueue(.disconnected(error))
+            defer { state.connection = nil }
+            return state.connection
+        }
+        connection?.cancel()
+    }
+
     private static func errorMessage(_ reply: EtcdJSON.Object) -> String {
         if let error = reply["error"] as? EtcdJSON.Object, let message = error["message"] as? String { return message }
         return (reply["message"] as? String) ?? (reply["error"] as? String) ?? "\(reply)"
@@ -281,12 +297,13 @@ final class EtcdWatchConnection: EtcdStreamSink {
     private let stream: EtcdWatchStream
     private let generation: Int
     private let endpoint: URL
-    private let splitter = Locked((EtcdLineSplitter(), status: 0))
+    private let splitter: Locked<(EtcdLineSplitter, status: Int)>
 
     init(stream: EtcdWatchStream, generation: Int, endpoint: URL) {
         self.stream = stream
         self.generation = generation
         self.endpoint = endpoint
+        splitter = Locked((EtcdLineSplitter(maximumLineLength: stream.maximumLineLength), status: 0))
     }
 
     func received(status: Int) {
@@ -296,7 +313,12 @@ final class EtcdWatchConnection: EtcdStreamSink {
     func received(_ bytes: [UInt8]) {
         let (lines, status) = splitter.withLock { ($0.0.append(bytes), $0.status) }
         guard let lines else {
-            stream.fail(generation, endpoint: endpoint, reason: "a watch reply line exceeds \(EtcdLineSplitter.maximumLineLength) bytes")
+            let cap = EtcdClientOptions.describe(size: stream.maximumLineLength)
+            stream.stop(
+                generation,
+                error: EtcdError(
+                    .replyTooLarge, endpoints: [endpoint],
+                    reason: "watch: a line of the stream exceeds \(cap) (maximumReplySize); the watch stopped"))
             return
         }
         for line in lines { stream.received(line: line, generation: generation, endpoint: endpoint, status: status) }

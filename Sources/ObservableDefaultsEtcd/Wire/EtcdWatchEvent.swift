@@ -32,7 +32,9 @@ package enum EtcdWatchNotice: Sendable {
     /// The owner reads the prefix again (a range) and starts a new watch from that range's revision + 1.
     case compacted(compactRevision: Int64)
     /// The stream broke and the first reconnect attempt failed. Sent once per outage, not per retry;
-    /// the watch keeps trying (with back-off, on every endpoint) until it is cancelled.
+    /// the watch keeps trying (with back-off, on every endpoint) until it is cancelled. With an
+    /// error of kind `.replyTooLarge` (a line of the stream exceeded
+    /// `EtcdClientOptions.maximumReplySize`) the watch stopped instead and calls the handler no more.
     case disconnected(EtcdError)
     /// The watch is streaming again after a `disconnected`, resumed from the last delivered revision + 1:
     /// no event was lost or is repeated.

@@ -132,6 +132,17 @@ struct EtcdToolTests {
         #expect(refused.error.contains("certificate"))
     }
 
+    @Test func anEndpointWithAPortOutsideOneTo65535IsAUsageErrorNamingIt() throws {
+        for endpoint in [
+            "http://127.0.0.1:99999", "http://127.0.0.1:0", "http://127.0.0.1:abc", "http://127.0.0.1:2379,https://[::1]:65536",
+        ] {
+            let result = try runTool(["read", "--etcd", endpoint, "--prefix", "app/"])
+            #expect(result.status == 2, "\(endpoint): \(result.error)")
+            let named = endpoint.split(separator: ",").last.map(String.init) ?? endpoint
+            #expect(result.error.contains("'--etcd'") && result.error.contains(named), "\(result.error)")
+        }
+    }
+
     @Test func aClusterThatDoesNotAnswerFailsWithAClearMessage() throws {
         let server = try EtcdServer()
         server.stop()

@@ -78,13 +78,13 @@ struct WireFormatTests {
     // MARK: Lines
 
     @Test func aChunkWithSeveralLinesGivesEachLine() {
-        var splitter = EtcdLineSplitter()
+        var splitter = EtcdLineSplitter(maximumLineLength: 1024)
         #expect(splitter.append(Array("{\"a\":1}\n{\"b\":2}\n".utf8)) == [Array("{\"a\":1}".utf8), Array("{\"b\":2}".utf8)])
         #expect(splitter.pendingCount == 0)
     }
 
     @Test func aLineSplitAcrossChunksComesOutWhole() {
-        var splitter = EtcdLineSplitter()
+        var splitter = EtcdLineSplitter(maximumLineLength: 1024)
         let text = Array("{\"result\":{\"events\":[1,2,3]}}\r\n{\"next\":true}\n".utf8)
         var lines: [[UInt8]] = []
         for byte in text { lines += splitter.append([byte]) ?? [] }
@@ -92,6 +92,15 @@ struct WireFormatTests {
         #expect(splitter.append(Array("{\"par".utf8)) == [])
         #expect(splitter.pendingCount == 5)
         #expect(splitter.append(Array("t\":1}\n\n".utf8)) == [Array("{\"part\":1}".utf8)])
+    }
+
+    @Test func aLineLongerThanTheCapIsRefusedWhetherItEndedOrNot() {
+        var whole = EtcdLineSplitter(maximumLineLength: 8)
+        #expect(whole.append(Array("12345678\n".utf8)) == [Array("12345678".utf8)])
+        #expect(whole.append(Array("123456789\nshort\n".utf8)) == nil)
+        var growing = EtcdLineSplitter(maximumLineLength: 8)
+        #expect(growing.append(Array("12345".utf8)) == [])
+        #expect(growing.append(Array("6789".utf8)) == nil)
     }
 
     // MARK: HTTP
@@ -147,17 +156,48 @@ struct WireFormatTests {
 
     // MARK: Errors and options
 
-    @Test func serverMessagesAreClassifiedByWhatTheyMeanForARetry() {
-        #expect(EtcdServerFailure.classify(message: "etcdserver: invalid auth token", code: 16) == .tokenInvalid)
-        #expect(EtcdServerFailure.classify(message: "etcdserver: user name is empty", code: 3) == .authenticationRequired)
-        #expect(
-            EtcdServerFailure.classify(message: "etcdserver: authentication failed, invalid user ID or password", code: 3)
-                == .authenticationFailed)
-        #expect(EtcdServerFailure.classify(message: "etcdserver: permission denied", code: 7) == .permissionDenied)
-        #expect(EtcdServerFailure.classify(message: "etcdserver: no leader", code: 14) == .notApplied)
-        #expect(EtcdServerFailure.classify(message: "etcdserver: request timed out", code: 14) == .maybeApplied)
-        #expect(EtcdServerFailure.classify(message: "etcdserver: leader changed", code: 14) == .maybeApplied)
-        #expect(EtcdServerFailure.classify(message: "etcdserver: mvcc: required revision has been compacted", code: 11) == .compacted)
+    /// Messages etcd 3.4 sends (`etcdserver/api/v3rpc/rpctypes/error.go`, and gRPC's), and what
+    /// each means for a retry: one test case per phrase of `EtcdServerFailure.phrases`.
+    static let etcdMessages: [(message: String, failure: EtcdServerFailure)] = [
+        ("etcdserver: invalid auth token", .tokenInvalid),
+        ("etcdserver: revision of auth store is old", .tokenInvalid),
+        ("etcdserver: user name is empty", .authenticationRequired),
+        ("etcdserver: authentication failed, invalid user ID or password", .authenticationFailed),
+        ("etcdserver: user name not found", .authenticationFailed),
+        ("etcdserver: authentication is not enabled", .authenticationNotEnabled),
+        ("etcdserver: permission denied", .permissionDenied),
+        ("etcdserver: mvcc: required revision has been compacted", .compacted),
+        ("etcdserver: no leader", .notApplied),
+        ("etcdserver: too many requests", .notApplied),
+        ("etcdserver: proposal dropped", .notApplied),
+        ("etcdserver: not capable", .notApplied),
+        ("etcdserver: unhealthy cluster", .notApplied),
+        ("etcdserver: rpc not supported for learner", .notApplied),
+        ("etcdserver: request timed out, possibly due to previous leader failure", .maybeApplied),
+        ("etcdserver: leader changed", .maybeApplied),
+        ("etcdserver: server stopped", .maybeApplied),
+        ("etcdserver: request cancelled", .maybeApplied),
+        ("context canceled", .maybeApplied),
+        ("rpc error: code = DeadlineExceeded desc = context deadline exceeded", .maybeApplied),
+    ]
+
+    @Test(arguments: etcdMessages.indices)
+    func eachOfEtcdsMessagesIsClassifiedByItsPhrase(index: Int) {
+        let (message, failure) = Self.etcdMessages[index]
+        #expect(EtcdServerFailure.classify(message: message, code: nil) == failure, "\(message)")
+        #expect(EtcdServerFailure.classify(message: message.uppercased(), code: 2) == failure, "\(message)")
+        // The table's own entry, in the same place: every phrase has its case here.
+        let entry = EtcdServerFailure.phrases[index]
+        #expect(message.lowercased().contains(entry.phrase.lowercased()) && entry.failure == failure)
+    }
+
+    @Test func theTableAndTheTestsListTheSamePhrases() {
+        #expect(EtcdServerFailure.phrases.count == Self.etcdMessages.count)
+    }
+
+    @Test func anUnknownMessageIsClassifiedByItsCode() {
+        #expect(EtcdServerFailure.classify(message: "something new", code: 7) == .permissionDenied)
+        #expect(EtcdServerFailure.classify(message: "something new", code: 14) == .maybeApplied)
         #expect(EtcdServerFailure.classify(message: "etcdserver: key is not provided", code: 3) == .other)
     }
 
@@ -175,6 +215,51 @@ struct WireFormatTests {
         #expect(throws: Never.self) { try EtcdClient(endpoints: [URL(string: "https://etcd:2379")!], credentials: nil) }
         #expect(throws: EtcdError.self) { try EtcdClient(endpoints: [], credentials: nil) }
         #expect(throws: EtcdError.self) { try EtcdClient(endpoints: [URL(string: "http://u:p@h:1")!], credentials: nil) }
+    }
+
+    @Test(arguments: [
+        "http://127.0.0.1:99999", "http://127.0.0.1:0", "http://127.0.0.1:65536", "https://[::1]:70000", "http://127.0.0.1:",
+        "http://127.0.0.1:99999999999999999999", "http://etcd:00000",
+    ])
+    func aPortOutsideOneTo65535IsAnInvalidEndpointNamingIt(text: String) throws {
+        let endpoint = try #require(URL(string: text))
+        let error = try #require(throws: EtcdError.self) { try EtcdClient(endpoints: [endpoint], credentials: nil) }
+        #expect(error.kind == .invalidEndpoint)
+        #expect(error.endpoints == [endpoint])
+        #expect(error.description.contains(text) && error.description.contains("1 to 65535"))
+    }
+
+    @Test func portsFromOneTo65535AndNoPortAreValid() throws {
+        for text in ["http://127.0.0.1:1", "http://127.0.0.1:65535", "http://etcd", "https://[::1]:2379", "http://etcd:02379/"] {
+            #expect(EtcdClient.problem(with: try #require(URL(string: text))) == nil, "\(text)")
+        }
+    }
+
+    // MARK: TLS (no server)
+
+    @Test func anEndOfFileWithoutCloseNotifyIsATruncationNotAnEnd() {
+        // OpenSSL 1.1 reports a TCP end without close_notify as SSL_ERROR_SYSCALL (5) returning 0.
+        #expect(EtcdTLSSession.outcome(count: 0, error: 5) { "" } == .truncated)
+        #expect(EtcdTLSSession.outcome(count: 0, error: 6) { "" } == .closed)
+        #expect(EtcdTLSSession.outcome(count: -1, error: 5) { "reset" } == .failed("TLS: reset"))
+        #expect(EtcdTLSSession.outcome(count: 7, error: 0) { "" } == .done(7))
+    }
+
+    @Test func onlyVersionedOpenSSLLibrariesAreLoaded() {
+        // An unversioned name such as libssl.dylib (Apple's stub aborts the process) is never tried.
+        #expect(EtcdTLS.libraryNames == ["libssl.so.3", "libssl.so.1.1"])
+    }
+
+    @Test func addressesAreToldFromNames() {
+        #expect(EtcdTLS.isAddress("127.0.0.1") && EtcdTLS.isAddress("::1") && EtcdTLS.isAddress("fe80::1"))
+        #expect(!EtcdTLS.isAddress("localhost") && !EtcdTLS.isAddress("1.2.3.4.example") && !EtcdTLS.isAddress("1.2.3"))
+    }
+
+    @Test func capsAreDescribedInTheirUnit() {
+        #expect(EtcdClientOptions().maximumReplySize == 64 * 1024 * 1024)
+        #expect(EtcdClientOptions.describe(size: 64 * 1024 * 1024) == "64 MiB")
+        #expect(EtcdClientOptions.describe(size: 2048) == "2 KiB")
+        #expect(EtcdClientOptions.describe(size: 1000) == "1000 bytes")
     }
 
     @Test func theBackOffDoublesFromItsStartUpToItsMaximum() throws {
