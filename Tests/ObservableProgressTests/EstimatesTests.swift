@@ -101,4 +101,72 @@ struct EstimatesTests {
         #expect(abs(remaining / .seconds(1) - 0.9) < 1e-9)
         #expect(root.description == "25% completed (0 of 2), 1.67 units/s, about 1 s remaining")
     }
+
+    @Test func estimatesWaitForThreeSamplesSpanningASecond() throws {
+        // 2,810 of 4,000 units 4 ms in: no rate yet (it would read 702,500 units/s).
+        let time = Locked<UInt64>(1_000_000_000)
+        let clock = _ProgressClock { time.current }
+        let progress = ObservableProgress(totalUnitCount: 4_000, clock: clock)
+        for units: Int64 in [702, 703, 702, 703] {
+            time.withLock { $0 += 1_000_000 }
+            progress.complete(count: units)
+        }
+        #expect(progress.throughput == nil)
+        #expect(progress.estimatedTimeRemaining == nil)
+        #expect(progress.description == "70% completed (2810 of 4000)")
+        // Then 10 units every 250 ms. Samples at 0, 0.254, 0.504 and 0.754 s are enough in
+        // number but span less than a second: still no rate.
+        for _ in 1...3 {
+            time.withLock { $0 += 250_000_000 }
+            progress.complete(count: 10)
+        }
+        #expect(progress.throughput == nil)
+        #expect(progress.estimatedTimeRemaining == nil)
+        #expect(progress.description == "71% completed (2840 of 4000)")
+        // The fifth sample, at 1.004 s: 2,850 units in 1.004 s, 1,150 units left, 0.405 s.
+        time.withLock { $0 += 250_000_000 }
+        progress.complete(count: 10)
+        let units = try #require(progress.throughput)
+        #expect(abs(units - 2_850 / 1.004) < 1e-6)
+        let remaining = try #require(progress.estimatedTimeRemaining)
+        #expect(abs(remaining / .seconds(1) - 1_150 / (2_850 / 1.004)) < 1e-9)
+        #expect(progress.description == "71% completed (2850 of 4000), 2839 units/s, less than a second remaining")
+    }
+
+    @Test func aProgressSetOnceHasNoRateAndNeitherHasItsParent() {
+        let time = Locked<UInt64>(1_000_000_000)
+        let clock = _ProgressClock { time.current }
+        let parent = ObservableProgress(totalUnitCount: 1, clock: clock)
+        let child = ObservableProgress(totalUnitCount: 4_000, clock: clock)
+        parent.addChild(child, withPendingUnitCount: 1)
+        time.withLock { $0 += 2_000_000_000 }
+        child.completedUnitCount = 2_500
+        time.withLock { $0 += 2_000_000_000 }
+        #expect(child.throughput == nil)
+        #expect(child.estimatedTimeRemaining == nil)
+        #expect(child.description == "63% completed (2500 of 4000)")
+        #expect(parent.throughput == nil)
+        #expect(parent.estimatedTimeRemaining == nil)
+    }
+
+    @Test func timeRemainingIsWordedToAgreeWithTheRate() throws {
+        // 100 units, 60 done over 2 s at 30 units/s: 40 left, 1.33 s, which is "about 1 s" (it
+        // was rounded up to 2 s).
+        let time = Locked<UInt64>(1_000_000_000)
+        let clock = _ProgressClock { time.current }
+        let progress = ObservableProgress(totalUnitCount: 100, clock: clock)
+        for _ in 1...8 {
+            time.withLock { $0 += 250_000_000 }
+            progress.complete(count: 7)
+        }
+        progress.complete(count: 4)
+        #expect(progress.description == "60% completed (60 of 100), 30 units/s, about 1 s remaining")
+        #expect(_formatRemaining(0.002) == "less than a second remaining")
+        #expect(_formatRemaining(0.999) == "less than a second remaining")
+        #expect(_formatRemaining(1.0) == "about 1 s remaining")
+        #expect(_formatRemaining(1.49) == "about 1 s remaining")
+        #expect(_formatRemaining(1.5) == "about 2 s remaining")
+        #expect(_formatRemaining(185.4) == "about 3 min 5 s remaining")
+        #expect(_formatRemaining(7_620) == "about 2 h 7 min remaining")
+    }
 }
