@@ -109,7 +109,6 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
         }
         set { update { $0.total = newValue } }
         _modify {
-            reportRead(.totalUnitCount, Int64.self)
             let read = withLock { $0.values.total }
             var value = read
             // Deferred, so a mutation that throws keeps what it changed, as a setter would.
@@ -139,7 +138,6 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
         }
         set { update { $0.completed = newValue } }
         _modify {
-            reportRead(.completedUnitCount, Int64.self)
             let read = withLock { $0.values.completed }
             var value = read
             // Deferred, so a mutation that throws keeps what it changed, as a setter would.
