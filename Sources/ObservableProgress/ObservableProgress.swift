@@ -112,7 +112,9 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
             let read = withLock { $0.values.total }
             var value = read
             // Deferred, so a mutation that throws keeps what it changed, as a setter would.
-            defer { if value != read { update { $0.total = _ProgressCounts.merging(value, read: read, into: $0.total, "totalUnitCount") } } }
+            defer {
+                if value != read { update { $0.total = _ProgressCounts.merging(value, read: read, into: $0.total, "totalUnitCount") } }
+            }
             yield &value
         }
     }
