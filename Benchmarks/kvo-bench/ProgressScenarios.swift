@@ -23,6 +23,18 @@ final class ProgressChain {
         root = nodes[0]
     }
 
+    /// Counts the next unit of the leaf: `true` when the caller adds it, `false` when the leaf was
+    /// reset to 0 instead.
+    @inline(__always) func advance() -> Bool {
+        if expectedCompleted == Self.leafUnits - 1 {
+            expectedCompleted = 0
+            leaf.completedUnitCount = 0
+            return false
+        }
+        expectedCompleted &+= 1
+        return true
+    }
+
     /// The nodes of a chain `depth` levels deep, root first, made by `make` from a node's units
     /// and its parent (nil for the root): one unit each, `leafUnits` for the leaf.
     static func nodes<Node>(depth: Int, _ make: (_ units: Int64, _ parent: Node?) -> Node) -> [Node] {
@@ -35,13 +47,12 @@ final class ProgressChain {
 }
 
 @inline(never) func incrementLeaf(_ chain: ProgressChain) {
-    if chain.expectedCompleted == ProgressChain.leafUnits - 1 {
-        chain.expectedCompleted = 0
-        chain.leaf.completedUnitCount = 0
-    } else {
-        chain.expectedCompleted &+= 1
-        chain.leaf.complete()
-    }
+    if chain.advance() { chain.leaf.complete() }
+}
+
+/// The same unit added with `completedUnitCount += 1`: a locked read and a locked update.
+@inline(never) func incrementLeafInPlace(_ chain: ProgressChain) {
+    if chain.advance() { chain.leaf.completedUnitCount += 1 }
 }
 
 /// The same shape built from Foundation's `Progress` (unobservable on Linux).
@@ -84,8 +95,8 @@ extension Scenarios {
             }
         }
         func ours(
-            depth: Int, observed: Bool, name: String, summary: String, baseline: String?, target: Scenario.Target?,
-            comparisons: [String] = [], chart: [ChartPoint] = []
+            depth: Int, observed: Bool, inPlace: Bool = false, name: String, summary: String, baseline: String?,
+            target: Scenario.Target?, comparisons: [String] = [], chart: [ChartPoint] = []
         ) -> Scenario {
             Scenario(
                 name: name, group: .progress, summary: summary, baseline: baseline, target: target, comparisons: comparisons, chart: chart
@@ -99,7 +110,11 @@ extension Scenarios {
                     ]
                     : []
                 return .loop(retaining: tokens, resetting: counter) { values in
-                    for _ in values { incrementLeaf(chain) }
+                    if inPlace {
+                        for _ in values { incrementLeafInPlace(chain) }
+                    } else {
+                        for _ in values { incrementLeaf(chain) }
+                    }
                 } check: { iterations, _ in
                     if chain.leaf.completedUnitCount != chain.expectedCompleted {
                         return "leaf completed \(chain.leaf.completedUnitCount), expected \(chain.expectedCompleted)"
@@ -136,6 +151,12 @@ extension Scenarios {
                 ours(
                     depth: 3, observed: false, name: "progress-leaf-unobserved",
                     summary: "ObservableProgress: complete() on the leaf of a 3-level tree, no observer",
+                    baseline: "foundation-progress-child", target: .ratioAtMost(0.5),
+                    comparisons: ["foundation-progress-3-levels"]
+                ),
+                ours(
+                    depth: 3, observed: false, inPlace: true, name: "progress-leaf-increment",
+                    summary: "ObservableProgress: completedUnitCount += 1 on the leaf of a 3-level tree, no observer (exact under threads)",
                     baseline: "foundation-progress-child", target: .ratioAtMost(0.5),
                     comparisons: ["foundation-progress-3-levels"]
                 ),

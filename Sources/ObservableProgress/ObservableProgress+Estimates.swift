@@ -2,12 +2,16 @@ import KeyValueObserving
 
 extension ObservableProgress {
     /// Units of this progress completed per second, recently (over the last few seconds of
-    /// updates), children's progress included; `nil` until time has passed, or while the total is
-    /// indeterminate. Neither Foundation's `Progress` nor `ProgressManager` computes it.
+    /// updates), children's progress included; `nil` while the total is indeterminate, and until
+    /// there is enough history to estimate from: at least 3 samples of `fractionCompleted`,
+    /// spanning at least 1 second. Neither Foundation's `Progress` nor `ProgressManager` computes
+    /// it.
     ///
     /// Computed from the changes of `fractionCompleted` (sampled at most four times a second as
-    /// updates arrive), so at a parent it aggregates the whole subtree. Not observable (it changes
-    /// with time, not with updates): read it when you report.
+    /// updates arrive, plus one sample when the progress is made), so at a parent it aggregates the
+    /// whole subtree: a progress updated without pause reports its first rate about a second after
+    /// it was made, a progress set once reports none. Not observable (it changes with time, not
+    /// with updates): read it when you report.
     public var throughput: Double? {
         let now = clock.now()
         return withRefreshedLock { progress -> Double? in
@@ -19,8 +23,9 @@ extension ObservableProgress {
         }
     }
 
-    /// The time left at the recent rate: zero once finished, `nil` while indeterminate, before
-    /// time has passed, or while no progress is being made.
+    /// The time left at the recent rate (`throughput`): zero once finished; `nil` while
+    /// indeterminate, while there is no rate yet (see `throughput`), or while no progress is being
+    /// made.
     public var estimatedTimeRemaining: Duration? {
         let now = clock.now()
         return withRefreshedLock { progress -> Duration? in
@@ -35,7 +40,10 @@ extension ObservableProgress {
 
 extension ObservableProgress: CustomStringConvertible {
     /// A one-line, English-only summary for logs: `"42% completed (42 of 100), 12.5 units/s, about
-    /// 5 s remaining"`, `"indeterminate (3 completed)"`, with `", paused"` or `", cancelled"`.
+    /// 5 s remaining"`, `"indeterminate (3 completed)"`, with `", paused"` or `", cancelled"`. The
+    /// rate and the time remaining appear once `throughput` has a value; the time remaining is
+    /// rounded to the nearest second (`"less than a second remaining"` below one), so it agrees
+    /// with the rate and the units left.
     public var description: String {
         let now = clock.now()
         let (values, fractionRate, cancelled, paused) = withRefreshedLock { progress in
@@ -56,7 +64,7 @@ extension ObservableProgress: CustomStringConvertible {
             if !values.isFinished, values.total > 0, let fractionRate, fractionRate > 0 {
                 text += ", \(_formatRate(fractionRate * Double(values.total))) units/s"
                 if let seconds = values.secondsRemaining(at: fractionRate), seconds < 1e9 {
-                    text += ", about \(_formatSeconds(seconds)) remaining"
+                    text += ", \(_formatRemaining(seconds))"
                 }
             }
         }
@@ -80,10 +88,15 @@ func _formatRate(_ value: Double) -> String {
     return text
 }
 
-/// Seconds as `"42 s"`, `"3 min 5 s"`, `"2 h 7 min"`.
-func _formatSeconds(_ seconds: Double) -> String {
-    let total = Int(seconds.rounded(.up))
-    if total < 60 { return "\(total) s" }
-    if total < 3600 { return "\(total / 60) min \(total % 60) s" }
-    return "\(total / 3600) h \((total % 3600) / 60) min"
+/// Time remaining as `"less than a second remaining"` below one second, otherwise rounded to the
+/// nearest second: `"about 42 s remaining"`, `"about 3 min 5 s remaining"`, `"about 2 h 7 min
+/// remaining"`. (Rounded up, 2 ms read "about 1 s", and 1.3 s "about 2 s".)
+func _formatRemaining(_ seconds: Double) -> String {
+    if seconds < 1 { return "less than a second remaining" }
+    let total = Int(seconds.rounded())
+    let text =
+        total < 60
+        ? "\(total) s"
+        : total < 3600 ? "\(total / 60) min \(total % 60) s" : "\(total / 3600) h \((total % 3600) / 60) min"
+    return "about \(text) remaining"
 }

@@ -99,29 +99,61 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
 
     /// The total units of work. Setting it rescales `fractionCompleted`; a value below zero makes
     /// the progress indeterminate. Observable.
+    ///
+    /// `totalUnitCount += n` and `-= n` are exact when threads do them at once, as for
+    /// `completedUnitCount`.
     public var totalUnitCount: Int64 {
         get {
             reportRead(.totalUnitCount, Int64.self)
             return withLock { $0.values.total }
         }
         set { update { $0.total = newValue } }
+        _modify {
+            let read = withLock { $0.values.total }
+            var value = read
+            // Deferred, so a mutation that throws keeps what it changed, as a setter would.
+            defer {
+                if value != read { update { $0.total = _ProgressCounts.merging(value, read: read, into: $0.total, "totalUnitCount") } }
+            }
+            yield &value
+        }
     }
 
     /// The units completed by this node itself (children that finished credited their pending
     /// units here). May exceed `totalUnitCount` (over-completion is allowed, as in Foundation:
     /// `fractionCompleted` then exceeds 1). Observable.
     ///
-    /// `completedUnitCount += 1` is a read and then a write: two threads doing it at once can lose
-    /// an increment. Use `complete(count:)` from concurrent workers.
+    /// `completedUnitCount = n` sets the count, whatever it was: of two threads setting it at
+    /// once, the later wins. `completedUnitCount += n` and `-= n` are exact however many threads do
+    /// them at once (8 threads × 100,000 `+= 1` end at 800,000), as `complete(count:)` is: an
+    /// in-place mutation reads the count under the lock, mutates a copy (no lock is held meanwhile,
+    /// so `swap(&p.completedUnitCount, &p.totalUnitCount)` is fine), then applies the difference
+    /// it made to the value it read in one locked update. Any other in-place mutation is applied
+    /// the same way: `completedUnitCount *= 2` adds the value it read, and a change another thread
+    /// made in the meantime is kept. Observers hear of each such update once, with `.old` and
+    /// `.new` the counts just before and after it (which differ by exactly `n` for `+= n`), not the
+    /// value read before the mutation.
     public var completedUnitCount: Int64 {
         get {
             reportRead(.completedUnitCount, Int64.self)
             return withLock { $0.values.completed }
         }
         set { update { $0.completed = newValue } }
+        _modify {
+            let read = withLock { $0.values.completed }
+            var value = read
+            // Deferred, so a mutation that throws keeps what it changed, as a setter would.
+            defer {
+                if value != read {
+                    update { $0.completed = _ProgressCounts.merging(value, read: read, into: $0.completed, "completedUnitCount") }
+                }
+            }
+            yield &value
+        }
     }
 
-    /// Adds `count` completed units atomically: concurrent workers never lose units.
+    /// Adds `count` completed units atomically: concurrent workers never lose units. The same as
+    /// `completedUnitCount += count`, in one locked update where `+=` takes a read and an update.
     ///
     /// - Complexity: O(depth of the tree); one lock at a time.
     public func complete(count: Int64 = 1) {

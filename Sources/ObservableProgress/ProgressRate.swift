@@ -10,11 +10,16 @@ import Musl
 /// estimated. Updated by every change of the fraction, at most one sample per `sampleInterval`, so
 /// a per-byte update loop pays one comparison; queried when someone asks.
 ///
-/// The estimate is the average rate between the oldest kept sample (about `window` ago) and now,
-/// so it follows changes of speed within seconds and falls when updates stop arriving.
+/// The estimate is the average rate between the oldest kept sample (about five seconds ago while
+/// updates flow) and now, so it follows changes of speed within seconds and falls when updates
+/// stop arriving. There is none until the kept samples are at least `minimumSamples` (the one
+/// taken when the node was made included) and span at least `minimumSpan` from the oldest to the
+/// newest: a few milliseconds of updates, or a single update, say nothing of the speed to come.
 struct _ProgressRate {
     static let sampleInterval: UInt64 = 250_000_000
     static let capacity = 20
+    static let minimumSamples = 3
+    static let minimumSpan: UInt64 = 1_000_000_000
 
     private var times: ContiguousArray<UInt64> = []
     private var fractions: ContiguousArray<Double> = []
@@ -80,11 +85,14 @@ struct _ProgressRate {
         }
     }
 
-    /// Fraction per second between the oldest kept sample and `fraction` at `now`, or `nil` before
-    /// any time has passed.
+    /// Fraction per second between the oldest kept sample and `fraction` at `now`, or `nil` until
+    /// there are `minimumSamples` samples spanning `minimumSpan`.
     func fractionPerSecond(current fraction: Double, now: UInt64) -> Double? {
+        guard times.count >= Self.minimumSamples else { return nil }
         let start = times[oldest]
-        guard now > start else { return nil }
+        // Samples are taken in increasing time order; the newest is just before the oldest in the ring.
+        let newest = times[(oldest == 0 ? times.count : oldest) - 1]
+        guard newest - start >= Self.minimumSpan, now > start else { return nil }
         return (fraction - fractions[oldest]) / (Double(now - start) * 1e-9)
     }
 }
