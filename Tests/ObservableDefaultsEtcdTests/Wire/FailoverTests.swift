@@ -67,12 +67,12 @@ struct FailoverTests {
         #expect(recorder.waitForEvents(1))
 
         cluster.freeze(member: 0)
-        #expect(try etcd.range(key: key).keyValue?.value == bytes("1"))
         // Compare-and-swap on the key's revision: safe to send again, so a lost reply goes elsewhere.
         let swapped = try etcd.transaction(
             compare: [.modRevision(key: key, equals: first)], success: [.put(key: key, value: bytes("2"))], failure: [.range(key: key)])
         #expect(swapped.succeeded)
         #expect(etcd.state.current.preferred != 0)
+        #expect(try etcd.range(key: key).keyValue?.value == bytes("2"))
         _ = try etcd.put(key: key, value: bytes("3"))
         // A generous wait: the probe notices within about 2 s, the test fails only after 60 s.
         #expect(recorder.waitForEvents(3, seconds: 60))
