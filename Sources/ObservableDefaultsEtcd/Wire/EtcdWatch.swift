@@ -199,7 +199,8 @@ final class EtcdWatchStream: Sendable {
             guard self.state.withLock({ $0.generation == generation && $0.created && !$0.cancelled && !$0.finished }) else { return }
             switch self.client.probe(endpoint, key: self.key, timeout: interval) {
             case .tryElsewhere(let reason, _):
-                self.fail(generation, endpoint: endpoint, reason: "the member did not answer a liveness probe within \(interval): \(reason)")
+                let reason = "the member did not answer a liveness probe within \(interval): \(reason)"
+                self.fail(generation, endpoint: endpoint, reason: reason)
             case .success, .failed:
                 // `.failed`: the member answered (a refusal is the stream's business, not liveness).
                 self.probeLater(generation, endpoint: endpoint)

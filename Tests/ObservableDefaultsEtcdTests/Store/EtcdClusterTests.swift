@@ -9,6 +9,20 @@ import TestSupport
     "DefaultsStore on etcd: a cluster losing its leader", .tags(.processes),
     .enabled(if: EtcdTestEnvironment.testsEnabled, "KVO_SKIP_ETCD_TESTS=1"))
 struct EtcdClusterTests {
+    /// Puts `PREFIX`ready until the `watch` process prints it (so it watches); returns its output.
+    func waitUntilWatching(_ watcher: RunningTool, _ etcd: EtcdClient, prefix: String) -> String {
+        var output = ""
+        var ready = 0
+        #expect(
+            waitUntil {
+                ready += 1
+                _ = try? etcd.put(key: bytes("\(prefix)ready"), value: bytes("\(ready)"))
+                output += waitForText("ready: ", in: watcher.output, seconds: 0.2)
+                return output.contains("ready: ")
+            })
+        return output
+    }
+
     /// A writer process sets 4 keys in turn to 1 … 600 (one put each); a watcher process prints every
     /// change; the leader, where both started, is killed mid-stream. Every value reaches the watcher
     /// exactly once, in order per key.
@@ -24,15 +38,7 @@ struct EtcdClusterTests {
             watcher.process.waitUntilExit()
         }
         let etcd = try client(endpoints)
-        var output = ""
-        var ready = 0
-        #expect(
-            waitUntil {
-                ready += 1
-                _ = try? etcd.put(key: bytes("seq/ready"), value: bytes("\(ready)"))
-                output += waitForText("ready: ", in: watcher.output, seconds: 0.2)
-                return output.contains("ready: ")
-            })
+        var output = waitUntilWatching(watcher, etcd, prefix: "seq/")
 
         let (keys, count) = (4, 600)
         let writer = try startTool(
@@ -75,16 +81,7 @@ struct EtcdClusterTests {
             watcher.process.terminate()
             watcher.process.waitUntilExit()
         }
-        let etcd = try client(cluster.endpoints)
-        var output = ""
-        var ready = 0
-        #expect(
-            waitUntil {
-                ready += 1
-                _ = try? etcd.put(key: bytes("fz/ready"), value: bytes("\(ready)"))
-                output += waitForText("ready: ", in: watcher.output, seconds: 0.2)
-                return output.contains("ready: ")
-            })
+        var output = waitUntilWatching(watcher, try client(cluster.endpoints), prefix: "fz/")
 
         cluster.freeze(member: 0)
         let arguments = ["--etcd", urls, "--prefix", "fz/"]
