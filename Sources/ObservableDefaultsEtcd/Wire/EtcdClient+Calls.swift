@@ -76,17 +76,23 @@ extension EtcdClient {
         let deadline = options.callTimeout.map { ContinuousClock.now + $0 }
         var failures: [String] = []
         var unanswered = false
-        var rounds = 0
+        var (rounds, outOfTime) = (0, false)
         calling: for round in 0..<options.attempts {
             if round > 0 {
                 let pause = backoff(afterRound: round)
-                if let deadline, ContinuousClock.now + pause >= deadline { break }
+                if let deadline, ContinuousClock.now + pause >= deadline {
+                    outOfTime = true
+                    break
+                }
                 sleep(for: pause)
             }
             failures = []
             rounds += 1
             for index in endpointOrder() {
-                guard let timeouts = attemptTimeouts(before: deadline) else { break calling }
+                guard let timeouts = attemptTimeouts(before: deadline) else {
+                    outOfTime = true
+                    break calling
+                }
                 let endpoint = endpoints[index]
                 switch attempt(endpoint, path, data, what, mayWrite: mayWrite, resendable: resendable, timeouts: timeouts) {
                 case .success(let reply):
@@ -102,7 +108,7 @@ extension EtcdClient {
         }
         let kind: EtcdError.Kind = !unanswered ? .unreachable : mayWrite ? .replyLost : .timeout
         var reason = "\(what) failed on every endpoint in \(rounds) round\(rounds == 1 ? "" : "s")"
-        if let callTimeout = options.callTimeout, rounds < options.attempts { reason += " within \(callTimeout)" }
+        if outOfTime, let callTimeout = options.callTimeout { reason += " within \(callTimeout)" }
         reason += "; last round: " + failures.joined(separator: "; ")
         if kind == .replyLost { reason += "; a reply was lost, so it may or may not have applied" }
         throw EtcdError(kind, endpoints: endpoints, reason: reason)
