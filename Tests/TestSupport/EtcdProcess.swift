@@ -67,8 +67,8 @@ package enum EtcdTestEnvironment {
 /// it dies. Members use short Raft timers (heartbeat 50 ms, election 500 ms), so a new leader is
 /// elected within about a second of the leader's loss.
 package final class EtcdCluster: @unchecked Sendable {
-    // Invariant: `processes` and `rootPassword` are accessed only with `lock` held; the rest is
-    // immutable after init.
+    // Invariant: `processes`, `frozen` and `rootPassword` are accessed only with `lock` held; the
+    // rest is immutable after init.
     /// Settings of the members.
     package struct Options: Sendable {
         /// `--auth-token-ttl`: seconds an idle simple token stays valid (etcd's default is 300).
@@ -102,6 +102,8 @@ package final class EtcdCluster: @unchecked Sendable {
     private let token = UUID().uuidString
     private let lock = Lock()
     private var processes: [ChildProcess?]
+    /// Members stopped with SIGSTOP (`freeze(member:)`): running, but answering nothing.
+    private var frozen: Set<Int> = []
     private var rootPassword: String?
 
     /// The client URLs of the members, in member order (https with `Options.tls`).
@@ -160,10 +162,14 @@ package final class EtcdCluster: @unchecked Sendable {
         }
     }
 
-    /// Kills every member and removes the data directories. Idempotent.
+    /// Kills every member (a frozen one too: SIGKILL ends a stopped process) and removes the data
+    /// directories. Idempotent.
     package func stop() {
         let running = lock.withLock {
-            defer { processes = processes.map { _ in nil } }
+            defer {
+                processes = processes.map { _ in nil }
+                frozen = []
+            }
             return processes
         }
         for process in running { process?.kill() }
@@ -173,10 +179,37 @@ package final class EtcdCluster: @unchecked Sendable {
     /// Kills member `index` with SIGKILL (a crash: nothing is flushed beyond what etcd already synced).
     package func kill(member index: Int) {
         let process = lock.withLock {
-            defer { processes[index] = nil }
+            defer {
+                processes[index] = nil
+                frozen.remove(index)
+            }
             return processes[index]
         }
         process?.kill()
+    }
+
+    /// Freezes member `index` with SIGSTOP, as a hung process or a stalled machine would be: its
+    /// sockets stay open and the kernel still accepts connections, but nothing is answered (and it
+    /// takes no part in Raft) until `thaw(member:)`. `stop()` (and deinit) kill a frozen member too.
+    package func freeze(member index: Int) {
+        signal(member: index, SIGSTOP, frozen: true)
+    }
+
+    /// Continues member `index` after `freeze(member:)` (SIGCONT).
+    package func thaw(member index: Int) {
+        signal(member: index, SIGCONT, frozen: false)
+    }
+
+    private func signal(member index: Int, _ number: Int32, frozen isFrozen: Bool) {
+        lock.withLock {
+            guard let process = processes[index] else { preconditionFailure("EtcdCluster: member \(index) does not run") }
+            #if canImport(Glibc)
+            _ = Glibc.kill(process.pid, number)
+            #else
+            _ = Darwin.kill(process.pid, number)
+            #endif
+            if isFrozen { frozen.insert(index) } else { frozen.remove(index) }
+        }
     }
 
     /// Closes member `index`'s end of its lifeline, as the death of the test process would, and
@@ -206,8 +239,13 @@ package final class EtcdCluster: @unchecked Sendable {
         lock.withLock { processes[index] != nil }
     }
 
-    /// The index of the member the running members agree is the leader (http clusters), waiting for an election if
-    /// there is none (at most `seconds`).
+    /// Whether member `index` runs and is not frozen. Call with `lock` held.
+    private func isAnswering(_ index: Int) -> Bool {
+        processes[index] != nil && !frozen.contains(index)
+    }
+
+    /// The index of the member the running members (frozen ones left out) agree is the leader
+    /// (http clusters), waiting for an election if there is none (at most `seconds`).
     package func leaderIndex(seconds: Double = 30) throws -> Int {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
@@ -235,7 +273,7 @@ package final class EtcdCluster: @unchecked Sendable {
     /// returns its output.
     @discardableResult
     package func etcdctl(_ arguments: [String]) throws -> String {
-        let (running, password) = lock.withLock { (processes.indices.filter { processes[$0] != nil }, rootPassword) }
+        let (running, password) = lock.withLock { (processes.indices.filter { isAnswering($0) }, rootPassword) }
         let urls = running.map { endpoints[$0].absoluteString }.joined(separator: ",")
         var all = ["--endpoints=\(urls)", "--dial-timeout=5s", "--command-timeout=10s"]
         if let password { all.append("--user=root:\(password)") }
@@ -302,7 +340,7 @@ package final class EtcdCluster: @unchecked Sendable {
     private func currentLeader() -> Int? {
         var leaders: Set<String> = []
         var ids: [String: Int] = [:]
-        for index in members.indices where isRunning(member: index) {
+        for index in members.indices where lock.withLock({ isAnswering(index) }) {
             guard let reply = probeHTTP(port: members[index].clientPort, method: "POST", path: "/v3/maintenance/status", body: "{}"),
                 reply.status == 200,
                 let object = try? JSONSerialization.jsonObject(with: Data(reply.body.utf8)) as? [String: Any],

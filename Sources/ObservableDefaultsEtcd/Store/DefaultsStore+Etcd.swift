@@ -68,7 +68,10 @@ extension DefaultsStore {
     ///   - trustedCertificates: a PEM file of private certificate authorities trusted for `https`
     ///     endpoints in addition to the system's trust store (see the EtcdWire article for adding a
     ///     CA to the system's store instead).
-    ///   - timeout: how long to wait for the first read, and for each request.
+    ///   - timeout: how long to wait for the first read, and for each request. One attempt at one
+    ///     member gets a quarter of it, then the next member is tried (a write too, when it cannot
+    ///     apply twice: every write of the store); the watch probes its member every quarter of it
+    ///     and resumes on the next member when a probe is not answered in that time.
     ///   - errorHandler: called with each problem met later (an outage, a refused change, a value
     ///     that is not JSON or does not decode), on the thread that met it; with no handler, problems
     ///     are printed to standard error.
@@ -155,12 +158,16 @@ extension EtcdBackend {
         return (storage, problems.current)
     }
 
-    /// The client's bounds for a store's `timeout`: each request waits `timeout` for its reply, and
-    /// a call that finds no member answering makes only the rounds whose back-off fits in `timeout`
-    /// (the client's defaults otherwise: 6 rounds, 3.1 s of back-off, for 5 s), so a store on a
-    /// stopped cluster reports it within about `timeout`.
+    /// The client's bounds for a store's `timeout`: a call ends within `timeout`; each attempt at one
+    /// member waits at most a quarter of it (and at most 2 s to connect) before the next member is
+    /// tried, so a member that stops answering costs a quarter of the timeout, not all of it; a call
+    /// that finds no member answering makes only the rounds whose back-off fits in `timeout` (the
+    /// client's defaults otherwise: 6 rounds, 3.1 s of back-off, for 5 s). The watch probes its
+    /// member every quarter of the timeout, so it leaves a silent one within half the timeout.
     static func clientOptions(timeout: Duration) -> EtcdClientOptions {
-        var options = EtcdClientOptions(requestTimeout: timeout, connectTimeout: min(timeout, .seconds(2)))
+        let attempt = timeout / 4
+        var options = EtcdClientOptions(
+            requestTimeout: attempt, connectTimeout: min(attempt, .seconds(2)), callTimeout: timeout, watchLivenessInterval: attempt)
         var (rounds, backoff, waited) = (1, options.initialBackoff, Duration.zero)
         while rounds < options.attempts, waited + backoff <= timeout {
             waited += backoff

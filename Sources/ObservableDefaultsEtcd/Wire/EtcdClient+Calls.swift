@@ -11,19 +11,41 @@ extension EtcdClient {
         case failed(EtcdError)
     }
 
+    /// How long one attempt at one endpoint may wait for a connection and for its reply.
+    struct AttemptTimeouts {
+        var connect: Duration
+        var request: Duration
+    }
+
     /// Sends `body` to `path` with failover, back-off and authentication (see the type's discussion).
-    func call(_ path: String, _ body: EtcdJSON.Object, _ what: String, mayWrite: Bool = false) throws(EtcdError) -> (
-        reply: EtcdJSON.Object, endpoint: URL
-    ) {
+    /// With `resendable` (a write that cannot apply twice), a write whose reply was lost goes on to
+    /// the next endpoint like a read; the call then throws `.replyLost` if no endpoint answered.
+    func call(_ path: String, _ body: EtcdJSON.Object, _ what: String, mayWrite: Bool = false, resendable: Bool = false)
+        throws(EtcdError) -> (reply: EtcdJSON.Object, endpoint: URL)
+    {
         let data = EtcdJSON.encode(body)
+        let deadline = options.callTimeout.map { ContinuousClock.now + $0 }
         var failures: [String] = []
         var unanswered = false
-        for round in 0..<options.attempts {
-            if round > 0 { sleep(for: backoff(afterRound: round)) }
+        var (rounds, outOfTime) = (0, false)
+        calling: for round in 0..<options.attempts {
+            if round > 0 {
+                let pause = backoff(afterRound: round)
+                if let deadline, ContinuousClock.now + pause >= deadline {
+                    outOfTime = true
+                    break
+                }
+                sleep(for: pause)
+            }
             failures = []
+            rounds += 1
             for index in endpointOrder() {
+                guard let timeouts = attemptTimeouts(before: deadline) else {
+                    outOfTime = true
+                    break calling
+                }
                 let endpoint = endpoints[index]
-                switch attempt(endpoint, path, data, what, mayWrite: mayWrite) {
+                switch attempt(endpoint, path, data, what, mayWrite: mayWrite, resendable: resendable, timeouts: timeouts) {
                 case .success(let reply):
                     state.withLock { $0.preferred = index }
                     return (reply, endpoint)
@@ -35,9 +57,33 @@ extension EtcdClient {
                 }
             }
         }
-        throw EtcdError(
-            unanswered ? .timeout : .unreachable, endpoints: endpoints,
-            reason: "\(what) failed on every endpoint in \(options.attempts) rounds; last round: " + failures.joined(separator: "; "))
+        let kind: EtcdError.Kind = !unanswered ? .unreachable : mayWrite ? .replyLost : .timeout
+        var reason = "\(what) failed on every endpoint in \(rounds) round\(rounds == 1 ? "" : "s")"
+        if outOfTime, let callTimeout = options.callTimeout { reason += " within \(callTimeout)" }
+        reason += "; last round: " + failures.joined(separator: "; ")
+        if kind == .replyLost { reason += "; a reply was lost, so it may or may not have applied" }
+        throw EtcdError(kind, endpoints: endpoints, reason: reason)
+    }
+
+    /// The bounds of the next attempt: the options' timeouts, cut to the time left before `deadline`.
+    func attemptTimeouts(before deadline: ContinuousClock.Instant?) -> AttemptTimeouts? {
+        var timeouts = AttemptTimeouts(connect: options.connectTimeout, request: options.requestTimeout)
+        guard let deadline else { return timeouts }
+        let left = deadline - ContinuousClock.now
+        guard left > .zero else { return nil }
+        timeouts.connect = min(timeouts.connect, left)
+        timeouts.request = min(timeouts.request, left)
+        return timeouts
+    }
+
+    /// Sends a cheap read (a serializable count of `key`) to `endpoint` alone, waiting at most
+    /// `timeout` to connect and `timeout` for the answer: whether the member answers (a watch's
+    /// liveness probe). `.tryElsewhere` means it did not, or cannot serve (no leader).
+    func probe(_ endpoint: URL, key: [UInt8], timeout: Duration) -> Attempt {
+        let body = EtcdJSON.encode(["key": EtcdJSON.base64(key), "count_only": true, "serializable": true])
+        return attempt(
+            endpoint, "/v3/kv/range", body, "probe", mayWrite: false, resendable: false,
+            timeouts: AttemptTimeouts(connect: min(options.connectTimeout, timeout), request: timeout))
     }
 
     /// The endpoint indices, the one that answered last first.
@@ -54,22 +100,24 @@ extension EtcdClient {
         return min(delay, options.maximumBackoff)
     }
 
-    private func attempt(_ endpoint: URL, _ path: String, _ data: [UInt8], _ what: String, mayWrite: Bool) -> Attempt {
+    private func attempt(
+        _ endpoint: URL, _ path: String, _ data: [UInt8], _ what: String, mayWrite: Bool, resendable: Bool, timeouts: AttemptTimeouts
+    ) -> Attempt {
         var authenticatedAgain = false
         while true {
             let token: String?
-            switch self.token(at: endpoint) {
+            switch self.token(at: endpoint, timeouts: timeouts) {
             case .token(let value): token = value
             case .stop(let attempt): return attempt
             }
             let outcome = transport.exchange(
-                endpoint: endpoint, path: path, body: data, token: token, connectTimeout: options.connectTimeout,
-                requestTimeout: options.requestTimeout)
+                endpoint: endpoint, path: path, body: data, token: token, connectTimeout: timeouts.connect,
+                requestTimeout: timeouts.request)
             switch outcome {
             case .notSent(let reason):
                 return .tryElsewhere(reason, noReply: false)
             case .noReply(let reason):
-                guard mayWrite else { return .tryElsewhere(reason, noReply: true) }
+                guard mayWrite && !resendable else { return .tryElsewhere(reason, noReply: true) }
                 return .failed(
                     EtcdError(
                         .replyLost, endpoints: [endpoint], reason: "\(what): \(reason) after sending it; it may or may not have applied"))
@@ -104,7 +152,7 @@ extension EtcdClient {
                     continue
                 case .notApplied:
                     return .tryElsewhere("\(message) (HTTP \(status))", noReply: false)
-                case .maybeApplied where !mayWrite:
+                case .maybeApplied where !mayWrite || resendable:
                     return .tryElsewhere("\(message) (HTTP \(status))", noReply: true)
                 case .maybeApplied:
                     return .failed(
@@ -139,8 +187,8 @@ extension EtcdClient {
     // MARK: Authentication
 
     /// The token to send (nil without credentials or when authentication is off), authenticating at
-    /// `endpoint` first when there is none.
-    func token(at endpoint: URL) -> TokenOutcome {
+    /// `endpoint` first when there is none (within `timeouts`, the options' by default).
+    func token(at endpoint: URL, timeouts: AttemptTimeouts? = nil) -> TokenOutcome {
         guard let credentials else { return .token(nil) }
         let known: String?? = state.withLock { state in
             if state.authenticationDisabled { return .some(nil) }
@@ -148,9 +196,10 @@ extension EtcdClient {
         }
         if let known { return .token(known) }
         let body = EtcdJSON.encode(["name": credentials.user, "password": credentials.password])
+        let timeouts = timeouts ?? AttemptTimeouts(connect: options.connectTimeout, request: options.requestTimeout)
         let outcome = transport.exchange(
-            endpoint: endpoint, path: "/v3/auth/authenticate", body: body, token: nil, connectTimeout: options.connectTimeout,
-            requestTimeout: options.requestTimeout)
+            endpoint: endpoint, path: "/v3/auth/authenticate", body: body, token: nil, connectTimeout: timeouts.connect,
+            requestTimeout: timeouts.request)
         switch outcome {
         case .notSent(let reason):
             return .stop(.tryElsewhere("authenticate: \(reason)", noReply: false))

@@ -9,8 +9,10 @@ import KeyValueObserving
 /// (failover); a request that certainly did not reach a server (connection refused, unknown host, no
 /// connection within `connectTimeout`, a member without a leader) goes to the next member, and after
 /// a round over all of them failed, the next round starts after a back-off (`initialBackoff`,
-/// doubling up to `maximumBackoff`), for `attempts` rounds. A read that got no reply is retried the
-/// same way; a write that got no reply throws `.replyLost` at once, since it may have applied.
+/// doubling up to `maximumBackoff`), for `attempts` rounds (and within `callTimeout`). Each attempt
+/// waits at most `requestTimeout` for its reply. A read that got no reply then goes on the same way,
+/// and so does a transaction that cannot apply twice; any other write that got no reply throws
+/// `.replyLost` at once, since it may have applied.
 ///
 /// ```swift
 /// let client = try EtcdClient(endpoints: [URL(string: "http://127.0.0.1:2379")!], credentials: nil)
@@ -125,14 +127,22 @@ package final class EtcdClient: Sendable {
     ///     success: [.put(key: key, value: newValue)], failure: [.range(key: key)])
     /// ```
     ///
+    /// A transaction that compares a key's mod revision and puts that key in its success branch
+    /// applies at most once (see `appliesAtMostOnce(compare:success:)`): when its reply is lost, it
+    /// is sent to the next member like a read, and if the lost one applied, the resent one's
+    /// comparison fails and its failure branch runs.
+    ///
     /// - Returns: Which branch ran, the revision, and what its `.range` operations read.
-    /// - Throws: `EtcdError`; `.replyLost` as for `put` (unless every operation is a `.range`).
+    /// - Throws: `EtcdError`; `.replyLost` as for `put` (unless every operation is a `.range`), for a
+    ///   transaction that applies at most once only when no member answered.
     package func transaction(compare: [EtcdCompare], success: [EtcdOperation], failure: [EtcdOperation]) throws(EtcdError)
         -> EtcdTransactionResult
     {
         let readOnly = (success + failure).allSatisfy { if case .range = $0 { true } else { false } }
         let body = EtcdJSON.transactionRequest(compare: compare, success: success, failure: failure)
-        let (reply, endpoint) = try call("/v3/kv/txn", body, "transaction", mayWrite: !readOnly)
+        let (reply, endpoint) = try call(
+            "/v3/kv/txn", body, "transaction", mayWrite: !readOnly,
+            resendable: Self.appliesAtMostOnce(compare: compare, success: success))
         return try decoded(endpoint, "transaction") { () throws(EtcdMalformedReply) in try EtcdJSON.transactionResult(reply) }
     }
 
@@ -161,6 +171,17 @@ package final class EtcdClient: Sendable {
             handler: handler)
         stream.start()
         return EtcdWatch(stream)
+    }
+
+    /// Whether a transaction cannot apply twice, however often it is sent: one of its comparisons
+    /// requires a key's mod revision to be `r` and its success branch puts that key, which moves the
+    /// key's mod revision past `r` for good. (With `r` = 0, "absent", that holds while no other
+    /// client deletes the key: true of the store's marker keys, which only their owner deletes.)
+    static func appliesAtMostOnce(compare: [EtcdCompare], success: [EtcdOperation]) -> Bool {
+        compare.contains { comparison in
+            guard case .modRevision(let key, _) = comparison else { return false }
+            return success.contains { if case .put(key, _) = $0 { true } else { false } }
+        }
     }
 
     private func decoded<Value>(_ endpoint: URL, _ what: String, _ body: () throws(EtcdMalformedReply) -> Value) throws(EtcdError) -> Value

@@ -37,8 +37,9 @@ package final class EtcdWatch: Sendable {
 /// and back-off) from the last delivered revision + 1 until cancelled.
 ///
 /// The connection's thread parses the stream (in order); `control` connects and schedules
-/// reconnects (authentication blocks there); `delivery` calls the handler, one notice at a time. The
-/// state is behind one lock, never held while calling out.
+/// reconnects (authentication blocks there); `probes` checks that the member still answers;
+/// `delivery` calls the handler, one notice at a time. The state is behind one lock, never held
+/// while calling out.
 final class EtcdWatchStream: Sendable {
     struct State {
         var cancelled = false
@@ -70,6 +71,7 @@ final class EtcdWatchStream: Sendable {
     private let state: Locked<State>
     private let control = DispatchQueue(label: "ObservableDefaultsEtcd.watch.control")
     private let delivery = DispatchQueue(label: "ObservableDefaultsEtcd.watch.delivery")
+    private let probes = DispatchQueue(label: "ObservableDefaultsEtcd.watch.probe")
 
     init(client: EtcdClient, key: [UInt8], rangeEnd: [UInt8], startRevision: Int64, handler: @escaping @Sendable (EtcdWatchNotice) -> Void)
     {
@@ -142,9 +144,7 @@ final class EtcdWatchStream: Sendable {
         }
         // A member that accepts the connection but never creates the watch counts as a failure.
         let limit = client.options.connectTimeout + client.options.requestTimeout
-        control.asyncAfter(
-            deadline: .now() + .milliseconds(Int(limit.components.seconds * 1000 + limit.components.attoseconds / 1_000_000_000_000_000))
-        ) {
+        control.asyncAfter(deadline: .now() + Self.interval(limit)) {
             if self.state.withLock({ $0.generation == generation && !$0.created }) {
                 self.fail(generation, endpoint: endpoint, reason: "the watch was not created within \(limit)")
             }
@@ -186,12 +186,33 @@ final class EtcdWatchStream: Sendable {
         }
         guard let decision else { return }
         decision.connection?.cancel()
-        let delay = decision.delay
-        control.asyncAfter(
-            deadline: .now() + .nanoseconds(Int(delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000))
-        ) {
+        control.asyncAfter(deadline: .now() + Self.interval(decision.delay)) {
             self.connect()
         }
+    }
+
+    /// Probes the member of connection `generation` every `watchLivenessInterval` while it streams
+    /// (on `probes`, not blocking `control`): a member that does not answer within the interval, or
+    /// answers that it cannot serve (no leader), fails the connection, so the watch resumes from its
+    /// revision on the next endpoint. A stream can be silent because nothing changed, so its silence
+    /// alone proves nothing; a probe's silence does.
+    private func probeLater(_ generation: Int, endpoint: URL) {
+        let interval = client.options.watchLivenessInterval
+        probes.asyncAfter(deadline: .now() + Self.interval(interval)) {
+            guard self.state.withLock({ $0.generation == generation && $0.created && !$0.cancelled && !$0.finished }) else { return }
+            switch self.client.probe(endpoint, key: self.key, timeout: interval) {
+            case .tryElsewhere(let reason, _):
+                let reason = "the member did not answer a liveness probe within \(interval): \(reason)"
+                self.fail(generation, endpoint: endpoint, reason: reason)
+            case .success, .failed:
+                // `.failed`: the member answered (a refusal is the stream's business, not liveness).
+                self.probeLater(generation, endpoint: endpoint)
+            }
+        }
+    }
+
+    private static func interval(_ duration: Duration) -> DispatchTimeInterval {
+        .nanoseconds(Int(clamping: duration.components.seconds &* 1_000_000_000 &+ duration.components.attoseconds / 1_000_000_000))
     }
 
     // MARK: The stream
@@ -243,9 +264,11 @@ final class EtcdWatchStream: Sendable {
         }
         var events: [EtcdWatchEvent] = []
         for item in try EtcdJSON.array(result, "events") { events.append(try EtcdJSON.event(item)) }
-        state.withLock { state in
-            guard state.generation == generation && !state.cancelled && !state.finished else { return }
+        let created = state.withLock { state -> Bool in
+            guard state.generation == generation && !state.cancelled && !state.finished else { return false }
+            var created = false
             if EtcdJSON.bool(result, "created") {
+                created = true
                 state.created = true
                 state.failedInRound = 0
                 state.failedRounds = 0
@@ -259,7 +282,9 @@ final class EtcdWatchStream: Sendable {
                 state.nextRevision = last.modRevision + 1
                 enqueue(.events(events, revision: max(headerRevision, last.modRevision)))
             }
+            return created
         }
+        if created { probeLater(generation, endpoint: endpoint) }
     }
 
     /// Ends the watch for good because of connection `generation`: the handler gets

@@ -46,4 +46,37 @@ struct FailoverTests {
         #expect(Set(recorder.summary).subtracting(applied.values).isSubset(of: uncertain))
         #expect(recorder.overlaps.current == 0)
     }
+
+    /// A frozen member (SIGSTOP: its sockets accept, nothing answers) listed first: a read and a
+    /// transaction that cannot apply twice go to the next member after one attempt's timeout, and
+    /// the watch streaming from it notices through its liveness probe and resumes on another member,
+    /// every value once and in order.
+    @Test func aMemberThatStopsAnsweringIsLeftByCallsAndByTheWatch() throws {
+        let cluster = try EtcdCluster(members: 3)
+        // The default liveness interval (1 s); a short attempt timeout, a generous number of rounds.
+        let options = EtcdClientOptions(
+            requestTimeout: .seconds(1), connectTimeout: .seconds(1), attempts: 10, initialBackoff: .milliseconds(50),
+            maximumBackoff: .milliseconds(500))
+        let etcd = try client(cluster.endpoints, options: options)
+        let key = bytes("z/k")
+        let first = try etcd.put(key: key, value: bytes("1"))
+        let recorder = NoticeRecorder()
+        // From the put's revision: the watch starts on member 0 (the one that answered last).
+        let watch = etcd.watch(prefix: bytes("z/"), startRevision: first, handler: recorder.handler)
+        defer { watch.cancel() }
+        #expect(recorder.waitForEvents(1))
+
+        cluster.freeze(member: 0)
+        // Compare-and-swap on the key's revision: safe to send again, so a lost reply goes elsewhere.
+        let swapped = try etcd.transaction(
+            compare: [.modRevision(key: key, equals: first)], success: [.put(key: key, value: bytes("2"))], failure: [.range(key: key)])
+        #expect(swapped.succeeded)
+        #expect(etcd.state.current.preferred != 0)
+        #expect(try etcd.range(key: key).keyValue?.value == bytes("2"))
+        _ = try etcd.put(key: key, value: bytes("3"))
+        // A generous wait: the probe notices within about 2 s, the test fails only after 60 s.
+        #expect(recorder.waitForEvents(3, seconds: 60))
+        #expect(recorder.summary == ["1", "2", "3"])
+        #expect(recorder.overlaps.current == 0)
+    }
 }

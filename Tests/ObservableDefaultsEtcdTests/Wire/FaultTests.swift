@@ -53,6 +53,16 @@ struct FaultTests {
         #expect(error.description.contains(swallowing.endpoint.absoluteString))
     }
 
+    @Test func aCallEndsAtItsCallTimeoutWhateverItsRoundsAndAttemptTimeoutsAllow() throws {
+        let server = try EtcdServer()
+        let swallowing = try EtcdProxy(targetPort: server.endpoint.port!)
+        try swallowing.set(.swallow)
+        let options = EtcdClientOptions(requestTimeout: .seconds(60), attempts: 6, callTimeout: .milliseconds(300))
+        let error = try #require(throws: EtcdError.self) { try client([swallowing.endpoint], options: options).range(key: bytes("k")) }
+        #expect(error.kind == .timeout)
+        #expect(error.description.contains("within 0.3 seconds"))
+    }
+
     @Test func aConnectionLostAfterSendingAWriteIsReplyLost() throws {
         let server = try EtcdServer()
         let proxy = try EtcdProxy(targetPort: server.endpoint.port!)

@@ -38,6 +38,19 @@ struct HarnessTests {
         try cluster.etcdctl(["put", "k", "v"])
     }
 
+    @Test func aFrozenMemberIsStoppedUntilThawedAndStopKillsIt() throws {
+        let server = try EtcdServer()
+        let port = server.endpoint.port!
+        server.cluster.freeze(member: 0)
+        #expect(runningEtcd(port: port)?.map(\.state) == ["T"])  // stopped by SIGSTOP
+        server.cluster.thaw(member: 0)
+        #expect(runningEtcd(port: port)?.map(\.state).allSatisfy { $0 != "T" } == true)
+        try server.etcdctl(["put", "k", "v"])
+        server.cluster.freeze(member: 0)
+        server.stop()
+        #expect(runningEtcd(port: port)?.isEmpty == true)
+    }
+
     @Test func etcdDiesWithTheTestProcess() throws {
         // The kernel closes the lifeline's write end when the test process dies, however it dies;
         // closing it here does the same.
@@ -50,8 +63,15 @@ struct HarnessTests {
 /// The data directories (`--data-dir`) of the etcd processes that listen on client `port`, read from
 /// /proc (nil where /proc is not available).
 func dataDirectoriesOfRunningEtcd(port: Int) -> [String]? {
+    runningEtcd(port: port)?.map(\.dataDirectory)
+}
+
+/// The etcd processes that listen on client `port`, with their data directory (`--data-dir`) and
+/// state (the third field of /proc/PID/stat: "T" when stopped), read from /proc (nil where /proc is
+/// not available).
+func runningEtcd(port: Int) -> [(dataDirectory: String, state: String)]? {
     guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return nil }
-    var found: [String] = []
+    var found: [(dataDirectory: String, state: String)] = []
     for entry in entries where Int(entry) != nil {
         guard let raw = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { continue }
         let arguments = raw.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
@@ -59,7 +79,10 @@ func dataDirectoriesOfRunningEtcd(port: Int) -> [String]? {
             let index = arguments.firstIndex(of: "--data-dir"), index + 1 < arguments.count
         else { continue }
         // A zombie (killed, not reaped) has an empty cmdline and is skipped above.
-        found.append(arguments[index + 1])
+        let stat = (try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8)) ?? ""
+        // "PID (COMMAND) STATE …": the state follows the last parenthesis.
+        let state = stat.range(of: ") ", options: .backwards).map { String(stat[$0.upperBound...].prefix(1)) } ?? "?"
+        found.append((arguments[index + 1], state))
     }
     return found
 }

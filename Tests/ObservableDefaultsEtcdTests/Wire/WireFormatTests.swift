@@ -278,5 +278,23 @@ struct WireFormatTests {
         let etcd = try EtcdClient(endpoints: [URL(string: "http://127.0.0.1:1")!], credentials: nil)
         // Between the 6 rounds: 0.1 + 0.2 + 0.4 + 0.8 + 1.6 s.
         #expect((1..<6).map { etcd.backoff(afterRound: $0) } == [0.1, 0.2, 0.4, 0.8, 1.6].map { .milliseconds(Int($0 * 1000)) })
+        #expect(options.callTimeout == nil && options.watchLivenessInterval == .seconds(1))
+    }
+
+    @Test func aStoreGivesEachAttemptAndEachWatchProbeAQuarterOfItsTimeoutAndEachCallAllOfIt() {
+        let options = EtcdBackend.clientOptions(timeout: .seconds(5))
+        #expect(options.requestTimeout == .milliseconds(1250) && options.connectTimeout == .milliseconds(1250))
+        #expect(options.callTimeout == .seconds(5) && options.watchLivenessInterval == .milliseconds(1250))
+        #expect(EtcdBackend.clientOptions(timeout: .seconds(60)).connectTimeout == .seconds(2))
+    }
+
+    @Test func onlyATransactionThatComparesAndPutsTheSameKeyCountsAsApplyingAtMostOnce() {
+        let (key, other) = (bytes("k"), bytes("m"))
+        let compare = [EtcdCompare.modRevision(key: key, equals: 7)]
+        #expect(EtcdClient.appliesAtMostOnce(compare: compare, success: [.put(key: other, value: []), .put(key: key, value: [])]))
+        #expect(EtcdClient.appliesAtMostOnce(compare: [.modRevision(key: key, equals: 0)], success: [.put(key: key, value: [])]))
+        #expect(!EtcdClient.appliesAtMostOnce(compare: compare, success: [.put(key: other, value: [])]))
+        #expect(!EtcdClient.appliesAtMostOnce(compare: compare, success: [.delete(key: key)]))
+        #expect(!EtcdClient.appliesAtMostOnce(compare: [], success: [.put(key: key, value: [])]))
     }
 }
