@@ -149,9 +149,9 @@ extension EtcdBackend {
         let problems = Locked<[DefaultsError]>([])
         let id = storage.addErrorHandler { problem in problems.withLock { $0.append(problem) } }
         defer { storage.removeErrorHandler(id: id) }
-        let (values, revision) = try backend.firstRead(storage)
-        storage.applyReload(values, revision: revision)
-        backend.watch(storage, from: revision + 1)
+        let read = try backend.firstRead(storage)
+        storage.applyReload(read.values, unreadable: read.unreadable, revision: read.revision)
+        backend.watch(storage, from: read.revision + 1)
         return (storage, problems.current)
     }
 
@@ -173,11 +173,11 @@ extension EtcdBackend {
 
     /// The first read of the prefix, given up after `timeout` (the client's own bounds are per
     /// request and per endpoint; this one is the initializer's promise).
-    private func firstRead(_ storage: DefaultsStorage) throws(DefaultsError) -> ([String: DefaultsStorage.RevisionedValue], Int64) {
-        let result = Locked<Result<([String: DefaultsStorage.RevisionedValue], Int64), EtcdError>?>(nil)
+    private func firstRead(_ storage: DefaultsStorage) throws(DefaultsError) -> PrefixRead {
+        let result = Locked<Result<PrefixRead, EtcdError>?>(nil)
         let done = DispatchSemaphore(value: 0)
         DispatchQueue.global().async { [self] in
-            let outcome: Result<([String: DefaultsStorage.RevisionedValue], Int64), EtcdError>
+            let outcome: Result<PrefixRead, EtcdError>
             do throws(EtcdError) {
                 outcome = .success(try readPrefix(storage))
             } catch {

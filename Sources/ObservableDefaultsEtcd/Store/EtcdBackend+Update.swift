@@ -70,9 +70,9 @@ extension EtcdBackend {
             entry = nil
             if let current {
                 guard let json = json(of: current.value, key: key, revision: current.modRevision, storage: storage) else {
-                    throw DefaultsError(
-                        .corruptFile, location: location, key: key,
-                        reason: "the value at revision \(current.modRevision) is not JSON; update leaves it as it is")
+                    // The error `json(of:)` noted, naming the key, the revision and the cause.
+                    throw storage.unreadableValueError(forKey: key)
+                        ?? DefaultsError(.corruptFile, location: location, key: key, reason: "not JSON (revision \(current.modRevision))")
                 }
                 entry = DefaultsStorage.Entry(typed: nil, json: json)
             }

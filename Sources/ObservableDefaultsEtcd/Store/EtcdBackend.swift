@@ -111,15 +111,18 @@ final class EtcdBackend: DefaultsBackend, @unchecked Sendable {
         return String(validating: rest, as: UTF8.self)
     }
 
-    /// The JSON of a value read from etcd, or `nil` (reported once per key and revision) if it is not JSON.
-    func json(of value: [UInt8], key: String, revision: Int64, storage: DefaultsStorage?) -> JSONValue? {
+    /// The JSON of a value read from etcd, or `nil` if it is not JSON: then the storage notes the
+    /// key as unreadable (reads of it through the tool fail naming it; it keeps its last good
+    /// value), and the problem is reported once per key and revision.
+    func json(of value: [UInt8], key: String, revision: Int64, storage: DefaultsStorage) -> JSONValue? {
         do throws(JSONParseError) {
             return try JSONValue.parse(value)
         } catch {
             let isNew = lock.withLock { state.reportedValues.insert("\(revision)\u{0}\(key)").inserted }
             let problem = DefaultsError(
                 .corruptFile, location: location, key: key, reason: "\(error.reason) (revision \(revision))")
-            if isNew { storage?.report(problem) }
+            storage.noteUnreadable(key, error: problem, revision: revision)
+            if isNew { storage.report(problem) }
             return nil
         }
     }

@@ -17,8 +17,7 @@ struct EtcdToolTests {
     )
         throws -> ToolResult
     {
-        let endpoints = server.endpoints.map(\.absoluteString).joined(separator: ",")
-        return try runTool([command, "--etcd", endpoints, "--prefix", prefix] + arguments, environment: environment)
+        try etcdTool(command, server.endpoints, prefix: prefix, arguments, environment: environment)
     }
 
     @Test func writeReadUpdateAndDeleteWorkOnEtcd() throws {
