@@ -54,6 +54,10 @@ final class EtcdBackend: DefaultsBackend, @unchecked Sendable {
         var markerRevision: Int64 = 0
         /// How many updates this back end made (their marker values are `u1`, `u2`, …).
         var updates: UInt64 = 0
+        /// The outbox write an attempt of which got no reply (it may have applied), if any.
+        var uncertainWrite: UInt64?
+        /// How many writes were given up (their fence values are `x1`, `x2`, …).
+        var fences: UInt64 = 0
     }
 
     init(client: EtcdClient, prefix: String, timeout: Duration, lock: Lock) {

@@ -1,0 +1,84 @@
+import Foundation
+import KeyValueObserving
+import ObservableDefaults
+@testable import ObservableDefaultsEtcd
+import Testing
+import TestSupport
+
+/// A write whose reply was lost is settled before it is reported (the marker key tells whether it
+/// applied), and a change reported as failed is never applied later.
+@Suite("DefaultsStore on etcd: lost replies", .tags(.processes), .enabled(if: EtcdTestEnvironment.testsEnabled, "KVO_SKIP_ETCD_TESTS=1"))
+struct EtcdLostReplyTests {
+    static let speed = DefaultsKey("speed", default: 1.0)
+
+    @Test func aFlushWhoseReplyWasLostSucceedsWhenTheWriteApplied() throws {
+        let server = try EtcdServer()
+        let proxy = try EtcdProxy(targetPort: server.endpoint.port!)
+        let store = try etcdStore([proxy.endpoint], prefix: "app/", errors: Locked([]))
+        proxy.loseTransactionReplies(1)
+        store[Self.speed] = 2
+        try store.flush()
+        let stored = try #require(try client(server.endpoints).range(key: bytes("app/speed")).keyValue)
+        #expect(stored.value == bytes("2") && stored.version == 1)
+    }
+
+    @Test func aFlushThatGivesUpNeverAppliesTheChangeLater() throws {
+        let server = try EtcdServer()
+        let proxy = try EtcdProxy(targetPort: server.endpoint.port!)
+        let store = try etcdStore([proxy.endpoint], prefix: "app/", timeout: .seconds(1), errors: Locked([]))
+        proxy.swallowTransactions(2)
+        store[Self.speed] = 2
+        let error = try #require(throws: DefaultsError.self) { try store.flush() }
+        #expect(error.kind == .unreachable)
+        #expect(error.description.contains("did not apply") && error.description.contains("not written (key 'speed')"))
+        #expect(!error.description.contains("may"))
+        // The proxy forwards again: a later change is sent, and the one given up is not (it would
+        // have gone first). Its value comes back from etcd.
+        store[DefaultsKey("other", default: 0)] = 1
+        try store.flush()
+        let etcd = try client(server.endpoints)
+        #expect(try etcd.range(key: bytes("app/other")).keyValue?.value == bytes("1"))
+        #expect(try etcd.range(key: bytes("app/speed")).keyValue == nil)
+        #expect(waitUntil { !store.hasValue(for: Self.speed) })
+    }
+
+    @Test func anUpdateThatGivesUpAfterALostReplySaysWhetherItApplied() throws {
+        let server = try EtcdServer()
+        let proxy = try EtcdProxy(targetPort: server.endpoint.port!)
+        let store = try etcdStore([proxy.endpoint], prefix: "app/", timeout: .seconds(1), errors: Locked([]))
+        let hits = DefaultsKey("hits", default: 0)
+        proxy.swallowTransactions(2)
+        let error = try #require(throws: DefaultsError.self) { try store.update(hits) { $0 += 1 } }
+        #expect(error.description.contains("did not apply") && !error.description.contains("may"))
+        proxy.loseTransactionReplies(1)
+        try store.update(hits) { $0 += 1 }
+        let stored = try #require(try client(server.endpoints).range(key: bytes("app/hits")).keyValue)
+        #expect(stored.value == bytes("1") && stored.version == 1)
+        #expect(store[hits] == 1)
+    }
+
+    @Test func theToolExitsZeroWhenTheWriteWhoseReplyWasLostApplied() throws {
+        let server = try EtcdServer()
+        let proxy = try EtcdProxy(targetPort: server.endpoint.port!)
+        // The tool reads the prefix (a range), then writes: the write's reply is the one lost.
+        proxy.loseTransactionReplies(1)
+        let result = try etcdTool("write", [proxy.endpoint], ["speed", "2"])
+        #expect(result.status == 0, "\(result.error)")
+        #expect(!result.error.contains("may or may not"))
+        let stored = try #require(try client(server.endpoints).range(key: bytes("app/speed")).keyValue)
+        #expect(stored.value == bytes("2") && stored.version == 1)
+    }
+
+    @Test func theToolNeverAppliesAWriteItReportedAsFailed() throws {
+        let server = try EtcdServer()
+        let proxy = try EtcdProxy(targetPort: server.endpoint.port!)
+        proxy.swallowTransactions(2)
+        let result = try etcdTool("write", [proxy.endpoint], ["--timeout", "1", "speed", "2"])
+        // The tool has exited (its exit-time flush included): what it said is what etcd holds.
+        let stored = try client(server.endpoints).range(key: bytes("app/speed")).keyValue
+        #expect(result.status == 1, "\(result.error)")
+        #expect(stored == nil)
+        #expect(result.error.contains("did not apply") && result.error.contains("will not be sent again"))
+        #expect(!result.error.contains("may or may not"))
+    }
+}
