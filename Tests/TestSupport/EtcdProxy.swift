@@ -28,9 +28,8 @@ package final class EtcdProxy: @unchecked Sendable {
     private var listener: Int32 = -1
     private var connections: Set<Int32> = []
     private var swallowed = 0
-    /// Transaction requests still to swallow, and replies of transactions still to lose.
-    private var transactionsToSwallow = 0
-    private var transactionRepliesToLose = 0
+    /// What to do with the next transaction requests, in order.
+    private var transactionFaults: [TransactionFault] = []
 
     /// The proxy's URL, to give a client instead of the member's.
     package var endpoint: URL { URL(string: "http://127.0.0.1:\(port)")! }
@@ -78,17 +77,32 @@ package final class EtcdProxy: @unchecked Sendable {
         lock.withLock { swallowed }
     }
 
-    /// Swallows the next `count` transaction requests (`POST /v3/kv/txn`) while forwarding: each is
-    /// read and never forwarded or answered, and its connection then stays silent (a member that
-    /// hangs after receiving a request). Other requests are forwarded.
-    package func swallowTransactions(_ count: Int) {
-        lock.withLock { transactionsToSwallow = count }
+    /// What the proxy does with one transaction request (`POST /v3/kv/txn`) while forwarding.
+    package enum TransactionFault: Sendable {
+        /// Forwards it (and its reply).
+        case forward
+        /// Reads it and never forwards or answers it; its connection then stays silent (a member
+        /// that hangs after receiving a request).
+        case swallow
+        /// Forwards it, drops its reply and closes its connection (a member that applied a request
+        /// and died before answering).
+        case loseReply
     }
 
-    /// Forwards the next `count` transaction requests and drops their replies, closing their
-    /// connections instead (a member that applied a request and died before answering).
+    /// Treats the next transaction requests as `faults` says, one each, in order; other requests,
+    /// and transactions after those, are forwarded.
+    package func injectTransactionFaults(_ faults: [TransactionFault]) {
+        lock.withLock { transactionFaults = faults }
+    }
+
+    /// Swallows the next `count` transaction requests (see `TransactionFault.swallow`).
+    package func swallowTransactions(_ count: Int) {
+        injectTransactionFaults(Array(repeating: .swallow, count: count))
+    }
+
+    /// Loses the replies of the next `count` transactions (see `TransactionFault.loseReply`).
     package func loseTransactionReplies(_ count: Int) {
-        lock.withLock { transactionRepliesToLose = count }
+        injectTransactionFaults(Array(repeating: .loseReply, count: count))
     }
 
     /// Ends every connection the proxy carries (both sides see the connection close).
@@ -211,17 +225,16 @@ package final class EtcdProxy: @unchecked Sendable {
         guard source == pair.client else { return false }
         return lock.withLock {
             if pair.isSilenced { return true }
-            guard transactionsToSwallow > 0 || transactionRepliesToLose > 0, bytes.starts(with: "POST /v3/kv/txn ".utf8) else {
-                return false
-            }
-            if transactionsToSwallow > 0 {
-                transactionsToSwallow -= 1
+            guard !transactionFaults.isEmpty, bytes.starts(with: "POST /v3/kv/txn ".utf8) else { return false }
+            switch transactionFaults.removeFirst() {
+            case .forward: return false
+            case .swallow:
                 pair.isSilenced = true
                 return true
+            case .loseReply:
+                pair.losesReply = true
+                return false
             }
-            transactionRepliesToLose -= 1
-            pair.losesReply = true
-            return false
         }
     }
 

@@ -10,6 +10,8 @@ import TestSupport
 @Suite("DefaultsStore on etcd: lost replies", .tags(.processes), .enabled(if: EtcdTestEnvironment.testsEnabled, "KVO_SKIP_ETCD_TESTS=1"))
 struct EtcdLostReplyTests {
     static let speed = DefaultsKey("speed", default: 1.0)
+    /// A write's first two tries swallowed, the fence answered, the try after it swallowed.
+    static let writeSwallowedTwiceOver: [EtcdProxy.TransactionFault] = [.swallow, .swallow, .forward, .swallow]
 
     @Test func aFlushWhoseReplyWasLostSucceedsWhenTheWriteApplied() throws {
         let server = try EtcdServer()
@@ -26,7 +28,9 @@ struct EtcdLostReplyTests {
         let server = try EtcdServer()
         let proxy = try EtcdProxy(targetPort: server.endpoint.port!)
         let store = try etcdStore([proxy.endpoint], prefix: "app/", timeout: .seconds(1), errors: Locked([]))
-        proxy.swallowTransactions(2)
+        // The write (sent in the background, then by the flush) is swallowed; the fence after it
+        // answers "not applied", so it is sent once more, swallowed again, and a fence answers again.
+        proxy.injectTransactionFaults(Self.writeSwallowedTwiceOver)
         store[Self.speed] = 2
         let error = try #require(throws: DefaultsError.self) { try store.flush() }
         #expect(error.kind == .unreachable)
@@ -40,6 +44,17 @@ struct EtcdLostReplyTests {
         #expect(try etcd.range(key: bytes("app/other")).keyValue?.value == bytes("1"))
         #expect(try etcd.range(key: bytes("app/speed")).keyValue == nil)
         #expect(waitUntil { !store.hasValue(for: Self.speed) })
+    }
+
+    @Test func aWriteSwallowedTwiceIsSentOnceMoreWhenTheMarkerSaysItDidNotApply() throws {
+        let server = try EtcdServer()
+        let proxy = try EtcdProxy(targetPort: server.endpoint.port!)
+        let store = try etcdStore([proxy.endpoint], prefix: "app/", timeout: .seconds(1), errors: Locked([]))
+        proxy.swallowTransactions(2)
+        store[Self.speed] = 2
+        try store.flush()
+        let stored = try #require(try client(server.endpoints).range(key: bytes("app/speed")).keyValue)
+        #expect(stored.value == bytes("2") && stored.version == 1)
     }
 
     @Test func anUpdateThatGivesUpAfterALostReplySaysWhetherItApplied() throws {
@@ -69,16 +84,23 @@ struct EtcdLostReplyTests {
         #expect(stored.value == bytes("2") && stored.version == 1)
     }
 
-    @Test func theToolNeverAppliesAWriteItReportedAsFailed() throws {
+    @Test(arguments: [[EtcdProxy.TransactionFault.swallow, .swallow], writeSwallowedTwiceOver])
+    func theToolNeverAppliesAWriteItReportedAsFailed(faults: [EtcdProxy.TransactionFault]) throws {
         let server = try EtcdServer()
         let proxy = try EtcdProxy(targetPort: server.endpoint.port!)
-        proxy.swallowTransactions(2)
+        proxy.injectTransactionFaults(faults)
         let result = try etcdTool("write", [proxy.endpoint], ["--timeout", "1", "speed", "2"])
-        // The tool has exited (its exit-time flush included): what it said is what etcd holds.
+        // The tool has exited (its exit-time flush included): what it said is what etcd holds. Two
+        // swallowed: the fence after them answers "not applied", and the write is sent once more.
         let stored = try client(server.endpoints).range(key: bytes("app/speed")).keyValue
-        #expect(result.status == 1, "\(result.error)")
-        #expect(stored == nil)
-        #expect(result.error.contains("did not apply") && result.error.contains("will not be sent again"))
         #expect(!result.error.contains("may or may not"))
+        if faults.count == 2 {
+            #expect(result.status == 0, "\(result.error)")
+            #expect(stored?.value == bytes("2") && stored?.version == 1)
+        } else {
+            #expect(result.status == 1, "\(result.error)")
+            #expect(stored == nil)
+            #expect(result.error.contains("did not apply") && result.error.contains("will not be sent again"))
+        }
     }
 }
