@@ -39,7 +39,8 @@ let usage = """
       delete   removes KEY
       watch    prints one line per change of KEY (or of any key), "KEY: OLD -> NEW" with JSON
                values ("(absent)" for a missing key), flushed line by line, until SIGINT or SIGTERM
-               (exit status 130 or 143)
+               (exit status 130 or 143); with --etcd, an outage is told on standard error when it
+               starts and when it ends, with the revision the watch resumed from
 
     OPTIONS:
       --file PATH     use the file at PATH instead of a suite
@@ -344,7 +345,13 @@ case "watch":
     // The shell's convention for a process ended by a signal: 128 + its number.
     signal(SIGINT) { _ in _exit(128 + SIGINT) }
     signal(SIGTERM) { _ in _exit(128 + SIGTERM) }
-    withExtendedLifetime(token) { dispatchMain() }
+    // The end of an etcd outage (its start was printed by the handler). A file is always connected.
+    let statusToken = store.observeBackendStatus { _, status in
+        if case .connected(let revision?) = status {
+            printError("\(path): reachable again; the watch resumed from revision \(revision + 1)")
+        }
+    }
+    withExtendedLifetime((token, statusToken)) { dispatchMain() }
 
 default:
     usageError("unknown command '\(command)'")

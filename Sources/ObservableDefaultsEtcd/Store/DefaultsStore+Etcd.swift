@@ -151,6 +151,7 @@ extension EtcdBackend {
         defer { storage.removeErrorHandler(id: id) }
         let read = try backend.firstRead(storage)
         storage.applyReload(read.values, unreadable: read.unreadable, revision: read.revision)
+        storage.markConnected(revision: read.revision)
         backend.watch(storage, from: read.revision + 1)
         return (storage, problems.current)
     }

@@ -99,7 +99,7 @@ extension EtcdBackend {
         guard let first = storage.nextWrite(), first.sequence <= last, queueState.uncertainWrite == first.sequence else { return nil }
         let resolution = resolve(marker: Self.marker(of: first))
         if case .applied(let revision) = resolution {
-            noteRecovered()
+            noteRecovered(storage)
             storage.finish(first, revision: revision, unsent: operations(of: first).unsent)
         }
         return resolution

@@ -40,7 +40,7 @@ extension EtcdBackend {
             }
             do throws(EtcdError) {
                 let revision = try send(operations, marker: Self.marker(of: write))
-                noteRecovered()
+                noteRecovered(storage)
                 storage.finish(write, revision: revision, unsent: unsent)
             } catch {
                 let failure = DefaultsError(error, location: location, key: write.changes.count == 1 ? write.changes[0].key : nil)
@@ -156,17 +156,14 @@ extension EtcdBackend {
         }
     }
 
-    /// At exit: sends what is queued (each request bounded by the client's timeouts), reports a
-    /// failure once, and removes the marker.
+    /// At exit: sends what is queued as `flush()` does, reports the changes it gave up (a loss of
+    /// its own, whether or not the outage was reported), and removes the marker. Refusals and values
+    /// that cannot be encoded were reported when they happened.
     func flushAtExit(_ storage: DefaultsStorage) {
-        let removeMarker = { [self] in
+        let run = { [self] in
+            if let failure = flushOnQueue(storage) { storage.report(failure) }
             if queueState.markerRevision != 0, (try? client.delete(key: markerKey)) != nil { queueState.markerRevision = 0 }
         }
-        do {
-            try flush(storage, timeout: nil, notice: nil)
-        } catch {
-            if error.kind != .encodingFailed { reportOutage(error, to: storage) }
-        }
-        if isOnQueue { removeMarker() } else { queue.sync(execute: removeMarker) }
+        if isOnQueue { run() } else { queue.sync(execute: run) }
     }
 }

@@ -51,6 +51,7 @@ extension EtcdBackend {
                 operation = .delete(key: etcdKey)
             }
             let outcome = try transaction(
+                storage,
                 compare: [.modRevision(key: etcdKey, equals: revision), .modRevision(key: markerKey, equals: queueState.markerRevision)],
                 success: [operation, .put(key: markerKey, value: marker)],
                 failure: [.range(key: etcdKey), .range(key: markerKey)],
@@ -96,7 +97,7 @@ extension EtcdBackend {
     /// failure that a retry may fix. If it gives up after an attempt whose reply was lost, the marker
     /// is fenced (see `resolve`): either that attempt applied, or none ever will. Runs on the queue.
     private func transaction(
-        compare: [EtcdCompare], success: [EtcdOperation], failure: [EtcdOperation], key: String
+        _ storage: DefaultsStorage, compare: [EtcdCompare], success: [EtcdOperation], failure: [EtcdOperation], key: String
     ) throws(DefaultsError) -> Outcome {
         let clock = ContinuousClock()
         let deadline = clock.now + timeout
@@ -105,7 +106,7 @@ extension EtcdBackend {
         while true {
             do throws(EtcdError) {
                 let result = try client.transaction(compare: compare, success: success, failure: failure)
-                noteRecovered()
+                noteRecovered(storage)
                 return .answered(result)
             } catch {
                 if error.kind == .replyLost { mayHaveApplied = true }
@@ -114,7 +115,7 @@ extension EtcdBackend {
                     guard mayHaveApplied, case .put(_, let marker) = success.last else { throw failure }
                     switch resolve(marker: marker) {
                     case .applied(let revision):
-                        noteRecovered()
+                        noteRecovered(storage)
                         return .appliedEarlier(revision)
                     case .notApplied:
                         throw DefaultsError(

@@ -77,7 +77,8 @@ extension EtcdBackend {
         case .disconnected(let error):
             reportOutage(DefaultsError(error, location: location), to: storage)
         case .reconnected:
-            noteRecovered()
+            // Resumed after the last revision delivered.
+            noteRecovered(storage)
         }
     }
 
@@ -89,7 +90,7 @@ extension EtcdBackend {
             let read = try readPrefix(storage)
             storage.applyReload(read.values, unreadable: read.unreadable, revision: read.revision)
             if rewatch { watch(storage, from: read.revision + 1) }
-            noteRecovered()
+            noteRecovered(storage, revision: read.revision)
         } catch {
             reportOutage(DefaultsError(error, location: location), to: storage)
             let delay = min(Self.firstRetryDelay * (1 << min(failures, 16)), Self.maximumRetryDelay)

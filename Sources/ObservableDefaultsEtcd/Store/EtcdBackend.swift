@@ -38,8 +38,6 @@ final class EtcdBackend: DefaultsBackend, @unchecked Sendable {
 
     struct State {
         var watch: EtcdWatch?
-        /// Whether a failure of this outage was reported (reset when a request succeeds again).
-        var isOutageReported = false
         /// Sends that failed in a row (the retry delay doubles with each).
         var failedSends = 0
         var isClosed = false
@@ -133,13 +131,10 @@ final class EtcdBackend: DefaultsBackend, @unchecked Sendable {
 
     // MARK: Failures
 
-    /// Reports `error` unless this outage was reported already.
+    /// Marks the storage's status `.unreachable` and reports `error`, unless this outage began
+    /// already (then neither).
     func reportOutage(_ error: DefaultsError, to storage: DefaultsStorage) {
-        let isNew = lock.withLock {
-            defer { state.isOutageReported = true }
-            return !state.isOutageReported
-        }
-        if isNew { storage.report(error) }
+        if storage.markUnreachable(error) { storage.report(error) }
     }
 
     /// Blocks the calling thread for `duration` (a back-off between tries, on the queue).
@@ -152,11 +147,13 @@ final class EtcdBackend: DefaultsBackend, @unchecked Sendable {
         }
     }
 
-    /// A request succeeded: the next failure is a new outage.
-    func noteRecovered() {
-        lock.withLock {
-            state.isOutageReported = false
+    /// A request succeeded: an outage is over (the storage's status becomes `.connected` at
+    /// `revision`, by default the last one the watch delivered), and the next failure is a new one.
+    func noteRecovered(_ storage: DefaultsStorage, revision: Int64? = nil) {
+        let watched = lock.withLock {
             state.failedSends = 0
+            return state.watch
         }
+        storage.markConnected(revision: revision ?? watched.map { $0.nextRevision - 1 })
     }
 }
