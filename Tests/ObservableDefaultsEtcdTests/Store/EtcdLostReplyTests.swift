@@ -13,11 +13,19 @@ struct EtcdLostReplyTests {
     /// A write's first two tries swallowed, the fence answered, the try after it swallowed.
     static let writeSwallowedTwiceOver: [EtcdProxy.TransactionFault] = [.swallow, .swallow, .forward, .swallow]
 
-    @Test func aFlushWhoseReplyWasLostSucceedsWhenTheWriteApplied() throws {
+    /// A server, a proxy in front of it, and a store through the proxy (its problems collected).
+    func proxiedStore(timeout: Duration = .seconds(1)) throws -> (EtcdServer, EtcdProxy, DefaultsStore) {
         let server = try EtcdServer()
         let proxy = try EtcdProxy(targetPort: server.endpoint.port!)
-        let store = try etcdStore([proxy.endpoint], prefix: "app/", errors: Locked([]))
-        proxy.loseTransactionReplies(1)
+        return (server, proxy, try etcdStore([proxy.endpoint], prefix: "app/", timeout: timeout, errors: Locked([])))
+    }
+
+    /// A reply lost after the write applied; or the write swallowed twice (in the background, then
+    /// by the flush), then a fence saying it did not apply, and the write sent once more.
+    @Test(arguments: [[EtcdProxy.TransactionFault.loseReply], [.swallow, .swallow]])
+    func aFlushWhoseWriteMetTheseFaultsSucceedsWithTheWriteAppliedOnce(faults: [EtcdProxy.TransactionFault]) throws {
+        let (server, proxy, store) = try proxiedStore()
+        proxy.injectTransactionFaults(faults)
         store[Self.speed] = 2
         try store.flush()
         let stored = try #require(try client(server.endpoints).range(key: bytes("app/speed")).keyValue)
@@ -25,9 +33,7 @@ struct EtcdLostReplyTests {
     }
 
     @Test func aFlushThatGivesUpNeverAppliesTheChangeLater() throws {
-        let server = try EtcdServer()
-        let proxy = try EtcdProxy(targetPort: server.endpoint.port!)
-        let store = try etcdStore([proxy.endpoint], prefix: "app/", timeout: .seconds(1), errors: Locked([]))
+        let (server, proxy, store) = try proxiedStore()
         // The write (sent in the background, then by the flush) is swallowed; the fence after it
         // answers "not applied", so it is sent once more, swallowed again, and a fence answers again.
         proxy.injectTransactionFaults(Self.writeSwallowedTwiceOver)
@@ -46,21 +52,8 @@ struct EtcdLostReplyTests {
         #expect(waitUntil { !store.hasValue(for: Self.speed) })
     }
 
-    @Test func aWriteSwallowedTwiceIsSentOnceMoreWhenTheMarkerSaysItDidNotApply() throws {
-        let server = try EtcdServer()
-        let proxy = try EtcdProxy(targetPort: server.endpoint.port!)
-        let store = try etcdStore([proxy.endpoint], prefix: "app/", timeout: .seconds(1), errors: Locked([]))
-        proxy.swallowTransactions(2)
-        store[Self.speed] = 2
-        try store.flush()
-        let stored = try #require(try client(server.endpoints).range(key: bytes("app/speed")).keyValue)
-        #expect(stored.value == bytes("2") && stored.version == 1)
-    }
-
     @Test func anUpdateThatGivesUpAfterALostReplySaysWhetherItApplied() throws {
-        let server = try EtcdServer()
-        let proxy = try EtcdProxy(targetPort: server.endpoint.port!)
-        let store = try etcdStore([proxy.endpoint], prefix: "app/", timeout: .seconds(1), errors: Locked([]))
+        let (server, proxy, store) = try proxiedStore()
         let hits = DefaultsKey("hits", default: 0)
         proxy.swallowTransactions(2)
         let error = try #require(throws: DefaultsError.self) { try store.update(hits) { $0 += 1 } }

@@ -45,12 +45,8 @@ struct EtcdStatusTests {
 
     @Test func watchPrintsALineWhenEtcdIsBackWithTheRevisionItResumedFrom() throws {
         let server = try EtcdServer()
-        let endpoints = server.endpoints.map(\.absoluteString).joined(separator: ",")
-        let watcher = try startTool(["watch", "--etcd", endpoints, "--prefix", "app/"])
-        defer {
-            watcher.process.terminate()
-            watcher.process.waitUntilExit()
-        }
+        let watcher = try startEtcdWatcher(server.endpoints)
+        defer { watcher.stop() }
         let etcd = try client(server.endpoints)
         // The watcher prints nothing until it watches: write until it shows.
         var (output, ready, last) = ("", 0, Int64(0))

@@ -26,6 +26,19 @@ func etcdTool(
         environment: environment)
 }
 
+/// `kvo-defaults watch --etcd ENDPOINTS --prefix PREFIX`, running; `stop()` it.
+func startEtcdWatcher(_ endpoints: [URL], prefix: String = "app/") throws -> RunningTool {
+    try startTool(["watch", "--etcd", endpoints.map(\.absoluteString).joined(separator: ","), "--prefix", prefix])
+}
+
+extension RunningTool {
+    /// Ends the process (SIGTERM) and waits for it.
+    func stop() {
+        process.terminate()
+        process.waitUntilExit()
+    }
+}
+
 /// The `STORE` argument of DefaultsTestTool for an etcd store: `URL[,URL…]#PREFIX`.
 func toolStore(_ endpoints: [URL], prefix: String) -> String {
     endpoints.map(\.absoluteString).joined(separator: ",") + "#" + prefix
