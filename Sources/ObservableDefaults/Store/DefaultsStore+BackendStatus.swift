@@ -26,18 +26,18 @@ extension DefaultsStore {
     ///
     /// - Parameters:
     ///   - options: `.initial` to get the current status first; other options make no difference.
-    ///   - handler: called with the store and the new status.
+    ///   - changeHandler: called with the store and the new status.
     /// - Returns: the token that keeps the observation.
     public func observeBackendStatus(
         options: KeyValueObservingOptions = [],
-        changeHandler handler: @escaping @Sendable (DefaultsStore, DefaultsBackendStatus) -> Void
+        changeHandler: @escaping @Sendable (DefaultsStore, DefaultsBackendStatus) -> Void
     ) -> KeyValueObservation {
         weak let store = self
         let id = storage.addStatusObserver { status in
-            if let store { handler(store, status) }
+            if let store { changeHandler(store, status) }
         }
         let token = KeyValueObservation(invalidating: StatusObserverHandle(storage: storage, id: id))
-        if options.contains(.initial) { handler(self, backendStatus) }
+        if options.contains(.initial) { changeHandler(self, backendStatus) }
         return token
     }
 
