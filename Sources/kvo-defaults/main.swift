@@ -39,7 +39,8 @@ let usage = """
       delete   removes KEY
       watch    prints one line per change of KEY (or of any key), "KEY: OLD -> NEW" with JSON
                values ("(absent)" for a missing key), flushed line by line, until SIGINT or SIGTERM
-               (exit status 130 or 143)
+               (exit status 130 or 143); with --etcd, an outage is told on standard error when it
+               starts and when it ends, with the revision the watch resumed from
 
     OPTIONS:
       --file PATH     use the file at PATH instead of a suite
@@ -222,9 +223,21 @@ if let fileURL {
 }
 let path = store.location.description
 
+/// Whether `problem` concerns one etcd key's value only (not JSON): the other keys are fine, and a
+/// write or delete of that key replaces it.
+func isValueProblem(_ problem: DefaultsError) -> Bool {
+    problem.kind == .corruptFile && problem.path == nil && problem.key != nil
+}
+
+/// Fails on the problems met so far, but for warnings: a key found twice, and (printed only with
+/// `warnAboutValues`, for a read of every key) an etcd value that is not JSON.
 @MainActor
-func failOnProblems() {
+func failOnProblems(warnAboutValues: Bool = false) {
     for problem in problems.take() {
+        if isValueProblem(problem) {
+            if warnAboutValues { printError(problem.description) }
+            continue
+        }
         // A key found twice is a warning: its last value is used, and a write keeps a copy first.
         guard problem.kind == .duplicateKey else { fail(problem.description) }
         printError(problem.description)
@@ -247,7 +260,8 @@ func flushOrFail() {
         }
         fail(error.description)
     }
-    let found = problems.take()
+    // An etcd outage the flush got past (its lost replies settled) is no news either.
+    let found = problems.take().filter { !isValueProblem($0) && $0.kind != .unreachable }
     for problem in found { printError(problem.description) }
     if found.contains(where: { $0.kind == .corruptFile }) { exit(1) }
 }
@@ -257,7 +271,7 @@ func flushOrFail() {
 switch command {
 case "read":
     expectArguments(0...1, "at most a KEY")
-    failOnProblems()
+    failOnProblems(warnAboutValues: positional.isEmpty)
     // Like `defaults read` of a domain that does not exist: an error, not an empty object.
     if let file = store.fileURL?.path, access(file, F_OK) != 0, errno == ENOENT || errno == ENOTDIR { fail("no defaults at \(path)") }
     do {
@@ -304,7 +318,10 @@ case "delete":
     expectArguments(1...1, "a KEY")
     failOnProblems()
     let key = positional[0]
-    guard (try? store.jsonValue(forKey: key)) ?? nil != nil else { fail("key '\(key)' not found in \(path)") }
+    // A value that is not JSON is there to be deleted.
+    guard (try? store.jsonValue(forKey: key)) ?? nil != nil || store.hasUnreadableValue(forKey: key) else {
+        fail("key '\(key)' not found in \(path)")
+    }
     store.removeValue(forKey: key)
     flushOrFail()
 
@@ -328,7 +345,13 @@ case "watch":
     // The shell's convention for a process ended by a signal: 128 + its number.
     signal(SIGINT) { _ in _exit(128 + SIGINT) }
     signal(SIGTERM) { _ in _exit(128 + SIGTERM) }
-    withExtendedLifetime(token) { dispatchMain() }
+    // The end of an etcd outage (its start was printed by the handler). A file is always connected.
+    let statusToken = store.observeBackendStatus { _, status in
+        if case .connected(let revision?) = status {
+            printError("\(path): reachable again; the watch resumed from revision \(revision + 1)")
+        }
+    }
+    withExtendedLifetime((token, statusToken)) { dispatchMain() }
 
 default:
     usageError("unknown command '\(command)'")

@@ -59,17 +59,13 @@ func openStore(_ location: String) -> DefaultsStore {
     }
 }
 
-/// Flushes; on etcd, an unreachable cluster (a member being replaced) is tried again for up to 30 s.
+/// Flushes, or fails. On etcd the flush itself tries again while writes stall (a leader being
+/// replaced) for up to the store's timeout; a flush that throws has given its changes up for good.
 func flushOrFail(_ store: DefaultsStore) {
-    let deadline = ContinuousClock.now + .seconds(30)
-    while true {
-        do {
-            try store.flush()
-            return
-        } catch {
-            guard error.kind == .unreachable, ContinuousClock.now < deadline else { fail(error.description) }
-            usleep(100_000)
-        }
+    do {
+        try store.flush()
+    } catch {
+        fail(error.description)
     }
 }
 

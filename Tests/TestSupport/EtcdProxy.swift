@@ -28,6 +28,8 @@ package final class EtcdProxy: @unchecked Sendable {
     private var listener: Int32 = -1
     private var connections: Set<Int32> = []
     private var swallowed = 0
+    /// What to do with the next transaction requests, in order.
+    private var transactionFaults: [TransactionFault] = []
 
     /// The proxy's URL, to give a client instead of the member's.
     package var endpoint: URL { URL(string: "http://127.0.0.1:\(port)")! }
@@ -73,6 +75,34 @@ package final class EtcdProxy: @unchecked Sendable {
     /// How many bytes the proxy swallowed (in `.swallow` mode).
     package var bytesSwallowed: Int {
         lock.withLock { swallowed }
+    }
+
+    /// What the proxy does with one transaction request (`POST /v3/kv/txn`) while forwarding.
+    package enum TransactionFault: Sendable {
+        /// Forwards it (and its reply).
+        case forward
+        /// Reads it and never forwards or answers it; its connection then stays silent (a member
+        /// that hangs after receiving a request).
+        case swallow
+        /// Forwards it, drops its reply and closes its connection (a member that applied a request
+        /// and died before answering).
+        case loseReply
+    }
+
+    /// Treats the next transaction requests as `faults` says, one each, in order; other requests,
+    /// and transactions after those, are forwarded.
+    package func injectTransactionFaults(_ faults: [TransactionFault]) {
+        lock.withLock { transactionFaults = faults }
+    }
+
+    /// Swallows the next `count` transaction requests (see `TransactionFault.swallow`).
+    package func swallowTransactions(_ count: Int) {
+        injectTransactionFaults(Array(repeating: .swallow, count: count))
+    }
+
+    /// Loses the replies of the next `count` transactions (see `TransactionFault.loseReply`).
+    package func loseTransactionReplies(_ count: Int) {
+        injectTransactionFaults(Array(repeating: .loseReply, count: count))
     }
 
     /// Ends every connection the proxy carries (both sides see the connection close).
@@ -134,10 +164,14 @@ package final class EtcdProxy: @unchecked Sendable {
 
     /// The two descriptors of one carried connection, closed when both pumps (or the one) finished.
     private final class Pair: @unchecked Sendable {
-        // Invariant: `running` is only changed with the proxy's lock held.
+        // Invariant: `running`, `isSilenced` and `losesReply` are only accessed with the proxy's lock held.
         let client: Int32
         let server: Int32?
         var running: Int
+        /// Whether the client's bytes are swallowed from now on (`swallowTransactions`).
+        var isSilenced = false
+        /// Whether the server's next reply is dropped and the connection closed (`loseTransactionReplies`).
+        var losesReply = false
 
         init(_ client: Int32, _ server: Int32?) {
             self.client = client
@@ -167,10 +201,11 @@ package final class EtcdProxy: @unchecked Sendable {
         while true {
             let count = recv(source, &buffer, buffer.count, 0)
             if count <= 0 { break }
-            guard let destination else {
+            guard let destination, !injectsFault(pair, from: source, buffer[..<count]) else {
                 lock.withLock { swallowed += count }
                 continue
             }
+            if source != pair.client, lock.withLock({ pair.losesReply }) { break }
             var sent = 0
             while sent < count {
                 let result = buffer[sent..<count].withUnsafeBytes { send(destination, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -182,6 +217,25 @@ package final class EtcdProxy: @unchecked Sendable {
         shutdown(source, Int32(SHUT_RDWR))
         if let destination { shutdown(destination, Int32(SHUT_RDWR)) }
         finish(pair)
+    }
+
+    /// Whether the client's `bytes` are to be swallowed; arms a lost reply. A request is taken to
+    /// start a received chunk (a client writes each one at once).
+    private func injectsFault(_ pair: Pair, from source: Int32, _ bytes: ArraySlice<UInt8>) -> Bool {
+        guard source == pair.client else { return false }
+        return lock.withLock {
+            if pair.isSilenced { return true }
+            guard !transactionFaults.isEmpty, bytes.starts(with: "POST /v3/kv/txn ".utf8) else { return false }
+            switch transactionFaults.removeFirst() {
+            case .forward: return false
+            case .swallow:
+                pair.isSilenced = true
+                return true
+            case .loseReply:
+                pair.losesReply = true
+                return false
+            }
+        }
     }
 
     /// One pump of `pair` finished; the last one closes the descriptors (no thread uses them then).

@@ -16,6 +16,9 @@
 ///   the storage's lock, and delivered after it.
 /// - `update` runs the body through `runUpdateBody` (which traps if the body uses the store) and
 ///   applies its result with `commitUpdate`.
+/// - A back end that can lose its connection (etcd) sets the storage's `DefaultsBackendStatus`
+///   with `markUnreachable` (which says whether to report the error: once per outage) and
+///   `markConnected`; a file's storage stays `.connected(revision: nil)`.
 package protocol DefaultsBackend: AnyObject, Sendable {
     /// Where the values live (named by every error of the store).
     var location: DefaultsLocation { get }
@@ -29,7 +32,8 @@ package protocol DefaultsBackend: AnyObject, Sendable {
     /// - Parameters:
     ///   - timeout: how long to wait for another writer at most (`nil`: as long as it takes).
     ///   - notice: called once if that wait lasts `after`.
-    /// - Throws: why the changes are not durable (they stay pending).
+    /// - Throws: why the changes are not durable (file: they stay pending; etcd: the changes named
+    ///   are given up for good, never applied later).
     func flush(_ storage: DefaultsStorage, timeout: Duration?, notice: (after: Duration, call: () -> Void)?) throws(DefaultsError)
 
     /// At exit: writes what is pending, reporting a failure once (no throw: nothing could act on it).

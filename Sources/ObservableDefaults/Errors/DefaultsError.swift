@@ -21,8 +21,9 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         /// The file is not valid JSON or not a JSON object. `line`, `column` and `byteOffset` say
         /// where; the values read before stay in memory, and the file is copied aside
         /// (`corruptCopyPath`) before this process writes it again. For a store on etcd: the value of
-        /// `key` is not valid JSON (someone wrote it without this library); the key keeps its last
-        /// good value until a valid one is written.
+        /// `key` is not valid JSON (someone wrote it without this library); it affects that key only:
+        /// the key keeps its last good value (if it had one) until a valid one is written, a `set`
+        /// or removal of the key replaces it, and `update` of it throws this error.
         public static let corruptFile = Kind(name: "corruptFile")
         /// The file holds a value for `key` that does not decode as the key's type; the key's default
         /// was returned. `found` is the value in the file.
@@ -144,7 +145,7 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         let path = location.description
         switch kind {
         case .corruptFile where self.path == nil:
-            return "\(path): the value of key '\(key ?? "")' is not valid JSON: \(reason); keeping its last good value"
+            return "\(path): the value of key '\(key ?? "")' is not valid JSON: \(reason); write or delete the key to replace it"
         case .corruptFile:
             let copy = corruptCopyPath.map { "; the broken file was copied to \($0)" } ?? ""
             return "\(path)\(place): corrupt defaults file: \(reason); keeping the last good values\(copy)"

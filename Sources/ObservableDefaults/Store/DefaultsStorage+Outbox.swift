@@ -55,7 +55,16 @@ extension DefaultsStorage {
     /// the flag. Called with the lock held.
     @inline(never)
     func queueInOutbox(_ key: String, _ entry: Entry?) {
-        state.outbox.append([PendingWrite.Change(key: key, entry: entry, version: state.version)])
+        queueInOutbox([PendingWrite.Change(key: key, entry: entry, version: state.version)])
+    }
+
+    /// Queues one change of several keys (a batch) in the outbox; the keys' values that could not be
+    /// read are replaced. Called with the lock held.
+    func queueInOutbox(_ changes: [PendingWrite.Change]) {
+        if !state.revisions.unreadable.isEmpty {
+            for change in changes { forgetUnreadable(change.key) }
+        }
+        state.outbox.append(changes)
     }
 
     /// The oldest change not yet acknowledged, which stays first until `finish(_:revision:unsent:)`.

@@ -17,6 +17,10 @@ struct Revisions {
     var shadows: [String: (json: JSONValue?, revision: Int64)] = [:]
     /// The keys with an `update` in flight, and how many.
     var updating: [String: Int] = [:]
+    /// The keys whose newest value in the back end cannot be read (not JSON), with the error naming
+    /// it and the revision of that value. The key keeps its last good value in memory (if any); a
+    /// change of this process, or a readable change from elsewhere, newer than the bad value ends it.
+    var unreadable: [String: (error: DefaultsError, revision: Int64)] = [:]
 }
 
 extension DefaultsStorage {
@@ -32,6 +36,7 @@ extension DefaultsStorage {
     /// or keeps it aside while this process has a change of the key in flight. Returns the entry to
     /// apply, if any. Called with the lock held.
     private func admit(_ key: String, json: JSONValue?, revision: Int64) -> Entry?? {
+        if let bad = state.revisions.unreadable[key], bad.revision < revision { state.revisions.unreadable.removeValue(forKey: key) }
         guard revision > state.revisions.known[key] ?? 0 else { return nil }
         if isInFlight(key) {
             if (state.revisions.shadows[key]?.revision ?? 0) < revision { state.revisions.shadows[key] = (json, revision) }
@@ -62,10 +67,12 @@ extension DefaultsStorage {
     /// track: a compacted watch, a refused write): every key whose value there is newer than what is
     /// known, and the removal of every key absent there, delivered as one transaction. Keys with a
     /// change of this process in flight keep this process's value (the read is kept aside for them).
-    package func applyReload(_ values: [String: RevisionedValue], revision: Int64) {
+    /// The `unreadable` keys (their value there is not JSON: see `noteUnreadable`) keep their last
+    /// good value.
+    package func applyReload(_ values: [String: RevisionedValue], unreadable: Set<String> = [], revision: Int64) {
         let deliveries = lock.withLock {
             var applied: [(key: String, entry: Entry?)] = []
-            for key in Set(values.keys).union(state.values.keys).sorted() {
+            for key in Set(values.keys).union(state.values.keys).sorted() where !unreadable.contains(key) {
                 if let value = values[key] {
                     if case .some(let entry) = admit(key, json: value.json, revision: value.modRevision) { applied.append((key, entry)) }
                 } else if state.values[key] != nil || isInFlight(key) {
@@ -76,6 +83,35 @@ extension DefaultsStorage {
             return applyExternal(applied, origin: .anotherProcess, revision: revision)
         }
         deliver(deliveries)
+    }
+
+    // MARK: Values that cannot be read
+
+    /// Notes that the back end holds a value of `key` at `revision` that cannot be read (`error`
+    /// names it): unless a newer value is known, the key's reads through `unreadableValueError(forKey:)`
+    /// throw `error` until this process changes the key or a readable change newer than `revision`
+    /// arrives. The key keeps its value in memory. Returns whether this is news (not known already).
+    @discardableResult
+    package func noteUnreadable(_ key: String, error: DefaultsError, revision: Int64) -> Bool {
+        lock.withLock {
+            guard revision > state.revisions.known[key] ?? 0, revision > state.revisions.unreadable[key]?.revision ?? 0 else {
+                return false
+            }
+            state.revisions.unreadable[key] = (error, revision)
+            return true
+        }
+    }
+
+    /// The error naming the unreadable value the back end holds for `key` (see `noteUnreadable`), or
+    /// `nil` if its value is readable.
+    package func unreadableValueError(forKey key: String) -> DefaultsError? {
+        lock.withLock { state.revisions.unreadable[key]?.error }
+    }
+
+    /// This process changed `key`: its new value replaces the unreadable one. Called with the lock
+    /// held, only when some key is unreadable.
+    func forgetUnreadable(_ key: String) {
+        state.revisions.unreadable.removeValue(forKey: key)
     }
 
     // MARK: This process's changes
@@ -93,6 +129,7 @@ extension DefaultsStorage {
             for change in write.changes where !unsent.contains(change.key) {
                 if let revision {
                     state.revisions.known[change.key] = max(state.revisions.known[change.key] ?? 0, revision)
+                    if let bad = state.revisions.unreadable[change.key], bad.revision < revision { forgetUnreadable(change.key) }
                 } else {
                     state.revisions.known[change.key] = 0
                 }
@@ -127,6 +164,7 @@ extension DefaultsStorage {
             var deliveries: [Delivery] = []
             if let (entry, revision) = result, revision > state.revisions.known[key] ?? 0 {
                 state.revisions.known[key] = revision
+                if let bad = state.revisions.unreadable[key], bad.revision < revision { forgetUnreadable(key) }
                 if state.dirty[key] == nil { deliveries = commitUpdate(key: key, entry: entry, revision: revision) }
             }
             return deliveries + releaseShadows(of: [key])

@@ -97,7 +97,7 @@ extension DefaultsStorage {
             }
         }
         if state.keepsOutbox {
-            state.outbox.append(changes.map { PendingWrite.Change(key: $0.key, entry: $0.entry, version: state.keyVersions[$0.key]!) })
+            queueInOutbox(changes.map { PendingWrite.Change(key: $0.key, entry: $0.entry, version: state.keyVersions[$0.key]!) })
         }
         let needsWrite = !state.isWriteScheduled
         state.isWriteScheduled = true

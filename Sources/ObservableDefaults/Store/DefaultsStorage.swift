@@ -130,6 +130,8 @@ package final class DefaultsStorage: @unchecked Sendable {
         var outbox = Outbox()
         /// For a back end with revisions (etcd): what it knows of each key (see `DefaultsStorage+Revisions`).
         var revisions = Revisions()
+        /// The back end's connection state and its observers (see `DefaultsStorage+Status`).
+        var status = StatusState()
     }
 
     /// A storage persisted by `backend`, which guards its own state with `lock`.
@@ -143,6 +145,7 @@ package final class DefaultsStorage: @unchecked Sendable {
         for observer in state.observers.values.joined() { observer.finish?() }
         for observer in state.anyKeyObservers { observer.finish?() }
         for observer in state.changeObservers { observer.finish?() }
+        for observer in state.status.observers.values { observer.finish?() }
     }
 
     // MARK: Reading

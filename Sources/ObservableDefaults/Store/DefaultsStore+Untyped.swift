@@ -8,8 +8,17 @@ extension DefaultsStore {
     }
 
     /// The value of `key` as JSON, or `nil` if it is absent.
+    ///
+    /// - Throws: `DefaultsError` `.corruptFile` naming the key when the back end holds a value of it
+    ///   that is not JSON (etcd: someone wrote it without this library).
     package func jsonValue(forKey key: String) throws -> JSONValue? {
-        try storage.jsonValues()[key]
+        if let unreadable = storage.unreadableValueError(forKey: key) { throw unreadable }
+        return try storage.jsonValues()[key]
+    }
+
+    /// Whether the back end holds a value of `key` that is not JSON (see `jsonValue(forKey:)`).
+    package func hasUnreadableValue(forKey key: String) -> Bool {
+        storage.unreadableValueError(forKey: key) != nil
     }
 
     /// Sets `key` to the JSON `value`.

@@ -218,8 +218,9 @@ public final class DefaultsStore: Sendable {
 
     /// Writes this process's pending changes to the file and returns when they are durable (file and
     /// directory fsynced), with another process's concurrent changes kept. On etcd: sends them and
-    /// returns when etcd acknowledged every one (`.unreachable` while no member answers: they stay
-    /// queued and are sent when one does).
+    /// returns when etcd acknowledged every one, trying again while no member answers; once none
+    /// answered for the store's timeout it throws `.unreachable`, and the changes it names are given
+    /// up for good (never applied later; their keys take etcd's values again).
     ///
     /// - Throws: `DefaultsError`: `.writeFailed` if the file cannot be written (the changes stay in
     ///   memory and pending, and the next write or flush retries them); `.encodingFailed` naming a

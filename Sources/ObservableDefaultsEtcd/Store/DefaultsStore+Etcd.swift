@@ -56,8 +56,13 @@ extension DefaultsStore {
     ///   `revision`; a transaction of several keys is one store-wide change. The watch resumes from
     ///   the last revision seen after a disconnection, so nothing is missed or repeated; if etcd
     ///   compacted past it, the prefix is read again and the differences are delivered.
-    /// - Failures: a cluster that stops answering is reported once through `errorHandler`; reads and
-    ///   observers keep working on the last values, and changes are sent when it answers again.
+    /// - Failures: a cluster that stops answering is reported once through `errorHandler`, and
+    ///   `backendStatus` is `.unreachable` until a member answers again (then `.connected`, the end
+    ///   of the outage: observe it with `observeBackendStatus(options:changeHandler:)`); reads and
+    ///   observers keep working on the last values, and changes are sent when it answers again. A
+    ///   `flush()` that throws has given its changes up for good: they are never applied later.
+    /// - A value that is not JSON (written by another program) affects its key only: reported once,
+    ///   the key keeps its last good value, a `set` or removal replaces it, `update` throws.
     ///
     /// - Parameters:
     ///   - endpoints: the `http` or `https` URLs of the cluster's members; requests fail over from
@@ -68,13 +73,15 @@ extension DefaultsStore {
     ///   - trustedCertificates: a PEM file of private certificate authorities trusted for `https`
     ///     endpoints in addition to the system's trust store (see the EtcdWire article for adding a
     ///     CA to the system's store instead).
-    ///   - timeout: how long to wait for the first read, and for each request. One attempt at one
-    ///     member gets a quarter of it, then the next member is tried (a write too, when it cannot
-    ///     apply twice: every write of the store); the watch probes its member every quarter of it
-    ///     and resumes on the next member when a probe is not answered in that time.
-    ///   - errorHandler: called with each problem met later (an outage, a refused change, a value
-    ///     that is not JSON or does not decode), on the thread that met it; with no handler, problems
-    ///     are printed to standard error.
+    ///   - timeout: how long to wait for the first read, and for each request; how long `flush()`
+    ///     and `update` go on without an answer before they give up. One attempt at one member gets
+    ///     a quarter of it, then the next member is tried (a write too, when it cannot apply twice:
+    ///     every write of the store); the watch probes its member every quarter of it and resumes on
+    ///     the next member when a probe is not answered in that time.
+    ///   - errorHandler: called with each problem met later (an outage when it starts, a refused
+    ///     change, a value that is not JSON or does not decode), on the thread that met it; with no
+    ///     handler, problems are printed to standard error. The end of an outage is a change of
+    ///     `backendStatus`, not a call of this handler.
     /// - Throws: `DefaultsError`: `.invalidEndpoint` for no endpoint, one that is not an `http(s)`
     ///   URL with a host (or has a user or password in it), or `https` without a usable OpenSSL or
     ///   `trustedCertificates` file; `.unreachable` if no member answered within
@@ -152,9 +159,10 @@ extension EtcdBackend {
         let problems = Locked<[DefaultsError]>([])
         let id = storage.addErrorHandler { problem in problems.withLock { $0.append(problem) } }
         defer { storage.removeErrorHandler(id: id) }
-        let (values, revision) = try backend.firstRead(storage)
-        storage.applyReload(values, revision: revision)
-        backend.watch(storage, from: revision + 1)
+        let read = try backend.firstRead(storage)
+        storage.applyReload(read.values, unreadable: read.unreadable, revision: read.revision)
+        storage.markConnected(revision: read.revision)
+        backend.watch(storage, from: read.revision + 1)
         return (storage, problems.current)
     }
 
@@ -180,11 +188,11 @@ extension EtcdBackend {
 
     /// The first read of the prefix, given up after `timeout` (the client's own bounds are per
     /// request and per endpoint; this one is the initializer's promise).
-    private func firstRead(_ storage: DefaultsStorage) throws(DefaultsError) -> ([String: DefaultsStorage.RevisionedValue], Int64) {
-        let result = Locked<Result<([String: DefaultsStorage.RevisionedValue], Int64), EtcdError>?>(nil)
+    private func firstRead(_ storage: DefaultsStorage) throws(DefaultsError) -> PrefixRead {
+        let result = Locked<Result<PrefixRead, EtcdError>?>(nil)
         let done = DispatchSemaphore(value: 0)
         DispatchQueue.global().async { [self] in
-            let outcome: Result<([String: DefaultsStorage.RevisionedValue], Int64), EtcdError>
+            let outcome: Result<PrefixRead, EtcdError>
             do throws(EtcdError) {
                 outcome = .success(try readPrefix(storage))
             } catch {

@@ -25,41 +25,31 @@ extension EtcdBackend {
 
     // MARK: Draining the outbox
 
-    /// Sends the outbox's writes, oldest first, until it is empty (then returns `nil`) or a write
-    /// fails in a way that a later try may fix: that failure is reported once per outage, a retry
-    /// is scheduled, and the failure is returned (the write stays first). A write etcd refuses is
-    /// reported, dropped, and the prefix read again so that the cache holds etcd's values; the next
-    /// `flush()` throws it. Runs on the queue.
-    func drain(_ storage: DefaultsStorage) -> DefaultsError? {
-        while let write = storage.nextWrite() {
-            var operations: [EtcdOperation] = []
-            var unsent: Set<String> = []
-            for change in write.changes {
-                if let entry = change.entry {
-                    guard let json = DefaultsStorage.json(of: entry) else {
-                        // Reported when it was set; it stays pending, and `flush()` names it.
-                        unsent.insert(change.key)
-                        continue
-                    }
-                    operations.append(.put(key: etcdKey(change.key), value: Array(json.compactText.utf8)))
-                } else {
-                    operations.append(.delete(key: etcdKey(change.key)))
-                }
-            }
+    /// Sends the outbox's writes, oldest first, until it is empty or the next one comes after
+    /// `last` (then returns `nil`) or a write fails in a way that a later try may fix: that failure
+    /// is reported once per outage, a retry is scheduled (unless `schedulesRetry` is `false`: a
+    /// flush retries on its own), and the failure is returned (the write stays first). A write etcd
+    /// refuses is reported, dropped, and the prefix read again so that the cache holds etcd's
+    /// values; the next `flush()` throws it. Runs on the queue.
+    func drain(_ storage: DefaultsStorage, through last: UInt64 = .max, schedulesRetry: Bool = true) -> DefaultsError? {
+        while let write = storage.nextWrite(), write.sequence <= last {
+            let (operations, unsent) = self.operations(of: write)
             guard !operations.isEmpty else {
                 storage.finish(write, revision: nil, unsent: unsent)
                 continue
             }
             do throws(EtcdError) {
-                let revision = try send(operations, marker: Array("o\(write.sequence)".utf8))
-                noteRecovered()
+                let revision = try send(operations, marker: Self.marker(of: write))
+                noteRecovered(storage)
                 storage.finish(write, revision: revision, unsent: unsent)
             } catch {
                 let failure = DefaultsError(error, location: location, key: write.changes.count == 1 ? write.changes[0].key : nil)
+                // Whether an attempt at this write may have applied: a give-up asks the marker.
+                if error.kind == .replyLost { queueState.uncertainWrite = write.sequence }
                 switch Self.handling(of: error) {
                 case .retry:
                     reportOutage(failure, to: storage)
-                    scheduleRetry(storage)
+                    if schedulesRetry { scheduleRetry(storage) }
                     return failure
                 case .refused:
                     // Dropped before the handlers hear of it: one that flushes must not send it again.
@@ -71,6 +61,25 @@ extension EtcdBackend {
             }
         }
         return nil
+    }
+
+    /// The operations of `write`, and its keys whose value cannot be written as JSON (reported when
+    /// they were set; they stay pending, and `flush()` names them).
+    func operations(of write: PendingWrite) -> (operations: [EtcdOperation], unsent: Set<String>) {
+        var operations: [EtcdOperation] = []
+        var unsent: Set<String> = []
+        for change in write.changes {
+            if let entry = change.entry {
+                guard let json = DefaultsStorage.json(of: entry) else {
+                    unsent.insert(change.key)
+                    continue
+                }
+                operations.append(.put(key: etcdKey(change.key), value: Array(json.compactText.utf8)))
+            } else {
+                operations.append(.delete(key: etcdKey(change.key)))
+            }
+        }
+        return (operations, unsent)
     }
 
     /// Sends the outbox again after a delay that doubles with each failure in a row. Weak: retries
@@ -107,6 +116,11 @@ extension EtcdBackend {
         }
     }
 
+    /// The marker value of an outbox write.
+    static func marker(of write: PendingWrite) -> [UInt8] {
+        Array("o\(write.sequence)".utf8)
+    }
+
     /// After a transaction whose marker comparison failed: the revision at which this marker value
     /// was written (an earlier attempt applied, its reply lost), or `nil` (the marker was changed by
     /// something else: the next attempt compares with its current revision). Runs on the queue.
@@ -117,15 +131,16 @@ extension EtcdBackend {
 
     // MARK: Flushing
 
-    /// Sends everything queued so far and returns once etcd acknowledged it. `timeout` and `notice`
-    /// (another process holding a file's lock) do not apply: every request is bounded by the
-    /// client's timeouts.
+    /// Sends everything queued so far and returns once etcd acknowledged it, trying again (with a
+    /// growing delay) for up to the store's timeout; then gives the changes not acknowledged up for
+    /// good (see `giveUp`). `timeout` and `notice` (another process holding a file's lock) do not
+    /// apply.
     ///
-    /// - Throws: the failure that stopped the sending (the changes stay queued and are retried), the
-    ///   first refusal since the last flush (that change was dropped, whichever send met it), or
-    ///   `.encodingFailed` naming a key whose value cannot be written as JSON.
+    /// - Throws: the failure that made it give up (those changes are dropped, and never sent
+    ///   again), the first refusal since the last flush (that change was dropped, whichever send met
+    ///   it), or `.encodingFailed` naming a key whose value cannot be written as JSON.
     func flush(_ storage: DefaultsStorage, timeout: Duration?, notice: (after: Duration, call: () -> Void)?) throws(DefaultsError) {
-        let failure = isOnQueue ? drain(storage) : queue.sync { drain(storage) }
+        let failure = isOnQueue ? flushOnQueue(storage) : queue.sync { flushOnQueue(storage) }
         if let failure { throw failure }
         let refusal = lock.withLock {
             defer { state.refusal = nil }
@@ -141,17 +156,14 @@ extension EtcdBackend {
         }
     }
 
-    /// At exit: sends what is queued (each request bounded by the client's timeouts), reports a
-    /// failure once, and removes the marker.
+    /// At exit: sends what is queued as `flush()` does, reports the changes it gave up (a loss of
+    /// its own, whether or not the outage was reported), and removes the marker. Refusals and values
+    /// that cannot be encoded were reported when they happened.
     func flushAtExit(_ storage: DefaultsStorage) {
-        let removeMarker = { [self] in
+        let run = { [self] in
+            if let failure = flushOnQueue(storage) { storage.report(failure) }
             if queueState.markerRevision != 0, (try? client.delete(key: markerKey)) != nil { queueState.markerRevision = 0 }
         }
-        do {
-            try flush(storage, timeout: nil, notice: nil)
-        } catch {
-            if error.kind != .encodingFailed { reportOutage(error, to: storage) }
-        }
-        if isOnQueue { removeMarker() } else { queue.sync(execute: removeMarker) }
+        if isOnQueue { run() } else { queue.sync(execute: run) }
     }
 }

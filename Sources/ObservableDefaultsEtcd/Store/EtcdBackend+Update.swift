@@ -13,7 +13,8 @@ extension EtcdBackend {
     ///
     /// - Throws: what `flush()` throws; a refusal (`.permissionDenied`, `.remoteFailed`); or
     ///   `.unreachable` if no member answered within `timeout` (if a reply was lost meanwhile, the
-    ///   update may have applied: the reason says so, and the watch reports it if it did).
+    ///   marker tells whether the update applied: if it did, this returns normally; if not, it never
+    ///   will).
     func update(
         _ storage: DefaultsStorage, key: String, _ transform: @escaping (DefaultsStorage.Entry?) -> DefaultsStorage.Entry??
     ) throws(DefaultsError) {
@@ -49,12 +50,17 @@ extension EtcdBackend {
             } else {
                 operation = .delete(key: etcdKey)
             }
-            let result = try transaction(
+            let outcome = try transaction(
+                storage,
                 compare: [.modRevision(key: etcdKey, equals: revision), .modRevision(key: markerKey, equals: queueState.markerRevision)],
                 success: [operation, .put(key: markerKey, value: marker)],
                 failure: [.range(key: etcdKey), .range(key: markerKey)],
                 key: key
             )
+            guard case .answered(let result) = outcome else {
+                if case .appliedEarlier(let applied) = outcome { written = (new, applied) }
+                return
+            }
             if result.succeeded {
                 queueState.markerRevision = result.revision
                 written = (new, result.revision)
@@ -70,20 +76,29 @@ extension EtcdBackend {
             entry = nil
             if let current {
                 guard let json = json(of: current.value, key: key, revision: current.modRevision, storage: storage) else {
-                    throw DefaultsError(
-                        .corruptFile, location: location, key: key,
-                        reason: "the value at revision \(current.modRevision) is not JSON; update leaves it as it is")
+                    // The error `json(of:)` noted, naming the key, the revision and the cause.
+                    throw storage.unreadableValueError(forKey: key)
+                        ?? DefaultsError(.corruptFile, location: location, key: key, reason: "not JSON (revision \(current.modRevision))")
                 }
                 entry = DefaultsStorage.Entry(typed: nil, json: json)
             }
         }
     }
 
+    /// What became of an update's transaction.
+    private enum Outcome {
+        /// etcd answered it.
+        case answered(EtcdTransactionResult)
+        /// An attempt whose reply was lost applied, at this revision (the marker says so).
+        case appliedEarlier(Int64)
+    }
+
     /// Sends one transaction, sending it again unchanged (growing delay, for up to `timeout`) after a
-    /// failure that a retry may fix. Runs on the queue.
+    /// failure that a retry may fix. If it gives up after an attempt whose reply was lost, the marker
+    /// is fenced (see `resolve`): either that attempt applied, or none ever will. Runs on the queue.
     private func transaction(
-        compare: [EtcdCompare], success: [EtcdOperation], failure: [EtcdOperation], key: String
-    ) throws(DefaultsError) -> EtcdTransactionResult {
+        _ storage: DefaultsStorage, compare: [EtcdCompare], success: [EtcdOperation], failure: [EtcdOperation], key: String
+    ) throws(DefaultsError) -> Outcome {
         let clock = ContinuousClock()
         let deadline = clock.now + timeout
         var delay = Self.firstRetryDelay
@@ -91,16 +106,30 @@ extension EtcdBackend {
         while true {
             do throws(EtcdError) {
                 let result = try client.transaction(compare: compare, success: success, failure: failure)
-                noteRecovered()
-                return result
+                noteRecovered(storage)
+                return .answered(result)
             } catch {
                 if error.kind == .replyLost { mayHaveApplied = true }
                 guard Self.handling(of: error) == .retry, clock.now + delay < deadline else {
                     let failure = DefaultsError(error, location: location, key: key)
-                    guard mayHaveApplied, failure.kind == .unreachable else { throw failure }
-                    throw DefaultsError(
-                        .unreachable, location: location, key: key,
-                        reason: "\(failure.reason); a reply was lost, so the update may have applied (the watch reports it if it did)")
+                    guard mayHaveApplied, case .put(_, let marker) = success.last else { throw failure }
+                    switch resolve(marker: marker) {
+                    case .applied(let revision):
+                        noteRecovered(storage)
+                        return .appliedEarlier(revision)
+                    case .notApplied:
+                        throw DefaultsError(
+                            failure.kind, location: location, key: key,
+                            reason:
+                                "a reply was lost; the store's marker key shows that the update did not apply: given up after \(timeout), it will not be sent again"
+                        )
+                    case .unknown(let error):
+                        throw DefaultsError(
+                            failure.kind, location: location, key: key,
+                            reason:
+                                "a reply was lost, and no member answered since (\(error.reason)), so whether the update applied is unknown: given up after \(timeout), it will not be sent again"
+                        )
+                    }
                 }
                 Self.pause(delay)
                 delay = min(delay * 2, Self.maximumRetryDelay)

@@ -5,18 +5,28 @@ import ObservableDefaults
 /// each revision's events applied as one transaction; after a compaction, the prefix read again and
 /// the differences applied as one transaction.
 extension EtcdBackend {
-    /// Reads the whole prefix: its values (markers, names that are not UTF-8 and values that are not
-    /// JSON left out) and the revision of the read.
-    func readPrefix(_ storage: DefaultsStorage?) throws(EtcdError) -> ([String: DefaultsStorage.RevisionedValue], Int64) {
-        let (keyValues, revision) = try client.range(prefix: prefixBytes)
+    /// What a read of the whole prefix found: the values (markers and names that are not UTF-8 left
+    /// out), the keys whose value is not JSON (reported and noted in the storage: they keep their
+    /// last good value), and the revision of the read.
+    struct PrefixRead {
         var values: [String: DefaultsStorage.RevisionedValue] = [:]
+        var unreadable: Set<String> = []
+        var revision: Int64
+    }
+
+    /// Reads the whole prefix.
+    func readPrefix(_ storage: DefaultsStorage) throws(EtcdError) -> PrefixRead {
+        let (keyValues, revision) = try client.range(prefix: prefixBytes)
+        var read = PrefixRead(revision: revision)
         for keyValue in keyValues {
-            guard let name = name(of: keyValue.key),
-                let json = json(of: keyValue.value, key: name, revision: keyValue.modRevision, storage: storage)
-            else { continue }
-            values[name] = (json, keyValue.modRevision)
+            guard let name = name(of: keyValue.key) else { continue }
+            guard let json = json(of: keyValue.value, key: name, revision: keyValue.modRevision, storage: storage) else {
+                read.unreadable.insert(name)
+                continue
+            }
+            read.values[name] = (json, keyValue.modRevision)
         }
-        return (values, revision)
+        return read
     }
 
     /// Watches the prefix from `revision`, replacing the current watch. The handler holds the storage
@@ -46,6 +56,7 @@ extension EtcdBackend {
                 while index < events.endIndex, events[index].modRevision == revision {
                     switch events[index] {
                     case .put(let keyValue):
+                        // A value that is not JSON is noted (the key keeps its last good value).
                         if let name = name(of: keyValue.key),
                             let json = json(of: keyValue.value, key: name, revision: revision, storage: storage)
                         {
@@ -66,7 +77,8 @@ extension EtcdBackend {
         case .disconnected(let error):
             reportOutage(DefaultsError(error, location: location), to: storage)
         case .reconnected:
-            noteRecovered()
+            // Resumed after the last revision delivered.
+            noteRecovered(storage)
         }
     }
 
@@ -75,10 +87,10 @@ extension EtcdBackend {
     /// and tries again after a delay (doubling, up to `maximumRetryDelay`). Runs on the queue.
     func reload(_ storage: DefaultsStorage, rewatch: Bool, failures: Int = 0) {
         do throws(EtcdError) {
-            let (values, revision) = try readPrefix(storage)
-            storage.applyReload(values, revision: revision)
-            if rewatch { watch(storage, from: revision + 1) }
-            noteRecovered()
+            let read = try readPrefix(storage)
+            storage.applyReload(read.values, unreadable: read.unreadable, revision: read.revision)
+            if rewatch { watch(storage, from: read.revision + 1) }
+            noteRecovered(storage, revision: read.revision)
         } catch {
             reportOutage(DefaultsError(error, location: location), to: storage)
             let delay = min(Self.firstRetryDelay * (1 << min(failures, 16)), Self.maximumRetryDelay)

@@ -38,8 +38,6 @@ final class EtcdBackend: DefaultsBackend, @unchecked Sendable {
 
     struct State {
         var watch: EtcdWatch?
-        /// Whether a failure of this outage was reported (reset when a request succeeds again).
-        var isOutageReported = false
         /// Sends that failed in a row (the retry delay doubles with each).
         var failedSends = 0
         var isClosed = false
@@ -54,6 +52,10 @@ final class EtcdBackend: DefaultsBackend, @unchecked Sendable {
         var markerRevision: Int64 = 0
         /// How many updates this back end made (their marker values are `u1`, `u2`, …).
         var updates: UInt64 = 0
+        /// The outbox write an attempt of which got no reply (it may have applied), if any.
+        var uncertainWrite: UInt64?
+        /// How many writes were given up (their fence values are `x1`, `x2`, …).
+        var fences: UInt64 = 0
     }
 
     init(client: EtcdClient, prefix: String, timeout: Duration, lock: Lock) {
@@ -111,28 +113,28 @@ final class EtcdBackend: DefaultsBackend, @unchecked Sendable {
         return String(validating: rest, as: UTF8.self)
     }
 
-    /// The JSON of a value read from etcd, or `nil` (reported once per key and revision) if it is not JSON.
-    func json(of value: [UInt8], key: String, revision: Int64, storage: DefaultsStorage?) -> JSONValue? {
+    /// The JSON of a value read from etcd, or `nil` if it is not JSON: then the storage notes the
+    /// key as unreadable (reads of it through the tool fail naming it; it keeps its last good
+    /// value), and the problem is reported once per key and revision.
+    func json(of value: [UInt8], key: String, revision: Int64, storage: DefaultsStorage) -> JSONValue? {
         do throws(JSONParseError) {
             return try JSONValue.parse(value)
         } catch {
             let isNew = lock.withLock { state.reportedValues.insert("\(revision)\u{0}\(key)").inserted }
             let problem = DefaultsError(
                 .corruptFile, location: location, key: key, reason: "\(error.reason) (revision \(revision))")
-            if isNew { storage?.report(problem) }
+            storage.noteUnreadable(key, error: problem, revision: revision)
+            if isNew { storage.report(problem) }
             return nil
         }
     }
 
     // MARK: Failures
 
-    /// Reports `error` unless this outage was reported already.
+    /// Marks the storage's status `.unreachable` and reports `error`, unless this outage began
+    /// already (then neither).
     func reportOutage(_ error: DefaultsError, to storage: DefaultsStorage) {
-        let isNew = lock.withLock {
-            defer { state.isOutageReported = true }
-            return !state.isOutageReported
-        }
-        if isNew { storage.report(error) }
+        if storage.markUnreachable(error) { storage.report(error) }
     }
 
     /// Blocks the calling thread for `duration` (a back-off between tries, on the queue).
@@ -145,11 +147,13 @@ final class EtcdBackend: DefaultsBackend, @unchecked Sendable {
         }
     }
 
-    /// A request succeeded: the next failure is a new outage.
-    func noteRecovered() {
-        lock.withLock {
-            state.isOutageReported = false
+    /// A request succeeded: an outage is over (the storage's status becomes `.connected` at
+    /// `revision`, by default the last one the watch delivered), and the next failure is a new one.
+    func noteRecovered(_ storage: DefaultsStorage, revision: Int64? = nil) {
+        let watched = lock.withLock {
             state.failedSends = 0
+            return state.watch
         }
+        storage.markConnected(revision: revision ?? watched.map { $0.nextRevision - 1 })
     }
 }

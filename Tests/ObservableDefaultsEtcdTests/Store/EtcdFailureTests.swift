@@ -41,16 +41,19 @@ struct EtcdFailureTests {
         store[Self.speed] = 3
         #expect(store[Self.speed] == 3)
         #expect(seen.current.map(\.new) == [2, 3])
-        for _ in 0..<3 {
+        for value in [3.0, 4, 5] {
+            store[Self.speed] = value
             let error = try #require(throws: DefaultsError.self) { try store.flush() }
             #expect(error.kind == .unreachable)
             #expect(error.description.contains(server.endpoint.absoluteString))
+            #expect(error.description.contains("not written (key 'speed')"))
         }
         // One outage, one report (the watch's and the sends' failures included).
         #expect(waitUntil { !errors.current.isEmpty })
         #expect(errors.current.count == 1)
         #expect(errors.current.first?.kind == .unreachable)
-        #expect(store[Self.speed] == 3)
+        // Given up, the change stays in memory until etcd's value can be read again.
+        #expect(store[Self.speed] == 5)
 
         let opening = try #require(throws: DefaultsError.self) { try etcdStore(server.endpoints, prefix: "app/", timeout: .seconds(1)) }
         #expect(opening.kind == .unreachable)

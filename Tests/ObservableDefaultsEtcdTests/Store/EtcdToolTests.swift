@@ -17,8 +17,7 @@ struct EtcdToolTests {
     )
         throws -> ToolResult
     {
-        let endpoints = server.endpoints.map(\.absoluteString).joined(separator: ",")
-        return try runTool([command, "--etcd", endpoints, "--prefix", prefix] + arguments, environment: environment)
+        try etcdTool(command, server.endpoints, prefix: prefix, arguments, environment: environment)
     }
 
     @Test func writeReadUpdateAndDeleteWorkOnEtcd() throws {
@@ -60,12 +59,8 @@ struct EtcdToolTests {
 
     @Test func watchPrintsEveryChangeOfAnotherProcess() throws {
         let server = try EtcdServer()
-        let endpoints = server.endpoints.map(\.absoluteString).joined(separator: ",")
-        let watcher = try startTool(["watch", "--etcd", endpoints, "--prefix", "app/"])
-        defer {
-            watcher.process.terminate()
-            watcher.process.waitUntilExit()
-        }
+        let watcher = try startEtcdWatcher(server.endpoints)
+        defer { watcher.stop() }
         let store = try etcdStore(server.endpoints, prefix: "app/")
         let speed = DefaultsKey("speed", default: 1.0)
         // The watcher prints nothing until it has read the prefix and watches it: write until it shows.

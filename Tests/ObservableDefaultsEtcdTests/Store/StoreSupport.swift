@@ -17,6 +17,28 @@ func etcdStore(
     }
 }
 
+/// `kvo-defaults COMMAND --etcd ENDPOINTS --prefix PREFIX ARGUMENTS…`, to completion.
+func etcdTool(
+    _ command: String, _ endpoints: [URL], prefix: String = "app/", _ arguments: [String] = [], environment: [String: String]? = nil
+) throws -> ToolResult {
+    try runTool(
+        [command, "--etcd", endpoints.map(\.absoluteString).joined(separator: ","), "--prefix", prefix] + arguments,
+        environment: environment)
+}
+
+/// `kvo-defaults watch --etcd ENDPOINTS --prefix PREFIX`, running; `stop()` it.
+func startEtcdWatcher(_ endpoints: [URL], prefix: String = "app/") throws -> RunningTool {
+    try startTool(["watch", "--etcd", endpoints.map(\.absoluteString).joined(separator: ","), "--prefix", prefix])
+}
+
+extension RunningTool {
+    /// Ends the process (SIGTERM) and waits for it.
+    func stop() {
+        process.terminate()
+        process.waitUntilExit()
+    }
+}
+
 /// The `STORE` argument of DefaultsTestTool for an etcd store: `URL[,URL…]#PREFIX`.
 func toolStore(_ endpoints: [URL], prefix: String) -> String {
     endpoints.map(\.absoluteString).joined(separator: ",") + "#" + prefix

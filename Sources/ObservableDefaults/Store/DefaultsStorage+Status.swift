@@ -1,0 +1,93 @@
+import Foundation
+import KeyValueObserving
+
+/// The back end's connection state (`DefaultsBackendStatus`), set by the back end, read and
+/// observed through the store.
+struct StatusState {
+    var current = DefaultsBackendStatus.connected(revision: nil)
+    /// Bumped at each change, so that a change delivered late is not delivered after a newer one.
+    var version: UInt64 = 0
+    var observers: [UInt64: StatusObserver] = [:]
+}
+
+/// One observer of the status: its delivery, and what ends an async sequence.
+struct StatusObserver: Sendable {
+    let deliver: @Sendable (DefaultsBackendStatus) -> Void
+    let finish: (@Sendable () -> Void)?
+}
+
+extension DefaultsStorage {
+    /// The back end's connection state.
+    var backendStatus: DefaultsBackendStatus {
+        lock.withLock { state.status.current }
+    }
+
+    /// The back end answers, and the store's values are current with `revision`: if it did not
+    /// answer before (or has no revision yet: a store opening), the status becomes
+    /// `.connected(revision:)` and its observers hear of it (on this thread). Cheap when nothing
+    /// changes (one lock).
+    package func markConnected(revision: Int64?) {
+        changeStatus { current in
+            if case .connected(let known) = current, known != nil || revision == nil { return nil }
+            return .connected(revision: revision)
+        }
+    }
+
+    /// The back end does not answer (`error` says why): returns whether that begins an outage (the
+    /// status was `.connected`; it becomes `.unreachable` and its observers hear of it), so that the
+    /// caller reports `error` once per outage.
+    package func markUnreachable(_ error: DefaultsError) -> Bool {
+        changeStatus { current in
+            guard case .connected = current else { return nil }
+            return .unreachable(since: Date(), error: error)
+        }
+    }
+
+    /// Sets the status to what `change` returns for the current one (nothing if `nil`), then tells
+    /// the observers, unless a newer change was made meanwhile. Returns whether it changed.
+    @discardableResult
+    private func changeStatus(_ change: (DefaultsBackendStatus) -> DefaultsBackendStatus?) -> Bool {
+        let changed = lock.withLock { () -> (DefaultsBackendStatus, UInt64, [StatusObserver])? in
+            guard let new = change(state.status.current) else { return nil }
+            state.status.current = new
+            state.status.version &+= 1
+            return (new, state.status.version, Array(state.status.observers.values))
+        }
+        guard let (status, version, observers) = changed else { return false }
+        for observer in observers {
+            guard lock.withLock({ state.status.version == version }) else { break }
+            observer.deliver(status)
+        }
+        return true
+    }
+
+    /// Registers an observer of the status and returns its id.
+    func addStatusObserver(
+        deliver: @escaping @Sendable (DefaultsBackendStatus) -> Void, finish: (@Sendable () -> Void)? = nil
+    ) -> UInt64 {
+        lock.withLock {
+            state.nextObserverID += 1
+            state.status.observers[state.nextObserverID] = StatusObserver(deliver: deliver, finish: finish)
+            return state.nextObserverID
+        }
+    }
+
+    func removeStatusObserver(id: UInt64) {
+        lock.withLock { _ = state.status.observers.removeValue(forKey: id) }
+    }
+}
+
+/// What a status observation's token ends.
+final class StatusObserverHandle: _Invalidatable {
+    weak let storage: DefaultsStorage?
+    let id: UInt64
+
+    init(storage: DefaultsStorage, id: UInt64) {
+        self.storage = storage
+        self.id = id
+    }
+
+    func invalidate() {
+        storage?.removeStatusObserver(id: id)
+    }
+}

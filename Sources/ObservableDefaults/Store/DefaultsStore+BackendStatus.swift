@@ -1,0 +1,62 @@
+import KeyValueObserving
+
+extension DefaultsStore {
+    /// Whether the store's back end answers: always `.connected(revision: nil)` for a file; for etcd,
+    /// `.unreachable` from the start of an outage (the moment the error handler hears of it) until a
+    /// member answers again (see `DefaultsBackendStatus`).
+    public var backendStatus: DefaultsBackendStatus {
+        storage.backendStatus
+    }
+
+    /// Observes the back end's connection state: the handler is called with the new status each time
+    /// it changes (with `.initial` in `options`, with the current one first, before this returns).
+    /// This is the counterpart of the error handler: an outage is reported there once, when it
+    /// starts, and here both when it starts and when it ends. Keep the token: when it is deallocated
+    /// or invalidated, the observation ends.
+    ///
+    /// ```swift
+    /// let token = store.observeBackendStatus(options: [.initial]) { _, status in
+    ///     if case .connected(let revision) = status { print("up to date with revision \(revision ?? 0)") }
+    /// }
+    /// ```
+    ///
+    /// A change is delivered on the thread that noticed it (the store's background queue, or a
+    /// thread that called `flush()` or `update`), never under a lock; a change that a newer one
+    /// overtook is not delivered after it. A file store never changes.
+    ///
+    /// - Parameters:
+    ///   - options: `.initial` to get the current status first; other options make no difference.
+    ///   - changeHandler: called with the store and the new status.
+    /// - Returns: the token that keeps the observation.
+    public func observeBackendStatus(
+        options: KeyValueObservingOptions = [],
+        changeHandler: @escaping @Sendable (DefaultsStore, DefaultsBackendStatus) -> Void
+    ) -> KeyValueObservation {
+        weak let store = self
+        let id = storage.addStatusObserver { status in
+            if let store { changeHandler(store, status) }
+        }
+        let token = KeyValueObservation(invalidating: StatusObserverHandle(storage: storage, id: id))
+        if options.contains(.initial) { changeHandler(self, backendStatus) }
+        return token
+    }
+
+    /// The back end's connection state as an `AsyncSequence`: the current status, then each change
+    /// (see `observeBackendStatus(options:changeHandler:)`). The observation ends when the consuming
+    /// task is cancelled or the sequence is dropped; the sequence finishes when the last store on the
+    /// location is deallocated.
+    ///
+    /// ```swift
+    /// for await status in store.backendStatusValues() where status.isConnected { print("back") }
+    /// ```
+    ///
+    /// - Returns: the sequence of statuses.
+    public func backendStatusValues() -> AsyncStream<DefaultsBackendStatus> {
+        let (stream, continuation) = AsyncStream<DefaultsBackendStatus>.makeStream()
+        let id = storage.addStatusObserver(deliver: { continuation.yield($0) }, finish: { continuation.finish() })
+        let token = KeyValueObservation(invalidating: StatusObserverHandle(storage: storage, id: id))
+        continuation.onTermination = { _ in token.invalidate() }
+        continuation.yield(backendStatus)
+        return stream
+    }
+}

@@ -1,0 +1,99 @@
+import Foundation
+import KeyValueObserving
+import ObservableDefaults
+@testable import ObservableDefaultsEtcd
+import Testing
+import TestSupport
+
+/// A write whose reply was lost is settled before it is reported (the marker key tells whether it
+/// applied), and a change reported as failed is never applied later.
+@Suite("DefaultsStore on etcd: lost replies", .tags(.processes), .enabled(if: EtcdTestEnvironment.testsEnabled, "KVO_SKIP_ETCD_TESTS=1"))
+struct EtcdLostReplyTests {
+    static let speed = DefaultsKey("speed", default: 1.0)
+    /// A write's first two tries swallowed, the fence answered, the try after it swallowed.
+    static let writeSwallowedTwiceOver: [EtcdProxy.TransactionFault] = [.swallow, .swallow, .forward, .swallow]
+
+    /// A server, a proxy in front of it, and a store through the proxy (its problems collected).
+    func proxiedStore(timeout: Duration = .seconds(1)) throws -> (EtcdServer, EtcdProxy, DefaultsStore) {
+        let server = try EtcdServer()
+        let proxy = try EtcdProxy(targetPort: server.endpoint.port!)
+        return (server, proxy, try etcdStore([proxy.endpoint], prefix: "app/", timeout: timeout, errors: Locked([])))
+    }
+
+    /// A reply lost after the write applied; or the write swallowed twice (in the background, then
+    /// by the flush), then a fence saying it did not apply, and the write sent once more.
+    @Test(arguments: [[EtcdProxy.TransactionFault.loseReply], [.swallow, .swallow]])
+    func aFlushWhoseWriteMetTheseFaultsSucceedsWithTheWriteAppliedOnce(faults: [EtcdProxy.TransactionFault]) throws {
+        let (server, proxy, store) = try proxiedStore()
+        proxy.injectTransactionFaults(faults)
+        store[Self.speed] = 2
+        try store.flush()
+        let stored = try #require(try client(server.endpoints).range(key: bytes("app/speed")).keyValue)
+        #expect(stored.value == bytes("2") && stored.version == 1)
+    }
+
+    @Test func aFlushThatGivesUpNeverAppliesTheChangeLater() throws {
+        let (server, proxy, store) = try proxiedStore()
+        // The write (sent in the background, then by the flush) is swallowed; the fence after it
+        // answers "not applied", so it is sent once more, swallowed again, and a fence answers again.
+        proxy.injectTransactionFaults(Self.writeSwallowedTwiceOver)
+        store[Self.speed] = 2
+        let error = try #require(throws: DefaultsError.self) { try store.flush() }
+        #expect(error.kind == .unreachable)
+        #expect(error.description.contains("did not apply") && error.description.contains("not written (key 'speed')"))
+        #expect(!error.description.contains("may"))
+        // The proxy forwards again: a later change is sent, and the one given up is not (it would
+        // have gone first). Its value comes back from etcd.
+        store[DefaultsKey("other", default: 0)] = 1
+        try store.flush()
+        let etcd = try client(server.endpoints)
+        #expect(try etcd.range(key: bytes("app/other")).keyValue?.value == bytes("1"))
+        #expect(try etcd.range(key: bytes("app/speed")).keyValue == nil)
+        #expect(waitUntil { !store.hasValue(for: Self.speed) })
+    }
+
+    @Test func anUpdateThatGivesUpAfterALostReplySaysWhetherItApplied() throws {
+        let (server, proxy, store) = try proxiedStore()
+        let hits = DefaultsKey("hits", default: 0)
+        proxy.swallowTransactions(2)
+        let error = try #require(throws: DefaultsError.self) { try store.update(hits) { $0 += 1 } }
+        #expect(error.description.contains("did not apply") && !error.description.contains("may"))
+        proxy.loseTransactionReplies(1)
+        try store.update(hits) { $0 += 1 }
+        let stored = try #require(try client(server.endpoints).range(key: bytes("app/hits")).keyValue)
+        #expect(stored.value == bytes("1") && stored.version == 1)
+        #expect(store[hits] == 1)
+    }
+
+    @Test func theToolExitsZeroWhenTheWriteWhoseReplyWasLostApplied() throws {
+        let server = try EtcdServer()
+        let proxy = try EtcdProxy(targetPort: server.endpoint.port!)
+        // The tool reads the prefix (a range), then writes: the write's reply is the one lost.
+        proxy.loseTransactionReplies(1)
+        let result = try etcdTool("write", [proxy.endpoint], ["speed", "2"])
+        #expect(result.status == 0, "\(result.error)")
+        #expect(!result.error.contains("may or may not"))
+        let stored = try #require(try client(server.endpoints).range(key: bytes("app/speed")).keyValue)
+        #expect(stored.value == bytes("2") && stored.version == 1)
+    }
+
+    @Test(arguments: [[EtcdProxy.TransactionFault.swallow, .swallow], writeSwallowedTwiceOver])
+    func theToolNeverAppliesAWriteItReportedAsFailed(faults: [EtcdProxy.TransactionFault]) throws {
+        let server = try EtcdServer()
+        let proxy = try EtcdProxy(targetPort: server.endpoint.port!)
+        proxy.injectTransactionFaults(faults)
+        let result = try etcdTool("write", [proxy.endpoint], ["--timeout", "1", "speed", "2"])
+        // The tool has exited (its exit-time flush included): what it said is what etcd holds. Two
+        // swallowed: the fence after them answers "not applied", and the write is sent once more.
+        let stored = try client(server.endpoints).range(key: bytes("app/speed")).keyValue
+        #expect(!result.error.contains("may or may not"))
+        if faults.count == 2 {
+            #expect(result.status == 0, "\(result.error)")
+            #expect(stored?.value == bytes("2") && stored?.version == 1)
+        } else {
+            #expect(result.status == 1, "\(result.error)")
+            #expect(stored == nil)
+            #expect(result.error.contains("did not apply") && result.error.contains("will not be sent again"))
+        }
+    }
+}
