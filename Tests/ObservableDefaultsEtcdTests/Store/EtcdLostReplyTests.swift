@@ -7,7 +7,7 @@ import TestSupport
 
 /// A write whose reply was lost is settled before it is reported (the marker key tells whether it
 /// applied), and a change reported as failed is never applied later.
-@Suite("DefaultsStore on etcd: lost replies", .tags(.processes), .enabled(if: EtcdTestEnvironment.testsEnabled, "KVO_SKIP_ETCD_TESTS=1"))
+@Suite("DefaultsStore on etcd: lost replies", .tags(.processes), .requiresEtcd)
 struct EtcdLostReplyTests {
     static let speed = DefaultsKey("speed", default: 1.0)
     /// A write's first two tries swallowed, the fence answered, the try after it swallowed.

@@ -8,7 +8,7 @@ import TestSupport
 /// An outage has an end: reported once when it starts, and its end seen in the store's
 /// `backendStatus`, with the revision the watch resumed from.
 @Suite(
-    "DefaultsStore on etcd: connection state", .tags(.processes), .enabled(if: EtcdTestEnvironment.testsEnabled, "KVO_SKIP_ETCD_TESTS=1"))
+    "DefaultsStore on etcd: connection state", .tags(.processes), .requiresEtcd)
 struct EtcdStatusTests {
     static let other = DefaultsKey("other", default: 0)
 

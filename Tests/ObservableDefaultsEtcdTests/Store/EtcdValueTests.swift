@@ -9,7 +9,7 @@ import TestSupport
 /// and in the tool.
 @Suite(
     "DefaultsStore on etcd: values that are not JSON", .tags(.processes),
-    .enabled(if: EtcdTestEnvironment.testsEnabled, "KVO_SKIP_ETCD_TESTS=1"))
+    .requiresEtcd)
 struct EtcdValueTests {
     static let speed = DefaultsKey("playbackSpeed", default: 1.0)
     static let volume = DefaultsKey("volume", default: 0.0)
