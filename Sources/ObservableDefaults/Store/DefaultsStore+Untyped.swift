@@ -73,7 +73,7 @@ extension DefaultsStore {
     /// `flush()`, giving up after `timeout` (`.writeFailed`, `ETIMEDOUT`) while another process
     /// holds the lock file, and calling `notice` once if that lasts `notice.after`.
     package func flush(timeout: Duration?, notice: (after: Duration, call: () -> Void)?) throws(DefaultsError) {
-        try storage.backend.flush(storage, timeout: timeout, notice: notice)
+        try storage.flush(timeout: timeout, notice: notice)
     }
 
     /// When this process's last write started replacing the file (`CLOCK_MONOTONIC` nanoseconds, just

@@ -135,22 +135,23 @@ public final class DefaultsStore: Sendable {
         var interval: Duration?
         if case .polling(let every) = watching { interval = every }
         let (storage, problems) = DefaultsStorageRegistry.storage(forPath: path, pollingInterval: interval)
-        for problem in problems { storage.fileBackend?.noteReported(problem) }
         self.init(storage: storage, problems: problems, errorHandler: errorHandler)
     }
 
     /// A store on `storage` (of any back end), telling `errorHandler` (or standard error) the
-    /// `problems` met while opening it.
+    /// `problems` met while opening it; their causes count as reported (see `DefaultsStorage.reportOnce`).
     package init(storage: DefaultsStorage, problems: [DefaultsError], errorHandler: (@Sendable (DefaultsError) -> Void)?) {
         self.storage = storage
         self.errorHandlerID = errorHandler.map { storage.addErrorHandler($0) }
+        if errorHandler == nil { storage.countStoreWithoutHandler(1) }
         for problem in problems {
+            storage.noteReported(problem)
             if let errorHandler { errorHandler(problem) } else { DefaultsStorage.printToStandardError(problem) }
         }
     }
 
     deinit {
-        if let errorHandlerID { storage.removeErrorHandler(id: errorHandlerID) }
+        if let errorHandlerID { storage.removeErrorHandler(id: errorHandlerID) } else { storage.countStoreWithoutHandler(-1) }
     }
 
     /// Whether `name` can name a suite: a file name without its extension, so not empty, without
@@ -227,5 +228,38 @@ public final class DefaultsStore: Sendable {
     ///   other changes.
     public func flush() throws(DefaultsError) {
         try storage.flush()
+    }
+
+    /// Replaces a file that does not parse with this store's last good values and pending changes,
+    /// after copying it aside; returns the copy's path. If the file parses, this is `flush()`, and
+    /// returns `nil`.
+    ///
+    /// A store never replaces a file it cannot parse on its own: a typo in a hand-edited file would
+    /// cost every other key in it. It keeps its changes in memory instead (its observers saw them),
+    /// reports `.corruptFile` once, and writes them, merged over the file's keys, as soon as the file
+    /// parses again. This is the explicit choice to replace the file now (every write did so before):
+    /// the broken file is kept beside it as `NAME.json.corrupt-YYYYMMDD-HHMMSS`, with
+    /// the same permissions, and the error handler hears of it.
+    ///
+    /// ```swift
+    /// do {
+    ///     try store.flush()
+    /// } catch where error.kind == .corruptFile {
+    ///     let copy = try store.replaceCorruptFile()   // the operator said so
+    /// }
+    /// ```
+    ///
+    /// On etcd, where a value that is not JSON affects only its key, this is `flush()`.
+    ///
+    /// - Returns: where the broken file was copied, or `nil` if it parsed (or there was none).
+    /// - Throws: `DefaultsError`: `.writeFailed` if the copy or the new file cannot be written
+    ///   (nothing is replaced; the changes stay pending); the other errors of `flush()`.
+    @discardableResult
+    public func replaceCorruptFile() throws(DefaultsError) -> String? {
+        guard let backend = storage.fileBackend else {
+            try storage.flush()
+            return nil
+        }
+        return try backend.replaceCorruptFile(storage)
     }
 }
