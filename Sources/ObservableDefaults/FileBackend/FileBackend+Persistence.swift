@@ -123,9 +123,11 @@ extension FileBackend {
     /// `flush()` that replaces a file that does not parse, after copying it aside (see
     /// `DefaultsStore.replaceCorruptFile()`); returns the copy's path if it did. What it throws
     /// counts as reported, as for `flush()`.
-    func replaceCorruptFile(_ storage: DefaultsStorage) throws(DefaultsError) -> String? {
+    func replaceCorruptFile(
+        _ storage: DefaultsStorage, timeout: Duration?, notice: (after: Duration, call: () -> Void)?
+    ) throws(DefaultsError) -> String? {
         do {
-            return try writeWaiting(storage, nil, replacingCorruptFile: true)
+            return try writeWaiting(storage, nil, replacingCorruptFile: true, timeout: timeout, notice: notice)
         } catch {
             storage.noteReported(error)
             throw error

@@ -76,6 +76,15 @@ extension DefaultsStore {
         try storage.flush(timeout: timeout, notice: notice)
     }
 
+    /// `replaceCorruptFile()`, with `timeout` and `notice` as for `flush(timeout:notice:)`.
+    package func replaceCorruptFile(timeout: Duration?, notice: (after: Duration, call: () -> Void)?) throws(DefaultsError) -> String? {
+        guard let backend = storage.fileBackend else {
+            try storage.flush(timeout: timeout, notice: notice)
+            return nil
+        }
+        return try backend.replaceCorruptFile(storage, timeout: timeout, notice: notice)
+    }
+
     /// When this process's last write started replacing the file (`CLOCK_MONOTONIC` nanoseconds, just
     /// before the rename that lets other processes see it), for the benchmark's latency measurement.
     package func lastReplacementTime() -> UInt64? {

@@ -256,10 +256,6 @@ public final class DefaultsStore: Sendable {
     ///   (nothing is replaced; the changes stay pending); the other errors of `flush()`.
     @discardableResult
     public func replaceCorruptFile() throws(DefaultsError) -> String? {
-        guard let backend = storage.fileBackend else {
-            try storage.flush()
-            return nil
-        }
-        return try backend.replaceCorruptFile(storage)
+        try replaceCorruptFile(timeout: nil, notice: nil)
     }
 }
