@@ -67,7 +67,8 @@ extension FileBackend {
         guard !dirty.versions.isEmpty || transaction != nil || replacingCorruptFile else { return nil }
         try file.createDirectory()
         let merge = try file.withExclusiveLock { (file) throws(DefaultsError) -> Merge? in
-            try self.merge(storage, dirty.changes, transaction, into: file, replacingCorruptFile: replacingCorruptFile, suspicion: &suspicion)
+            try self.merge(
+                storage, dirty.changes, transaction, into: file, replacingCorruptFile: replacingCorruptFile, suspicion: &suspicion)
         }
         guard let merge else {
             lock.withLock { state.corruptionSuspectedHook }?()
@@ -208,7 +209,9 @@ extension FileBackend {
     /// Reads the values a merge starts from. Once `suspicion` confirms a broken file (until then,
     /// returns `nil`), throws `.corruptFile`; or, `replacingCorruptFile`, copies it aside and starts
     /// from the last good values, to replace it.
-    private func readBase(of file: DefaultsFile, replacingCorruptFile: Bool, suspicion: inout CorruptionSuspicion) throws(DefaultsError) -> Base? {
+    private func readBase(of file: DefaultsFile, replacingCorruptFile: Bool, suspicion: inout CorruptionSuspicion) throws(DefaultsError)
+        -> Base?
+    {
         switch try file.read() {
         case .missing:
             return Base(values: [:], mustWrite: true, fileValues: [:])

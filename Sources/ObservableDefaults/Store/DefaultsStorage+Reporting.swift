@@ -58,7 +58,10 @@ extension DefaultsStorage {
     /// store created on this storage gave a handler (they are gone: at exit, say).
     package func report(_ error: DefaultsError) {
         let (handlers, toStandardError) = lock.withLock {
-            (Array(state.errorHandlers.values), state.errorHandlers.isEmpty && (state.storesWithoutHandler > 0 || !state.hasHadErrorHandler))
+            (
+                Array(state.errorHandlers.values),
+                state.errorHandlers.isEmpty && (state.storesWithoutHandler > 0 || !state.hasHadErrorHandler)
+            )
         }
         if !handlers.isEmpty {
             for handler in handlers { handler(error) }

@@ -50,6 +50,12 @@ extension DefaultsStore {
         return storage.lock.withLock { backend.state.fileWrites }
     }
 
+    /// The batched writes that failed in a row (for tests; 0 for a store on etcd).
+    package var failedWriteCount: Int {
+        guard let backend = storage.fileBackend else { return 0 }
+        return storage.lock.withLock { backend.state.failedWrites }
+    }
+
     /// Removes `key`.
     package func removeValue(forKey key: String) {
         storage.set(nil, for: key)
