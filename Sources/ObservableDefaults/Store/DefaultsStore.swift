@@ -36,7 +36,9 @@ import KeyValueObserving
 ///   process's write included) once, with every key it changed; `snapshot()` reads them all at one
 ///   instant.
 /// - Errors (a corrupt file, a value of the wrong type, an unwritable directory, a full disk, a NaN)
-///   go to the error handler; the store keeps working with the last good values.
+///   go to the error handler, once per cause; the store keeps working with the last good values.
+///   It never replaces a file it cannot parse: its changes wait in memory until the file parses
+///   again (`replaceCorruptFile()` replaces it after copying it aside).
 ///
 /// `DefaultsStore` is `Sendable`: use it from any thread.
 public final class DefaultsStore: Sendable {
@@ -72,7 +74,9 @@ public final class DefaultsStore: Sendable {
     ///   - directory: where the suite's file lives.
     ///   - watching: how other processes' writes are noticed.
     ///   - errorHandler: called with each problem (corrupt file, value of the wrong type, failed
-    ///     write), on the thread that met it; with no handler, problems are printed to standard error.
+    ///     write), on the thread that met it, once per distinct cause (a cause `flush()` or `update`
+    ///     threw counts as told; once the problem is over, a new one is told again); with no
+    ///     handler, problems are printed to standard error.
     public convenience init(
         suiteName: String,
         directory: URL? = nil,
@@ -125,7 +129,9 @@ public final class DefaultsStore: Sendable {
     ///   - fileURL: the file (a `file:` URL; a relative path is taken from the current directory).
     ///   - watching: how other processes' writes are noticed.
     ///   - errorHandler: called with each problem (corrupt file, value of the wrong type, failed
-    ///     write), on the thread that met it; with no handler, problems are printed to standard error.
+    ///     write), on the thread that met it, once per distinct cause (a cause `flush()` or `update`
+    ///     threw counts as told; once the problem is over, a new one is told again); with no
+    ///     handler, problems are printed to standard error.
     public convenience init(fileURL: URL, watching: Watching = .automatic, errorHandler: (@Sendable (DefaultsError) -> Void)? = nil) {
         precondition(fileURL.isFileURL, "DefaultsStore(fileURL:): \(fileURL) is not a file URL")
         var path = fileURL.standardizedFileURL.path
@@ -223,7 +229,9 @@ public final class DefaultsStore: Sendable {
     /// queued and are sent when one does).
     ///
     /// - Throws: `DefaultsError`: `.writeFailed` if the file cannot be written (the changes stay in
-    ///   memory and pending, and the next write or flush retries them); `.encodingFailed` naming a
+    ///   memory and pending, and the next write or flush retries them); `.corruptFile` if the file
+    ///   does not parse (nothing is written: the changes stay pending until it parses again, or
+    ///   `replaceCorruptFile()`); `.encodingFailed` naming a
     ///   key whose value cannot be written as JSON (NaN or infinity inside it), after writing the
     ///   other changes.
     public func flush() throws(DefaultsError) {
