@@ -13,7 +13,7 @@ import ObservableDefaultsEtcd
 
 let usage = """
     USAGE: kvo-defaults read   STORE [KEY]
-           kvo-defaults write  STORE KEY VALUE [KEY VALUE ...] [--timeout SECONDS]
+           kvo-defaults write  STORE KEY VALUE [KEY VALUE ...] [--timeout SECONDS] [--replace-corrupt]
            kvo-defaults update STORE KEY --add N
            kvo-defaults delete STORE KEY
            kvo-defaults watch  STORE [KEY] [--timestamps]
@@ -32,7 +32,8 @@ let usage = """
       write    sets KEY to VALUE, a JSON value (1.5, true, "text", [1,2], {"a":1}); a VALUE that
                is not valid JSON is stored as a string (write S greeting hello == write S greeting
                '"hello"'). Several pairs are written as one change: other processes see all of
-               them or none. Returns when the file is durably written.
+               them or none. Returns when the file is durably written. A file that does not
+               parse is not written (exit 1): fix it, or use --replace-corrupt.
       update   adds N (an integer, or any number) to the number KEY holds (0 if absent)
                atomically, even with other processes updating it at once, and prints the result;
                returns when it is durably written (exit 1 if KEY holds something else)
@@ -55,6 +56,9 @@ let usage = """
       --cacert PATH   (etcd) a PEM file of private certificate authorities trusted for https
                       members, in addition to the system's trust store
       --add N         (update) the number to add (negative to subtract)
+      --replace-corrupt
+                      (write) if the file does not parse, copy it aside (the copy's path is
+                      printed), then replace it with the values given
       --timestamps    (watch) prefix each line with the CLOCK_MONOTONIC time in nanoseconds at
                       which the change was received
       --timeout SECONDS
@@ -68,9 +72,9 @@ let usage = """
     points to and keeps the link); a FIFO, a device or a link to nothing is refused.
 
     EXIT STATUS: 0 on success; 1 on a runtime error (no file or missing key on read, missing key
-    on delete, unreadable, unsupported or corrupt file, failed write, a corrupt file found and
-    copied aside by write or delete, --timeout expired, an etcd cluster that does not answer or
-    refuses the user); 2 on a usage error (an argument that is not valid UTF-8 included); 130 or
+    on delete, unreadable, unsupported or corrupt file, a write not made because the file does not
+    parse, failed write, --timeout expired, an etcd cluster that does not answer or refuses the
+    user); 2 on a usage error (an argument that is not valid UTF-8 included); 130 or
     143 when watch is ended by SIGINT or SIGTERM.
     """
 
@@ -108,6 +112,7 @@ var etcd = EtcdArguments()
 var timestamps = false
 var timeout: Duration?
 var addend: String?
+var replacesCorruptFile = false
 var positional: [String] = []
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
@@ -127,6 +132,8 @@ while let argument = arguments.popFirst() {
         break
     case "--timestamps":
         timestamps = true
+    case "--replace-corrupt":
+        replacesCorruptFile = true
     case "--timeout":
         guard let text = arguments.popFirst(), let seconds = Double(text), seconds >= 0, seconds.isFinite else {
             usageError("'--timeout' needs a number of seconds")
@@ -159,6 +166,7 @@ if timeout != nil, command != "write", command != "delete", etcd.endpoints == ni
     usageError("'--timeout' only applies to 'write' and 'delete' (and to every command with --etcd)")
 }
 if addend != nil, command != "update" { usageError("'--add' only applies to 'update'") }
+if replacesCorruptFile, command != "write" { usageError("'--replace-corrupt' only applies to 'write'") }
 
 var fileURL: URL?
 if etcd.hasOptionsWithoutEndpoints { usageError("'--prefix', '--user', '--password-file' and '--cacert' need '--etcd URL[,URL...]'") }
@@ -229,8 +237,10 @@ func isValueProblem(_ problem: DefaultsError) -> Bool {
     problem.kind == .corruptFile && problem.path == nil && problem.key != nil
 }
 
-/// Fails on the problems met so far, but for warnings: a key found twice, and (printed only with
-/// `warnAboutValues`, for a read of every key) an etcd value that is not JSON.
+/// Fails on the problems met so far, but for warnings: a key found twice (its last value is used,
+/// and a write keeps a copy first), (printed only with `warnAboutValues`, for a read of every key)
+/// an etcd value that is not JSON, and, for `write`, a file that does not parse (the write says
+/// what it does about it: see `flushOrFail`).
 @MainActor
 func failOnProblems(warnAboutValues: Bool = false) {
     for problem in problems.take() {
@@ -238,32 +248,43 @@ func failOnProblems(warnAboutValues: Bool = false) {
             if warnAboutValues { printError(problem.description) }
             continue
         }
-        // A key found twice is a warning: its last value is used, and a write keeps a copy first.
+        if problem.kind == .corruptFile, command == "write" { continue }
         guard problem.kind == .duplicateKey else { fail(problem.description) }
         printError(problem.description)
     }
 }
 
-/// Flushes, then tells what the flush found: a broken file that it copied aside before writing is
-/// printed and makes the command fail (exit 1), like any failed write; other problems (a value of
-/// the wrong type) are printed.
+/// Flushes (replacing a file that does not parse after copying it aside, with `--replace-corrupt`),
+/// then prints the other problems found (a value of the wrong type, a key found twice). A failed
+/// write exits 1.
 @MainActor
 func flushOrFail() {
     do {
-        let notice = { printError("waiting for another process to release the lock of \(path)…") }
-        try store.flush(timeout: timeout, notice: (after: .seconds(1), call: notice))
+        let notice = (after: Duration.seconds(1), call: { printError("waiting for another process to release the lock of \(path)…") })
+        if replacesCorruptFile {
+            if let copy = try store.replaceCorruptFile(timeout: timeout, notice: notice) {
+                printError("\(path) did not parse: copied it to \(copy), then replaced it")
+            }
+        } else {
+            try store.flush(timeout: timeout, notice: notice)
+        }
     } catch {
-        // Given up on purpose: the change must not be written at exit either.
+        // Given up on purpose, or not written for a reason given: the change must not be written
+        // at exit either.
         if error.errno == ETIMEDOUT {
             printError(error.description)
             _exit(1)
         }
+        if error.kind == .corruptFile, error.path != nil {
+            printError("not written: \(error); fix the file, or run again with --replace-corrupt, which copies it aside first")
+            _exit(1)
+        }
         fail(error.description)
     }
-    // An etcd outage the flush got past (its lost replies settled) is no news either.
-    let found = problems.take().filter { !isValueProblem($0) && $0.kind != .unreachable }
+    // An etcd outage the flush got past (its lost replies settled) is no news either; a broken file
+    // found meanwhile is over (the write parsed it), or was just said to be replaced.
+    let found = problems.take().filter { !isValueProblem($0) && $0.kind != .unreachable && $0.kind != .corruptFile }
     for problem in found { printError(problem.description) }
-    if found.contains(where: { $0.kind == .corruptFile }) { exit(1) }
 }
 
 // MARK: Commands

@@ -17,6 +17,7 @@ let usage = """
            DefaultsTestTool write-sequence STORE KEYS COUNT
            DefaultsTestTool update-many STORE KEY COUNT THREADS
            DefaultsTestTool resources PREFIX COUNT [polling]
+           DefaultsTestTool errors PATH [--handler] [--flush] [--wait-for-retry] [--drop] [KEY VALUE]...
 
       STORE is the path of a defaults file, or an etcd store: URL[,URL…]#PREFIX
       (http://127.0.0.1:2379#app/).
@@ -28,6 +29,8 @@ let usage = """
                       update
       resources       opens COUNT stores on PREFIX-0.json …, writes each, and prints the threads and
                       descriptors the process used before, at the peak and at the end
+      errors          sets the keys on the file PATH and exits without flushing, printing what the
+                      store reports (see Errors.swift)
     """
 
 func fail(_ message: String) -> Never {
@@ -97,6 +100,9 @@ case ("resources", 3...4):
     print(
         measureResources(
             prefix: arguments[1], count: integer(arguments[2], atLeast: 0), polling: arguments.count > 3 && arguments[3] == "polling"))
+
+case ("errors", 2...):
+    reportErrors(Array(arguments.dropFirst()))
 
 default:
     fail("unexpected arguments \(arguments)\n\(usage)")

@@ -34,22 +34,6 @@ struct ErrorTests {
         #expect(store[key] == 1.5)
     }
 
-    @Test func aBrokenFileIsCopiedAsideBeforeThisProcessWritesAgain() throws {
-        let url = directory.file("s.json")
-        let broken = "{\"speed\": 2.0,,}"
-        try broken.write(to: url, atomically: false, encoding: .utf8)
-        let errors = Locked<[DefaultsError]>([])
-        let store = DefaultsStore(fileURL: url) { errors.append($0) }
-        #expect(errors.current.map(\.kind) == [.corruptFile])
-        #expect(errors.current.first?.column == 15)
-        store[DefaultsKey("volume", default: 0.0)] = 0.5
-        try store.flush()
-        let copy = try #require(errors.current.last?.corruptCopyPath)
-        #expect(copy.hasPrefix(url.path + ".corrupt-"))
-        #expect(contents(of: URL(fileURLWithPath: copy)) == broken)
-        #expect(jsonObject(at: url) == ["volume": .number("0.5")])
-    }
-
     /// Another program rewrites the file in place (truncate, then write, taking no lock) and is caught
     /// half-way by this process's write: the write lets go of the lock, looks again, finds the
     /// finished file and merges into it, instead of copying the half-written file aside and
@@ -248,15 +232,16 @@ struct ErrorTests {
 
     /// A full disk, made real for one child process: `ulimit -f 2048` fails every write past 1 or 2 MiB
     /// (EFBIG, as ENOSPC would; no lower limit, which the thread sanitizer's runtime does not survive).
-    /// The copy aside of a 4 MiB broken file is created, written in part, and must not be left behind,
-    /// neither by the write nor by the exit's flush that tries again.
+    /// The copy aside of a 4 MiB broken file (`write --replace-corrupt`) is created, written in part,
+    /// and must not be left behind, neither by the write nor by the exit's flush.
     @Test(.tags(.processes)) func aCopyAsideThatCannotBeWrittenLeavesNothingBehind() throws {
         let url = directory.file("s.json")
         try #"{"a": 1}"#.write(to: url, atomically: true, encoding: .utf8)
         // The tool finds the file good, waits for the lock the test holds, and finds it broken then.
         let lock = try HeldLock(url.path)
         // SIGXFSZ ignored, so that the write fails instead of killing the process.
-        let script = "ulimit -f 2048; trap '' XFSZ; exec \(shellQuoted(toolPath)) write --file \(shellQuoted(url.path)) k 1"
+        let script =
+            "ulimit -f 2048; trap '' XFSZ; exec \(shellQuoted(toolPath)) write --replace-corrupt --file \(shellQuoted(url.path)) k 1"
         let tool = try startTool(["-c", script], executable: "/bin/sh")
         var message = waitForText("waiting for another process", in: tool.error)
         let broken = "{broken" + String(repeating: " ", count: 4 << 20)
@@ -271,11 +256,12 @@ struct ErrorTests {
         #expect(contents(of: url) == broken)
     }
 
-    /// Batched writes that keep failing on a full disk try the copy of one broken content twice, not
-    /// at each retry; a new content is tried again.
-    @Test func theCopyOfOneBrokenContentIsTriedTwiceAtMost() throws {
+    /// Batched writes that keep failing on a full disk try the copy of one content with a key twice
+    /// (kept before a write drops one of its values) twice, not at each retry; a new content is
+    /// tried again.
+    @Test func theCopyOfOneContentWithADuplicateKeyIsTriedTwiceAtMost() throws {
         let url = directory.file("s.json")
-        try "{broken".write(to: url, atomically: true, encoding: .utf8)
+        try #"{"d": 1, "d": 2}"#.write(to: url, atomically: true, encoding: .utf8)
         let store = DefaultsStore(fileURL: url) { _ in }
         let attempts = Locked(0)
         store.storage.lock.withLock {
@@ -289,7 +275,7 @@ struct ErrorTests {
         #expect(attempts.current == 2)
         #expect(throws: DefaultsError.self) { try store.flush() }
         #expect(attempts.current == 2)
-        try "{broken again".write(to: url, atomically: true, encoding: .utf8)
+        try #"{"d": 1, "d": 3}"#.write(to: url, atomically: true, encoding: .utf8)
         #expect(throws: DefaultsError.self) { try store.flush() }
         #expect(attempts.current == 3)
         store.storage.lock.withLock { store.file.state.copyAsideHook = nil }

@@ -160,9 +160,10 @@ struct ToolTests {
     }
 
     /// The file turns out broken only when `write` flushes (it was fine when the tool read it): the
-    /// tool keeps the broken file aside, writes, says so on standard error and exits 1. The test
-    /// holds the lock file until the tool says it waits for it, then breaks the file.
-    @Test func aCorruptionFoundByWritesFlushIsPrintedAndFails() throws {
+    /// tool writes nothing, says so, where, and what to do, keeps the broken file as it is, and
+    /// exits 1. It read good values first: it says it keeps them. The test holds the lock file
+    /// until the tool says it waits for it, then breaks the file.
+    @Test func aCorruptionFoundByWritesFlushIsNotWrittenAndSaysSo() throws {
         let url = directory.file("s.json")
         try #"{"a": 1}"#.write(to: url, atomically: true, encoding: .utf8)
         let lock = try HeldLock(url.path)
@@ -175,9 +176,39 @@ struct ToolTests {
         tool.process.waitUntilExit()
         let error = String(decoding: (try? tool.error.fileHandleForReading.readToEnd()) ?? Data(), as: UTF8.self)
         #expect(tool.process.terminationStatus == 1)
-        #expect(error.contains("corrupt defaults file"))
-        #expect(error.contains(".corrupt-"))
-        #expect(jsonObject(at: url) == ["a": .number("1"), "b": .number("2")])
+        #expect(error.contains("not written: \(url.path):1:9"), "\(error)")
+        #expect(error.contains("keeping the last good values"), "\(error)")
+        #expect(error.contains("--replace-corrupt"), "\(error)")
+        #expect(contents(of: url) == #"{"a": 1,,"#)
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        #expect(!names.contains { $0.contains(".corrupt-") }, "\(names)")
+    }
+
+    /// A hand-edited file with a typo: `write` says it wrote nothing, where the file is broken and
+    /// what to do (no "last good values": it never read any); `--replace-corrupt` copies the file
+    /// aside, prints the copy's path, and writes.
+    @Test func writeOnAFileThatDoesNotParseSaysWhatHappenedAndWhatToDo() throws {
+        let url = directory.file("f.json")
+        let broken = #"{"a": 1,}"#
+        try broken.write(to: url, atomically: false, encoding: .utf8)
+        let refused = try runTool(["write", "--file", url.path, "port", "7000"])
+        #expect(refused.status == 1)
+        #expect(
+            refused.error == """
+                kvo-defaults: not written: \(url.path):1:9 (byte 8): corrupt defaults file: unexpected '}' in an object, \
+                expected a key in double quotes; fix the file, or run again with --replace-corrupt, which copies it aside first
+
+                """, "\(refused.error)")
+        #expect(contents(of: url) == broken)
+        let replaced = try runTool(["write", "--file", url.path, "--replace-corrupt", "port", "7000"])
+        #expect(replaced.status == 0, "\(replaced.error)")
+        let prefix = "kvo-defaults: \(url.path) did not parse: copied it to "
+        #expect(replaced.error.hasPrefix(prefix), "\(replaced.error)")
+        let copy = replaced.error.dropFirst(prefix.count).prefix { $0 != "," }
+        #expect(copy.hasPrefix(url.path + ".corrupt-"))
+        #expect(contents(of: URL(fileURLWithPath: String(copy))) == broken)
+        #expect(jsonObject(at: url) == ["port": .number("7000")])
+        #expect(try runTool(["read", "--file", url.path, "--replace-corrupt"]).status == 2)
     }
 
     /// `--timeout` gives up on a lock another process holds: exit 1, and the change is not written

@@ -132,7 +132,7 @@ struct WatcherTests {
             if change.isFromAnotherProcess { seen.append(change.newValue) }
         }
         store[DefaultsKey("b", default: 0)] = 1
-        try store.flush()
+        try store.replaceCorruptFile()
         #expect(foreignWrites.current == 1)
         store.file.queue.sync { store.file.poll(store.storage) }
         #expect(seen.current == [7])

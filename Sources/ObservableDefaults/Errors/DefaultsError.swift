@@ -19,8 +19,11 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         let name: String
 
         /// The file is not valid JSON or not a JSON object. `line`, `column` and `byteOffset` say
-        /// where; the values read before stay in memory, and the file is copied aside
-        /// (`corruptCopyPath`) before this process writes it again. For a store on etcd: the value of
+        /// where; the values read before stay in memory (`keepsLastGoodValues` says whether there
+        /// were any). The store never replaces a file it cannot parse: its changes stay in memory
+        /// (`flush()` and `update` throw this) and are written, merged over the file's keys, as soon
+        /// as the file parses again; or, if asked with `DefaultsStore.replaceCorruptFile()`, after
+        /// the broken file was copied aside (`corruptCopyPath`). For a store on etcd: the value of
         /// `key` is not valid JSON (someone wrote it without this library); it affects that key only:
         /// the key keeps its last good value (if it had one) until a valid one is written, a `set`
         /// or removal of the key replaces it, and `update` of it throws this error.
@@ -61,6 +64,11 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         /// a URL with a user or password in it (give those as credentials), or `https` when the
         /// system's OpenSSL or the trusted certificates file cannot be loaded.
         public static let invalidEndpoint = Kind(name: "invalidEndpoint")
+        /// The process exited with changes that were never written (or acknowledged): the last
+        /// write failed (a file that does not parse, an unwritable directory, no etcd member
+        /// answering). `reason` says how many, which keys and why; `key` names the key if there is
+        /// one. Reported once, at exit.
+        public static let changesLost = Kind(name: "changesLost")
 
         public var description: String { name }
     }
@@ -90,6 +98,9 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
     public let corruptCopyPath: String?
     /// The cause in words.
     public let reason: String
+    /// For `.corruptFile`: whether the store holds values read from an earlier, good version of the
+    /// file (`false` when the file was already broken when the store opened it).
+    public internal(set) var keepsLastGoodValues = true
 
     /// An error about the store at `location` (a back end's errors, and those of values of any store).
     package init(
@@ -147,8 +158,9 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         case .corruptFile where self.path == nil:
             return "\(path): the value of key '\(key ?? "")' is not valid JSON: \(reason); write or delete the key to replace it"
         case .corruptFile:
-            let copy = corruptCopyPath.map { "; the broken file was copied to \($0)" } ?? ""
-            return "\(path)\(place): corrupt defaults file: \(reason); keeping the last good values\(copy)"
+            let kept = keepsLastGoodValues ? "; keeping the last good values" : ""
+            let copy = corruptCopyPath.map { "; the broken file was copied to \($0) and replaced" } ?? ""
+            return "\(path)\(place): corrupt defaults file: \(reason)\(kept)\(copy)"
         case .typeMismatch:
             return "\(path): value of key '\(key ?? "")' is \(found ?? "?"), \(reason); using the key's default"
         case .encodingFailed:
@@ -160,6 +172,8 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
             return "\(path): not usable as a defaults file: \(reason)"
         case .invalidSuiteName:
             return reason
+        case .changesLost:
+            return "\(path): \(reason)"
         case .unreachable, .authenticationFailed, .permissionDenied, .remoteFailed, .invalidEndpoint:
             let about = key.map { " (key '\($0)')" } ?? ""
             return "\(path)\(about): \(reason)"

@@ -21,13 +21,13 @@ extension FileBackend {
                 state.persisted = values
                 storage.state.values = values.mapValues { DefaultsStorage.Entry(typed: nil, json: $0) }
                 return []
-            case .duplicateKeys(let values, let identity, let error, _):
+            case .duplicateKeys(let values, _, let error, _):
                 state.persisted = values
                 storage.state.values = values.mapValues { DefaultsStorage.Entry(typed: nil, json: $0) }
-                state.reportedCorruption = identity
                 return [error]
-            case .corrupt(let error, let identity, _):
-                state.reportedCorruption = identity
+            case .corrupt(var error, let identity, _):
+                state.confirmedCorruption = identity
+                error.keepsLastGoodValues = false
                 return [error]
             }
         } catch {
@@ -46,9 +46,11 @@ extension FileBackend {
     /// A batched write. A failure is reported once per distinct cause (kind, system error and file,
     /// whatever the temporary file's name), and the write is tried again after a delay that doubles
     /// up to `maximumRetryDelay`, until it succeeds or another write takes its changes. A value that
-    /// cannot be encoded was reported when it was set, and writing again would not help. A lock held
-    /// by another process is not a failure: the write is tried again a little later; so is a broken
-    /// file that may be another program's rewrite caught half-way (`suspicion` carries its looks).
+    /// cannot be encoded was reported when it was set, and writing again would not help. A file that
+    /// does not parse is not tried again: the changes wait until a reload finds it parsing (the
+    /// operator fixed it). A lock held by another process is not a failure: the write is tried again
+    /// a little later; so is a broken file that may be another program's rewrite caught half-way
+    /// (`suspicion` carries its looks).
     private func writeScheduled(_ storage: DefaultsStorage, suspicion: CorruptionSuspicion = CorruptionSuspicion()) {
         var suspicion = suspicion
         do throws(DefaultsError) {
@@ -56,23 +58,26 @@ extension FileBackend {
             lock.withLock { state.lockWaits = 0 }
         } catch {
             guard error.kind != .encodingFailed else { return }
-            let (isNew, retryDelay) = lock.withLock { () -> (Bool, DispatchTimeInterval?) in
-                var isNew = false
+            // Not tried again: the changes wait for the file to parse again (see `reload`).
+            if error.kind == .corruptFile, !error.isSuspectedCorruption {
+                storage.reportOnce(error)
+                return
+            }
+            let retryDelay = lock.withLock { () -> DispatchTimeInterval? in
                 if error.isLockContention {
                     state.lockWaits += 1
                 } else if !error.isSuspectedCorruption {
-                    isNew = state.reportedWriteFailures.insert(WriteFailure(error)).inserted
                     state.failedWrites += 1
                 }
                 // A set made meanwhile has scheduled a write already; so has an earlier retry.
-                guard !storage.state.isWriteScheduled, !storage.state.dirty.isEmpty else { return (isNew, nil) }
+                guard !storage.state.isWriteScheduled, !storage.state.dirty.isEmpty else { return nil }
                 storage.state.isWriteScheduled = true
-                if error.isSuspectedCorruption { return (false, .milliseconds(Self.corruptionConfirmationDelay)) }
-                if error.isLockContention { return (false, .milliseconds(Self.lockRetryDelay(afterWaits: state.lockWaits))) }
+                if error.isSuspectedCorruption { return .milliseconds(Self.corruptionConfirmationDelay) }
+                if error.isLockContention { return .milliseconds(Self.lockRetryDelay(afterWaits: state.lockWaits)) }
                 let doublings = min(state.failedWrites - 1, 16)
-                return (isNew, .milliseconds(min(Self.firstRetryDelay << doublings, Self.maximumRetryDelay)))
+                return .milliseconds(min(Self.firstRetryDelay << doublings, Self.maximumRetryDelay))
             }
-            if isNew { storage.report(error) }
+            if !error.isLockContention, !error.isSuspectedCorruption { storage.reportOnce(error) }
             if let retryDelay {
                 let suspicion = suspicion
                 // Weak: retries of a disk that stays full must not keep a storage alive.
@@ -89,32 +94,17 @@ extension FileBackend {
         min(1 << min(max(waits - 1, 0), 6), 50)
     }
 
-    /// Records that `error` was reported (to a new store's handler, at init), so that a write that
-    /// fails the same way does not report it again.
-    func noteReported(_ error: DefaultsError) {
-        guard error.kind == .writeFailed else { return }
-        lock.withLock { _ = state.reportedWriteFailures.insert(WriteFailure(error)) }
-    }
-
-    /// Reports `error` unless a failure of the same cause was reported since the last successful
-    /// write (at init, by a batched write, or at exit).
-    func reportOnce(_ error: DefaultsError, storage: DefaultsStorage) {
-        let isNew = lock.withLock {
-            if error.kind == .encodingFailed, let key = error.key { return storage.state.unencodableKeys.insert(key).inserted }
-            return state.reportedWriteFailures.insert(WriteFailure(error)).inserted
-        }
-        if isNew { storage.report(error) }
-    }
-
     // MARK: Waited-for writes
 
-    /// At exit: makes the pending changes durable, reporting a failure once (it was reported
-    /// already, most often, to a handler of a store that may be gone by now).
+    /// At exit: makes the pending changes durable. If that fails, reports the failure unless its
+    /// cause was reported already (most often it was, or `flush()` threw it), and reports once that
+    /// the changes still pending are lost, a cause of its own.
     func flushAtExit(_ storage: DefaultsStorage) {
         do {
             try flush(storage, timeout: nil, notice: nil)
         } catch {
-            reportOnce(error, storage: storage)
+            if error.kind != .encodingFailed { storage.reportOnce(error) }
+            storage.reportLostChanges(because: error)
         }
     }
 
@@ -130,20 +120,40 @@ extension FileBackend {
         try writeWaiting(storage, nil, timeout: timeout, notice: notice)
     }
 
+    /// `flush()` that replaces a file that does not parse, after copying it aside (see
+    /// `DefaultsStore.replaceCorruptFile()`); returns the copy's path if it did. What it throws
+    /// counts as reported, as for `flush()`.
+    func replaceCorruptFile(
+        _ storage: DefaultsStorage, timeout: Duration?, notice: (after: Duration, call: () -> Void)?
+    ) throws(DefaultsError) -> String? {
+        do {
+            return try writeWaiting(storage, nil, replacingCorruptFile: true, timeout: timeout, notice: notice)
+        } catch {
+            storage.noteReported(error)
+            throw error
+        }
+    }
+
     /// Runs `writeDirtyKeys(transaction)` on the queue until it neither finds the lock file held by
     /// another process nor a broken file that may be another program's rewrite caught half-way.
     /// Between tries it waits on the caller's thread (a growing delay of 1 to 50 ms for the lock,
     /// `corruptionConfirmationDelay` for a broken file), so that the other stores' writes go on
     /// meanwhile.
     ///
+    /// - Parameter replacingCorruptFile: whether a file that does not parse is copied aside and
+    ///   replaced (else the write throws `.corruptFile`).
+    /// - Returns: where a broken file was copied before it was replaced.
     /// - Throws: `.writeFailed` with `errno == ETIMEDOUT` when `timeout` expires while another process
-    ///   holds the lock; any write failure.
+    ///   holds the lock; `.corruptFile` if the file does not parse (and is not to be replaced); any
+    ///   write failure.
+    @discardableResult
     func writeWaiting(
         _ storage: DefaultsStorage,
         _ transaction: Transaction?,
+        replacingCorruptFile: Bool = false,
         timeout: Duration? = nil,
         notice: (after: Duration, call: () -> Void)? = nil
-    ) throws(DefaultsError) {
+    ) throws(DefaultsError) -> String? {
         let clock = ContinuousClock()
         let start = clock.now
         var waits = 0
@@ -151,8 +161,7 @@ extension FileBackend {
         var suspicion = CorruptionSuspicion()
         while true {
             do throws(DefaultsError) {
-                try writeOnQueue(storage, transaction, suspicion: &suspicion)
-                return
+                return try writeOnQueue(storage, transaction, replacingCorruptFile: replacingCorruptFile, suspicion: &suspicion)
             } catch {
                 // On the caller's thread, or, for a flush from a handler running there, on the writer.
                 if error.isSuspectedCorruption {

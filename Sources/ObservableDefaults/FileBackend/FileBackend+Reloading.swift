@@ -16,7 +16,8 @@ extension FileBackend {
 
     /// Reads the whole file, diffs it against memory and reports each key another process changed,
     /// with old and new values. Keys this process changed and has not written yet keep this
-    /// process's value (its next write wins). Runs on the queue.
+    /// process's value (its next write wins). A file that parses again after a write found it broken
+    /// gets that write now: the pending changes merged over its keys. Runs on the queue.
     func reload(_ storage: DefaultsStorage) {
         lock.withLock { state.isReloadScheduled = false }
         watchTarget(storage)
@@ -24,23 +25,21 @@ extension FileBackend {
         do {
             contents = try file.read()
         } catch {
-            storage.report(error)
+            storage.reportOnce(error)
             return
         }
         let fileValues: [String: JSONValue]
+        var solved: Set<DefaultsError.Kind> = [.readFailed, .unsupportedFile, .corruptFile, .duplicateKey]
         switch contents {
         case .missing:
             fileValues = [:]
         case .values(let values, _):
             fileValues = values
-        case .duplicateKeys(let values, let identity, let error, _):
+        case .duplicateKeys(let values, _, let error, _):
             fileValues = values
-            let isNew = lock.withLock {
-                defer { state.reportedCorruption = identity }
-                return state.reportedCorruption != identity
-            }
-            if isNew { storage.report(error) }
-        case .corrupt(let error, let identity, _):
+            solved.remove(.duplicateKey)
+            storage.reportOnce(error)
+        case .corrupt(var error, let identity, _):
             // A program that rewrites the file in place (truncate, then write) can be caught half-way
             // by a reload that an earlier event started: look again shortly before calling it broken.
             if queueState.suspectedCorruption != identity {
@@ -48,20 +47,27 @@ extension FileBackend {
                 queue.asyncAfter(deadline: .now() + .milliseconds(Self.corruptionConfirmationDelay)) { [self] in reload(storage) }
                 return
             }
-            let isNew = lock.withLock {
-                defer { state.reportedCorruption = identity }
-                return state.reportedCorruption != identity
+            error.keepsLastGoodValues = lock.withLock {
+                state.confirmedCorruption = identity
+                return !state.persisted.isEmpty
             }
-            if isNew { storage.report(error) }
+            storage.reportOnce(error)
             return
         }
         queueState.suspectedCorruption = nil
-        let records = lock.withLock {
+        let (records, writesNow) = lock.withLock {
             let records = applyForeign(fileValues, to: storage)
             state.persisted = fileValues
-            return records
+            state.confirmedCorruption = nil
+            storage.forgetReportedCauses(of: solved)
+            guard state.waitsForRepair else { return (records, false) }
+            state.waitsForRepair = false
+            guard !storage.state.dirty.isEmpty, !storage.state.isWriteScheduled else { return (records, false) }
+            storage.state.isWriteScheduled = true
+            return (records, true)
         }
         storage.deliver(records)
+        if writesNow { writeSoon(storage) }
     }
 
     /// Applies the keys whose value in the file differs from the one this process last saw there,

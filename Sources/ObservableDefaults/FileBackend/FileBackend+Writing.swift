@@ -16,29 +16,31 @@ extension FileBackend {
     /// A broken file seen under the lock file: it may be another program's in-place rewrite
     /// (truncate, then write) caught half-way, which takes no lock. The write lets go of the lock,
     /// waits, and looks again: only the same broken file (same inode, size and modification time)
-    /// is copied aside and replaced, or the last one seen after `corruptionConfirmationLooks` looks
-    /// at a file that keeps changing; the copy holds the very bytes that were parsed. The caller
-    /// keeps this across its tries.
+    /// is taken as broken, or the last one seen after `corruptionConfirmationLooks` looks at a file
+    /// that keeps changing. Then the write throws `.corruptFile`, or, when asked to replace it,
+    /// copies aside the very bytes that were parsed and replaces it. The caller keeps this across
+    /// its tries.
     struct CorruptionSuspicion: Sendable {
         var identity: DefaultsFile.Identity?
         var looks = 0
     }
 
-    /// One try of `writeDirtyKeys(transaction)` on the queue.
-    func writeOnQueue(_ storage: DefaultsStorage, _ transaction: Transaction?, suspicion: inout CorruptionSuspicion) throws(DefaultsError) {
+    /// One try of `writeDirtyKeys(transaction)` on the queue; returns where a broken file was copied
+    /// before it was replaced.
+    func writeOnQueue(
+        _ storage: DefaultsStorage, _ transaction: Transaction?, replacingCorruptFile: Bool, suspicion: inout CorruptionSuspicion
+    ) throws(DefaultsError) -> String? {
         if isOnQueue {
-            try writeDirtyKeys(storage, transaction, suspicion: &suspicion)
-            return
+            return try writeDirtyKeys(storage, transaction, replacingCorruptFile: replacingCorruptFile, suspicion: &suspicion)
         }
-        let result: Result<Void, DefaultsError> = queue.sync {
+        let result: Result<String?, DefaultsError> = queue.sync {
             do throws(DefaultsError) {
-                try writeDirtyKeys(storage, transaction, suspicion: &suspicion)
-                return .success(())
+                return .success(try writeDirtyKeys(storage, transaction, replacingCorruptFile: replacingCorruptFile, suspicion: &suspicion))
             } catch {
                 return .failure(error)
             }
         }
-        try result.get()
+        return try result.get()
     }
 
     /// Merges the dirty keys into the file: with the lock file held, re-read the file, apply only the
@@ -47,18 +49,26 @@ extension FileBackend {
     /// theirs. With a `transaction`, its body runs after the re-read, on the key's freshest value,
     /// and its result is written with the dirty keys. Runs on the queue.
     ///
+    /// - Parameter replacingCorruptFile: whether a file that does not parse is copied aside and
+    ///   replaced by the last good values with the dirty keys (else nothing is written).
+    /// - Returns: where a broken file was copied before it was replaced.
     /// - Throws: `suspectedCorruption` if the file is broken and may be another program's rewrite
     ///   caught half-way (nothing was written: try again after `corruptionConfirmationDelay`);
-    ///   `.encodingFailed` naming a key whose value cannot be encoded, after writing the others (it
-    ///   stays pending until it is replaced); `.writeFailed` if the file cannot be written.
+    ///   `.corruptFile` if it is broken and not to be replaced (nothing was written, the transaction's
+    ///   body did not run; the changes stay pending); `.encodingFailed` naming a key whose value
+    ///   cannot be encoded, after writing the others (it stays pending until it is replaced);
+    ///   `.writeFailed` if the file cannot be written.
+    @discardableResult
     func writeDirtyKeys(
-        _ storage: DefaultsStorage, _ transaction: Transaction? = nil, suspicion: inout CorruptionSuspicion
-    ) throws(DefaultsError) {
+        _ storage: DefaultsStorage, _ transaction: Transaction? = nil, replacingCorruptFile: Bool = false,
+        suspicion: inout CorruptionSuspicion
+    ) throws(DefaultsError) -> String? {
         let dirty = takeDirtyKeys(storage)
-        guard !dirty.versions.isEmpty || transaction != nil else { return }
+        guard !dirty.versions.isEmpty || transaction != nil || replacingCorruptFile else { return nil }
         try file.createDirectory()
         let merge = try file.withExclusiveLock { (file) throws(DefaultsError) -> Merge? in
-            try self.merge(storage, dirty.changes, transaction, into: file, suspicion: &suspicion)
+            try self.merge(
+                storage, dirty.changes, transaction, into: file, replacingCorruptFile: replacingCorruptFile, suspicion: &suspicion)
         }
         guard let merge else {
             lock.withLock { state.corruptionSuspectedHook }?()
@@ -66,8 +76,9 @@ extension FileBackend {
         }
         // Reported now that the lock file is unlocked: a handler may flush, which locks it again.
         if let corruption = merge.corruption { storage.report(corruption) }
+        let copy = merge.corruption?.kind == .corruptFile ? merge.corruption?.corruptCopyPath : nil
         // The transaction's body wrote nothing: neither did this write.
-        if transaction != nil, merge.transactionEntry == nil { return }
+        if transaction != nil, merge.transactionEntry == nil { return copy }
         let records = commit(storage, merge, of: dirty, transaction: transaction)
         if let replacedAt = merge.replacedAt { queueState.lastReplacement = replacedAt }
         storage.deliver(records)
@@ -79,6 +90,7 @@ extension FileBackend {
                 reason: "its value cannot be written as JSON; it stays in memory only until it is replaced\(others)"
             )
         }
+        return copy
     }
 
     /// The dirty keys a write takes.
@@ -111,7 +123,7 @@ extension FileBackend {
     private struct Base {
         var values: [String: JSONValue]
         /// Whether the file must be written even if the merge changes no value (it is missing, or
-        /// broken and copied aside).
+        /// broken and copied aside to be replaced).
         var mustWrite = false
         /// The file's values as read; `nil` if it was broken.
         var fileValues: [String: JSONValue]?
@@ -151,13 +163,14 @@ extension FileBackend {
 
     /// Step 2, with the lock file held: re-reads `file` (the link's target if the file is a symbolic
     /// link), applies the changes and the transaction's entry, and writes the result if it differs
-    /// from what the file holds (or the file is missing or broken). Returns `nil`, writing nothing,
-    /// while `suspicion` says to look again at a broken file.
+    /// from what the file holds (or the file is missing, or broken and to be replaced). Returns
+    /// `nil`, writing nothing, while `suspicion` says to look again at a broken file.
     private func merge(
         _ storage: DefaultsStorage,
         _ changes: [String: JSONValue?],
         _ transaction: Transaction?,
         into file: DefaultsFile,
+        replacingCorruptFile: Bool,
         suspicion: inout CorruptionSuspicion
     ) throws(DefaultsError) -> Merge? {
         if !queueState.hasSweptTemporaryFiles {
@@ -165,7 +178,7 @@ extension FileBackend {
             queueState.hasSweptTemporaryFiles = true
             file.sweepAbandonedTemporaryFiles()
         }
-        guard let base = try readBase(of: file, suspicion: &suspicion) else { return nil }
+        guard let base = try readBase(of: file, replacingCorruptFile: replacingCorruptFile, suspicion: &suspicion) else { return nil }
         var merge = Merge(fileValues: base.fileValues, corruption: base.corruption)
         var merged = base.values
         for (key, value) in changes { merged[key] = value }
@@ -193,9 +206,12 @@ extension FileBackend {
         return merge
     }
 
-    /// Reads the values a merge starts from. A broken file is copied aside and replaced by the last
-    /// good values once `suspicion` confirms it; until then, returns `nil`.
-    private func readBase(of file: DefaultsFile, suspicion: inout CorruptionSuspicion) throws(DefaultsError) -> Base? {
+    /// Reads the values a merge starts from. Once `suspicion` confirms a broken file (until then,
+    /// returns `nil`), throws `.corruptFile`; or, `replacingCorruptFile`, copies it aside and starts
+    /// from the last good values, to replace it.
+    private func readBase(of file: DefaultsFile, replacingCorruptFile: Bool, suspicion: inout CorruptionSuspicion) throws(DefaultsError)
+        -> Base?
+    {
         switch try file.read() {
         case .missing:
             return Base(values: [:], mustWrite: true, fileValues: [:])
@@ -203,22 +219,37 @@ extension FileBackend {
             return Base(values: values, fileValues: values)
         case .duplicateKeys(let values, _, let error, let bytes):
             return Base(values: values, fileValues: values, duplicate: (error, bytes))
-        case .corrupt(let error, let identity, let bytes):
-            if suspicion.identity != identity, suspicion.looks < Self.corruptionConfirmationLooks {
+        case .corrupt(var error, let identity, let bytes):
+            let (confirmed, lastGood) = lock.withLock { (state.confirmedCorruption, state.persisted) }
+            if confirmed != identity, suspicion.identity != identity, suspicion.looks < Self.corruptionConfirmationLooks {
                 suspicion.identity = identity
                 suspicion.looks += 1
                 return nil
             }
+            lock.withLock {
+                state.confirmedCorruption = identity
+                if !replacingCorruptFile { state.waitsForRepair = true }
+            }
+            // A hand-edited file with a typo keeps every key it holds: never replace it unasked. The
+            // changes wait for the file to parse again (see `reload`).
+            guard replacingCorruptFile else {
+                error.keepsLastGoodValues = !lastGood.isEmpty
+                throw error
+            }
             // Never overwrite a broken file without keeping it: copy it aside, then write the last
             // good values with this process's changes.
             let copy = try copyAside(bytes, of: file)
-            let corruption = DefaultsError(
+            var corruption = DefaultsError(
                 .corruptFile, location: error.location, line: error.line, column: error.column, byteOffset: error.byteOffset,
                 corruptCopyPath: copy, reason: error.reason
             )
-            return Base(values: lock.withLock { state.persisted }, mustWrite: true, corruption: corruption)
+            corruption.keepsLastGoodValues = !lastGood.isEmpty
+            return Base(values: lastGood, mustWrite: true, corruption: corruption)
         }
     }
+
+    /// The kinds of problem a successful write shows are over.
+    static let causesGoneAfterWrite: Set<DefaultsError.Kind> = [.writeFailed, .readFailed, .unsupportedFile, .corruptFile]
 
     /// Step 3: applies a finished merge in memory (other processes' changes, the file's values, the
     /// written keys that were not set again meanwhile, the transaction's entry) and returns what to
@@ -231,8 +262,10 @@ extension FileBackend {
             var records: [Delivery] = []
             if let fileValues = merge.fileValues { records = applyForeign(fileValues, to: storage) }
             state.persisted = merge.written
-            state.reportedWriteFailures = []
             state.failedWrites = 0
+            state.waitsForRepair = false
+            state.confirmedCorruption = nil
+            storage.forgetReportedCauses(of: Self.causesGoneAfterWrite)
             if merge.replacedAt != nil { state.fileWrites += 1 }
             for (key, version) in dirty.versions where storage.state.dirty[key] == version && !dirty.unencodable.contains(key) {
                 storage.state.dirty.removeValue(forKey: key)

@@ -27,11 +27,11 @@ final class FileBackend: DefaultsBackend, @unchecked Sendable {
 
     /// How long a write waits for more changes to join it.
     static let coalescingDelay = DispatchTimeInterval.milliseconds(5)
-    /// How long a broken file must stay broken before it is reported (see `reload()`) or replaced
-    /// (see `writeDirtyKeys()`), in milliseconds.
+    /// How long a broken file must stay broken before it is reported (see `reload()`) or found
+    /// broken by a write (see `writeDirtyKeys()`), in milliseconds.
     static let corruptionConfirmationDelay = 50
-    /// How many times a write looks again at a broken file that keeps changing before it copies the
-    /// last version it read aside and replaces it (see `writeDirtyKeys()`).
+    /// How many times a write looks again at a broken file that keeps changing before it takes the
+    /// last version it read as broken (see `writeDirtyKeys()`).
     static let corruptionConfirmationLooks = 5
     /// The delay before a failed batched write is tried again, in milliseconds; it doubles with each
     /// failure in a row, up to `maximumRetryDelay`.
@@ -54,15 +54,16 @@ final class FileBackend: DefaultsBackend, @unchecked Sendable {
         var isReloadScheduled = false
         /// Replacements of the file made by this process (for tests: a batch is one).
         var fileWrites = 0
-        /// The write failures reported since the last successful write (at init, by batched writes,
-        /// at exit), so that each distinct cause is reported once.
-        var reportedWriteFailures: Set<WriteFailure> = []
         /// Batched writes that failed in a row (the retry delay doubles with each).
         var failedWrites = 0
         /// Batched writes in a row that found the lock file held by another process.
         var lockWaits = 0
-        /// The broken file last reported, so one broken file is reported once.
-        var reportedCorruption: DefaultsFile.Identity?
+        /// The broken version of the file last confirmed broken (read at load, looked at twice by a
+        /// reload or a write): a write that finds it again throws at once, without looking again.
+        var confirmedCorruption: DefaultsFile.Identity?
+        /// A write found the file broken and left its changes pending: the next read that parses
+        /// the file (a reload after the watcher's event) schedules the write.
+        var waitsForRepair = false
         /// For tests: called (on the queue, no lock held) when a write found a broken file and let go
         /// of the lock file to look again shortly.
         var corruptionSuspectedHook: (@Sendable () -> Void)?
@@ -71,20 +72,6 @@ final class FileBackend: DefaultsBackend, @unchecked Sendable {
         var failedCopy: (content: Int, error: DefaultsError, attempts: Int)?
         /// For tests: called instead of writing a copy aside (to fail it as a full disk would).
         var copyAsideHook: (@Sendable ([UInt8]) throws(DefaultsError) -> String)?
-    }
-
-    /// What makes two write failures the same failure: not the message, which names a temporary
-    /// file that differs each time.
-    struct WriteFailure: Hashable {
-        let kind: DefaultsError.Kind
-        let errno: Int32?
-        let location: DefaultsLocation
-
-        init(_ error: DefaultsError) {
-            kind = error.kind
-            errno = error.errno
-            location = error.location
-        }
     }
 
     struct QueueState {

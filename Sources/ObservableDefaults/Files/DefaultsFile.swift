@@ -390,7 +390,8 @@ struct DefaultsFile: Sendable, Hashable {
     }
 
     /// Keeps `bytes`, the broken file as it was read and parsed (not the file as it may be by now), in
-    /// `NAME.LABEL-YYYYMMDD-HHMMSS` (with a number if that exists) and returns the copy's path. Call
+    /// `NAME.LABEL-YYYYMMDD-HHMMSS` (with a number if that exists; with the file's permission bits)
+    /// and returns the copy's path. Call
     /// it with the lock held, before overwriting a broken file. A copy that cannot be written whole
     /// (a full disk) is removed.
     func copyAside(_ bytes: [UInt8], as label: String = "corrupt") throws(DefaultsError) -> String {
@@ -407,7 +408,8 @@ struct DefaultsFile: Sendable, Hashable {
         var attempt = 0
         while true {
             let copy = path + "." + label + "-" + stamp + (attempt == 0 ? "" : "-\(attempt)")
-            let output = open(copy, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            // Readable by whom the original is (a 0600 file's copy must not be everyone's); 0600 if it is gone.
+            let output = open(copy, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
             if output < 0 {
                 let error = errno
                 if error == EEXIST, attempt < 1000 {
@@ -417,6 +419,8 @@ struct DefaultsFile: Sendable, Hashable {
                 throw failure(.writeFailed, "cannot create \(copy): \(Self.describe(error))", errno: error)
             }
             defer { close(output) }
+            var original = stat()
+            if stat(path, &original) == 0 { _ = fchmod(output, original.st_mode & 0o7777) }
             do throws(DefaultsError) {
                 try writeAll(bytes, to: output, at: copy)
                 if fsync(output) != 0 {

@@ -19,9 +19,15 @@ extension DefaultsStorage {
     ///
     /// - Parameter transform: returns the new entry (its JSON set; `nil` removes the key), or `nil` to
     ///   write nothing (it keeps its own reason). It may run more than once.
-    /// - Throws: why nothing was written (nothing is changed in memory).
+    /// - Throws: why nothing was written (nothing is changed in memory); that cause counts as
+    ///   reported, as for `flush()`.
     func update(_ key: String, _ transform: @escaping (Entry?) -> Entry??) throws(DefaultsError) {
-        try backend.update(self, key: key, transform)
+        do {
+            try backend.update(self, key: key, transform)
+        } catch {
+            noteReported(error)
+            throw error
+        }
     }
 
     /// Runs an update's body on `entry`, marking this thread as in an update body meanwhile, so that

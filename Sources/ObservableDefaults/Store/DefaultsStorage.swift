@@ -122,6 +122,13 @@ package final class DefaultsStorage: @unchecked Sendable {
         var priorObserverCount = 0
         var nextObserverID: UInt64 = 0
         var errorHandlers: [UInt64: @Sendable (DefaultsError) -> Void] = [:]
+        /// The causes reported, or thrown to a caller, and not forgotten since (see
+        /// `DefaultsStorage+Reporting`).
+        var reportedCauses: Set<Cause> = []
+        /// How many live stores on this storage were created without an error handler, and whether
+        /// one was ever created with one (who hears of a problem no handler is left for).
+        var storesWithoutHandler = 0
+        var hasHadErrorHandler = false
         /// Type mismatches already reported (key and value found), so a read loop does not flood.
         var reportedMismatches: Set<String> = []
         /// Whether each change is also queued in `outbox`, for a back end that sends changes one by
@@ -285,8 +292,14 @@ package final class DefaultsStorage: @unchecked Sendable {
     }
 
     /// Makes the pending changes durable (file) or acknowledged (etcd); see `DefaultsStore.flush()`.
-    func flush() throws(DefaultsError) {
-        try backend.flush(self, timeout: nil, notice: nil)
+    /// What it throws counts as reported: the handlers do not hear of that cause again.
+    func flush(timeout: Duration? = nil, notice: (after: Duration, call: () -> Void)? = nil) throws(DefaultsError) {
+        do {
+            try backend.flush(self, timeout: timeout, notice: notice)
+        } catch {
+            noteReported(error)
+            throw error
+        }
     }
 
     // MARK: Observers
@@ -409,34 +422,7 @@ package final class DefaultsStorage: @unchecked Sendable {
         }
     }
 
-    // MARK: Errors
-
-    /// Registers a store's error handler and returns its id.
-    package func addErrorHandler(_ handler: @escaping @Sendable (DefaultsError) -> Void) -> UInt64 {
-        lock.withLock {
-            state.nextObserverID += 1
-            state.errorHandlers[state.nextObserverID] = handler
-            return state.nextObserverID
-        }
-    }
-
-    package func removeErrorHandler(id: UInt64) {
-        lock.withLock { _ = state.errorHandlers.removeValue(forKey: id) }
-    }
-
-    /// Tells every store's error handler, or standard error if no store installed one.
-    package func report(_ error: DefaultsError) {
-        let handlers = lock.withLock { Array(state.errorHandlers.values) }
-        if handlers.isEmpty {
-            DefaultsStorage.printToStandardError(error)
-        } else {
-            for handler in handlers { handler(error) }
-        }
-    }
-
-    static func printToStandardError(_ error: DefaultsError) {
-        writeLineToStandardError("ObservableDefaults: \(error)")
-    }
+    // MARK: Describing errors
 
     static func describe(_ error: any Error) -> String {
         switch error {

@@ -41,7 +41,8 @@ extension DefaultsStore {
     /// - Throws: what `body` threw (nothing is written); or `DefaultsError`: `.typeMismatch` if the
     ///   file holds a value of `key` that does not decode as `Value` (nothing is written, so that
     ///   value is not lost), `.encodingFailed` if the new value cannot be encoded (NaN or infinity
-    ///   inside it; nothing is written), `.writeFailed` if the file cannot be locked or written
+    ///   inside it; nothing is written), `.corruptFile` if the file does not parse (`body` does not
+    ///   run; nothing is written), `.writeFailed` if the file cannot be locked or written
     ///   (nothing changes, in memory or in the file).
     /// - Complexity: one durable write of the whole file per call: about a millisecond on a local
     ///   disk (see the README's figures), far more than a `set`. To count many events, add them up

@@ -59,6 +59,12 @@ extension DefaultsStore {
         return storage.lock.withLock { backend.state.fileWrites }
     }
 
+    /// The batched writes that failed in a row (for tests; 0 for a store on etcd).
+    package var failedWriteCount: Int {
+        guard let backend = storage.fileBackend else { return 0 }
+        return storage.lock.withLock { backend.state.failedWrites }
+    }
+
     /// Removes `key`.
     package func removeValue(forKey key: String) {
         storage.set(nil, for: key)
@@ -82,7 +88,16 @@ extension DefaultsStore {
     /// `flush()`, giving up after `timeout` (`.writeFailed`, `ETIMEDOUT`) while another process
     /// holds the lock file, and calling `notice` once if that lasts `notice.after`.
     package func flush(timeout: Duration?, notice: (after: Duration, call: () -> Void)?) throws(DefaultsError) {
-        try storage.backend.flush(storage, timeout: timeout, notice: notice)
+        try storage.flush(timeout: timeout, notice: notice)
+    }
+
+    /// `replaceCorruptFile()`, with `timeout` and `notice` as for `flush(timeout:notice:)`.
+    package func replaceCorruptFile(timeout: Duration?, notice: (after: Duration, call: () -> Void)?) throws(DefaultsError) -> String? {
+        guard let backend = storage.fileBackend else {
+            try storage.flush(timeout: timeout, notice: notice)
+            return nil
+        }
+        return try backend.replaceCorruptFile(storage, timeout: timeout, notice: notice)
     }
 
     /// When this process's last write started replacing the file (`CLOCK_MONOTONIC` nanoseconds, just

@@ -36,7 +36,9 @@ import KeyValueObserving
 ///   process's write included) once, with every key it changed; `snapshot()` reads them all at one
 ///   instant.
 /// - Errors (a corrupt file, a value of the wrong type, an unwritable directory, a full disk, a NaN)
-///   go to the error handler; the store keeps working with the last good values.
+///   go to the error handler, once per cause; the store keeps working with the last good values.
+///   It never replaces a file it cannot parse: its changes wait in memory until the file parses
+///   again (`replaceCorruptFile()` replaces it after copying it aside).
 ///
 /// `DefaultsStore` is `Sendable`: use it from any thread.
 public final class DefaultsStore: Sendable {
@@ -72,7 +74,9 @@ public final class DefaultsStore: Sendable {
     ///   - directory: where the suite's file lives.
     ///   - watching: how other processes' writes are noticed.
     ///   - errorHandler: called with each problem (corrupt file, value of the wrong type, failed
-    ///     write), on the thread that met it; with no handler, problems are printed to standard error.
+    ///     write), on the thread that met it, once per distinct cause (a cause `flush()` or `update`
+    ///     threw counts as told; once the problem is over, a new one is told again); with no
+    ///     handler, problems are printed to standard error.
     public convenience init(
         suiteName: String,
         directory: URL? = nil,
@@ -125,7 +129,9 @@ public final class DefaultsStore: Sendable {
     ///   - fileURL: the file (a `file:` URL; a relative path is taken from the current directory).
     ///   - watching: how other processes' writes are noticed.
     ///   - errorHandler: called with each problem (corrupt file, value of the wrong type, failed
-    ///     write), on the thread that met it; with no handler, problems are printed to standard error.
+    ///     write), on the thread that met it, once per distinct cause (a cause `flush()` or `update`
+    ///     threw counts as told; once the problem is over, a new one is told again); with no
+    ///     handler, problems are printed to standard error.
     public convenience init(fileURL: URL, watching: Watching = .automatic, errorHandler: (@Sendable (DefaultsError) -> Void)? = nil) {
         precondition(fileURL.isFileURL, "DefaultsStore(fileURL:): \(fileURL) is not a file URL")
         var path = fileURL.standardizedFileURL.path
@@ -135,22 +141,23 @@ public final class DefaultsStore: Sendable {
         var interval: Duration?
         if case .polling(let every) = watching { interval = every }
         let (storage, problems) = DefaultsStorageRegistry.storage(forPath: path, pollingInterval: interval)
-        for problem in problems { storage.fileBackend?.noteReported(problem) }
         self.init(storage: storage, problems: problems, errorHandler: errorHandler)
     }
 
     /// A store on `storage` (of any back end), telling `errorHandler` (or standard error) the
-    /// `problems` met while opening it.
+    /// `problems` met while opening it; their causes count as reported (see `DefaultsStorage.reportOnce`).
     package init(storage: DefaultsStorage, problems: [DefaultsError], errorHandler: (@Sendable (DefaultsError) -> Void)?) {
         self.storage = storage
         self.errorHandlerID = errorHandler.map { storage.addErrorHandler($0) }
+        if errorHandler == nil { storage.countStoreWithoutHandler(1) }
         for problem in problems {
+            storage.noteReported(problem)
             if let errorHandler { errorHandler(problem) } else { DefaultsStorage.printToStandardError(problem) }
         }
     }
 
     deinit {
-        if let errorHandlerID { storage.removeErrorHandler(id: errorHandlerID) }
+        if let errorHandlerID { storage.removeErrorHandler(id: errorHandlerID) } else { storage.countStoreWithoutHandler(-1) }
     }
 
     /// Whether `name` can name a suite: a file name without its extension, so not empty, without
@@ -223,10 +230,41 @@ public final class DefaultsStore: Sendable {
     /// up for good (never applied later; their keys take etcd's values again).
     ///
     /// - Throws: `DefaultsError`: `.writeFailed` if the file cannot be written (the changes stay in
-    ///   memory and pending, and the next write or flush retries them); `.encodingFailed` naming a
+    ///   memory and pending, and the next write or flush retries them); `.corruptFile` if the file
+    ///   does not parse (nothing is written: the changes stay pending until it parses again, or
+    ///   `replaceCorruptFile()`); `.encodingFailed` naming a
     ///   key whose value cannot be written as JSON (NaN or infinity inside it), after writing the
     ///   other changes.
     public func flush() throws(DefaultsError) {
         try storage.flush()
+    }
+
+    /// Replaces a file that does not parse with this store's last good values and pending changes,
+    /// after copying it aside; returns the copy's path. If the file parses, this is `flush()`, and
+    /// returns `nil`.
+    ///
+    /// A store never replaces a file it cannot parse on its own: a typo in a hand-edited file would
+    /// cost every other key in it. It keeps its changes in memory instead (its observers saw them),
+    /// reports `.corruptFile` once, and writes them, merged over the file's keys, as soon as the file
+    /// parses again. This is the explicit choice to replace the file now (every write did so before):
+    /// the broken file is kept beside it as `NAME.json.corrupt-YYYYMMDD-HHMMSS`, with
+    /// the same permissions, and the error handler hears of it.
+    ///
+    /// ```swift
+    /// do {
+    ///     try store.flush()
+    /// } catch where error.kind == .corruptFile {
+    ///     let copy = try store.replaceCorruptFile()   // the operator said so
+    /// }
+    /// ```
+    ///
+    /// On etcd, where a value that is not JSON affects only its key, this is `flush()`.
+    ///
+    /// - Returns: where the broken file was copied, or `nil` if it parsed (or there was none).
+    /// - Throws: `DefaultsError`: `.writeFailed` if the copy or the new file cannot be written
+    ///   (nothing is replaced; the changes stay pending); the other errors of `flush()`.
+    @discardableResult
+    public func replaceCorruptFile() throws(DefaultsError) -> String? {
+        try replaceCorruptFile(timeout: nil, notice: nil)
     }
 }
