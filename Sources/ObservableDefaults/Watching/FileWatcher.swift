@@ -38,6 +38,15 @@ final class FileWatcher: @unchecked Sendable {
 
     typealias Handler = @Sendable (Event) -> Void
 
+    /// What a subscription to a name in a directory hears of.
+    enum EntryEvents: Sendable, Hashable {
+        /// The file of that name replaced, rewritten, removed or renamed away.
+        case file
+        /// An entry of that name created or moved in: a missing directory's nearest existing
+        /// ancestor, watched for the next component of the directory's path to appear.
+        case appearance
+    }
+
     /// The process-wide watcher, started.
     static let shared: FileWatcher = {
         let watcher = FileWatcher()
@@ -149,15 +158,18 @@ final class FileWatcher: @unchecked Sendable {
 
     // MARK: Watching
 
-    /// Watches `name` in `directory`; `nil` if the directory cannot be watched (it does not exist, or
-    /// the system's watch limit is reached), in which case the caller polls.
-    func watch(directory: String, name: String, handler: @escaping Handler) -> Subscription? {
+    /// Watches `name` in `directory` (for the `kind` of events); `nil` if the directory cannot be
+    /// watched (it does not exist, or the system's watch limit is reached), in which case the caller
+    /// polls.
+    func watch(directory: String, name: String, for kind: EntryEvents = .file, handler: @escaping Handler) -> Subscription? {
         let id = lock.withLock { () -> UInt64? in
             guard !isStopped else { return nil }
             nextID += 1
             return nextID
         }
-        guard let id, let watchDescriptor = kernel.add(id: id, directory: directory, name: name, handler: handler) else { return nil }
+        guard let id, let watchDescriptor = kernel.add(id: id, directory: directory, name: name, kind: kind, handler: handler) else {
+            return nil
+        }
         return Subscription(watcher: self, id: id, kind: .watched(watchDescriptor))
     }
 
