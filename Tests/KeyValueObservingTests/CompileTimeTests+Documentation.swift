@@ -19,7 +19,8 @@ extension CompileTimeTests {
         defer { try? FileManager.default.removeItem(at: configuration) }
         var environment = ProcessInfo.processInfo.environment
         environment["XDG_CONFIG_HOME"] = configuration.path
-        let output = try SnippetCompiler.compileAndRun(code, linking: ["ObservableDefaults", "KeyValueObserving"], environment: environment)
+        let output = try SnippetCompiler.compileAndRun(
+            code, linking: ["ObservableDefaults", "KeyValueObserving"], environment: environment)
         #expect(output.status == 0, "\(output.standardError)")
         #expect(output.standardOutput == expected)
         #expect(!output.standardOutput.contains("Optional("))
