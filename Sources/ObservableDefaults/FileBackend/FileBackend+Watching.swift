@@ -117,15 +117,19 @@ extension FileBackend {
         followDirectory(storage)
     }
 
-    /// Watches the file's directory if it exists now, then reloads (what was written before the
-    /// watch began; not while the storage is being made, whose load follows); polls the file if
-    /// the directory exists but cannot be watched. Else awaits the directory: watches its nearest
-    /// existing ancestor for the next component of its path, and comes back here at each event
-    /// there (that component made or moved in, the ancestor removed), or, where no ancestor can be
-    /// watched, every `rewatchInterval`. Does nothing once the directory is watched. Runs on the
-    /// queue.
+    /// Watches the file's directory if it exists now; polls the file if the directory exists but
+    /// cannot be watched. Else awaits the directory: watches its nearest existing ancestor for the
+    /// next component of its path, and comes back here at each event there (that component made or
+    /// moved in, the ancestor removed), or, where no ancestor can be watched, every
+    /// `rewatchInterval`. Then reloads (not while the storage is being made, whose load follows):
+    /// what was written before the watch began, or, if the directory that appeared is gone again,
+    /// the absence of every key (a file this process wrote there meanwhile went with it). Does
+    /// nothing once the directory is watched. Runs on the queue.
     private func followDirectory(_ storage: DefaultsStorage, isStarting: Bool = false) {
         guard lock.withLock({ subscription == nil && pollSubscription == nil }) else { return }
+        defer {
+            if !isStarting { reload(storage) }
+        }
         var hasTriedExistingDirectory = false
         // Each turn goes one component further down, or finds the directory: a bound for a path
         // whose components are made and removed as fast as they are looked at.
@@ -139,7 +143,6 @@ extension FileBackend {
                 // Let go outside the lock: a subscription's deinit takes the watcher's lock.
                 _ = awaited
                 watchTarget(storage)
-                if !isStarting { reload(storage) }
                 return
             }
             guard let entry = file.awaitedEntry() else {
@@ -170,7 +173,6 @@ extension FileBackend {
             }
             _ = awaited
             startPolling(storage, interval: .milliseconds(500))
-            if !isStarting { reload(storage) }
             return
         }
         let previous = lock.withLock {
