@@ -16,9 +16,11 @@ import Musl
 /// events (`KernelWatches`: inotify on Linux, in `InotifyWatches.swift`; kqueue on Darwin, in
 /// `KqueueWatches.swift`) and looks at the polled files when they are due. The *directory* is
 /// watched, not only the file: a file replaced by rename is a new inode, and a watch on the old one
-/// would go blind after the first atomic write. Where the kernel cannot watch (an
-/// `inotify_add_watch` error, a network file system), the storage polls instead: the thread compares
-/// the file's identity (inode, size, modification time) at each interval.
+/// would go blind after the first atomic write. A directory that does not exist yet is awaited the
+/// same way: a subscription `for: .appearance` to the next component of its path, in its nearest
+/// existing ancestor (the storage moves it down as components appear). Where the kernel cannot watch
+/// (an `inotify_add_watch` error, a network file system), the storage polls instead: the thread
+/// compares the file's identity (inode, size, modification time) at each interval.
 ///
 /// Handlers run on the watcher's thread (on Darwin, on the kqueue sources' queue) and must return
 /// quickly (the storage only schedules a reload on its own queue).
