@@ -83,4 +83,26 @@ extension CrossProcessTests {
         #expect(store.file.watchMechanisms == [.directory])
         token.invalidate()
     }
+
+    /// A symbolic link to nowhere on the path: what would make the directory appear happens
+    /// elsewhere, so the store looks again every `rewatchInterval` instead, reports nothing while
+    /// the path stays missing, and watches the directory once the link leads to one.
+    @Test func aLinkToNowhereOnThePathIsLookedAtAgainUntilItLeadsToADirectory() throws {
+        let link = directory.path + "/link"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: directory.path + "/nowhere")
+        let url = URL(fileURLWithPath: link + "/sub/s.json")
+        let errors = Locked<[DefaultsError]>([])
+        let store = DefaultsStore(fileURL: url) { errors.append($0) }
+        #expect(store.file.watchMechanisms == [.retrying])
+        let seen = Locked<[Double?]>([])
+        let token = store.observe(DefaultsKey("speed", default: 0.0), options: [.new]) { _, change in
+            if change.isFromAnotherProcess { seen.append(change.newValue) }
+        }
+        try FileManager.default.createDirectory(atPath: directory.path + "/nowhere/sub", withIntermediateDirectories: true)
+        #expect(try runTool(["write", "--file", url.path, "speed", "1.5"]).status == 0)
+        #expect(waitUntil { seen.current == [1.5] }, "\(seen.current)")
+        #expect(store.file.watchMechanisms == [.directory])
+        #expect(errors.current.isEmpty, "\(errors.current)")
+        token.invalidate()
+    }
 }

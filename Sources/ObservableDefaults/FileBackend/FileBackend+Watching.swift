@@ -121,14 +121,16 @@ extension FileBackend {
     /// cannot be watched. Else awaits the directory: watches its nearest existing ancestor for the
     /// next component of its path, and comes back here at each event there (that component made or
     /// moved in, the ancestor removed), or, where no ancestor can be watched, every
-    /// `rewatchInterval`. Then reloads (not while the storage is being made, whose load follows):
-    /// what was written before the watch began, or, if the directory that appeared is gone again,
-    /// the absence of every key (a file this process wrote there meanwhile went with it). Does
-    /// nothing once the directory is watched. Runs on the queue.
-    private func followDirectory(_ storage: DefaultsStorage, isStarting: Bool = false) {
+    /// `rewatchInterval`. Then reloads (not while the storage is being made, whose load follows;
+    /// not after a look of `rewatchInterval` that found nothing, which would report an unreadable
+    /// path each time): what was written before the watch began, or, after an event, if the
+    /// directory that appeared is gone again, the absence of every key (a file this process wrote
+    /// there meanwhile went with it). Does nothing once the directory is watched. Runs on the queue.
+    private func followDirectory(_ storage: DefaultsStorage, isStarting: Bool = false, afterEvent: Bool = true) {
         guard lock.withLock({ subscription == nil && pollSubscription == nil }) else { return }
+        var isWatched = false
         defer {
-            if !isStarting { reload(storage) }
+            if !isStarting, afterEvent || isWatched { reload(storage) }
         }
         var hasTriedExistingDirectory = false
         // Each turn goes one component further down, or finds the directory: a bound for a path
@@ -142,6 +144,7 @@ extension FileBackend {
                 }
                 // Let go outside the lock: a subscription's deinit takes the watcher's lock.
                 _ = awaited
+                isWatched = true
                 watchTarget(storage)
                 return
             }
@@ -173,6 +176,7 @@ extension FileBackend {
             }
             _ = awaited
             startPolling(storage, interval: .milliseconds(500))
+            isWatched = true
             return
         }
         let previous = lock.withLock {
@@ -181,7 +185,7 @@ extension FileBackend {
         }
         _ = previous
         queue.asyncAfter(deadline: .now() + Self.rewatchInterval) { [weak self, weak storage] in
-            if let self, let storage { self.followDirectory(storage) }
+            if let self, let storage { self.followDirectory(storage, afterEvent: false) }
         }
     }
 
