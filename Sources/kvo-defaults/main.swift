@@ -28,7 +28,7 @@ let usage = """
 
     COMMANDS:
       read     prints the value of KEY as JSON, or every key and value as a JSON object (exit 1 if
-               there is no file)
+               there is no file); creates nothing, not even a missing directory
       write    sets KEY to VALUE, a JSON value (1.5, true, "text", [1,2], {"a":1}); a VALUE that
                is not valid JSON is stored as a string (write S greeting hello == write S greeting
                '"hello"'). Several pairs are written as one change: other processes see all of
@@ -40,7 +40,8 @@ let usage = """
       delete   removes KEY
       watch    prints one line per change of KEY (or of any key), "KEY: OLD -> NEW" with JSON
                values ("(absent)" for a missing key), flushed line by line, until SIGINT or SIGTERM
-               (exit status 130 or 143); with --etcd, an outage is told on standard error when it
+               (exit status 130 or 143); a file or directory that does not exist yet is waited
+               for, and nothing is created; with --etcd, an outage is told on standard error when it
                starts and when it ends, with the revision the watch resumed from
 
     OPTIONS:

@@ -139,7 +139,7 @@ struct CompileTimeTests {
     }
 
     /// The contents of the first fenced block of `language` in `text`, with its final newline.
-    private static func fencedBlock(_ language: String, in text: String) -> String? {
+    static func fencedBlock(_ language: String, in text: String) -> String? {
         guard let start = text.range(of: "```\(language)\n"),
             let end = text.range(of: "\n```", range: start.upperBound..<text.endIndex)
         else { return nil }

@@ -8,8 +8,7 @@ import Glibc
 import Darwin
 #endif
 
-/// Compiles a piece of client code against the `KeyValueObserving` module this test binary was
-/// built with, the way a user's module would, to test what compiles, what does not, and what a whole
+/// Compiles a piece of client code against the package's modules this test binary was built with, the way a user's module would, to test what compiles, what does not, and what a whole
 /// program prints.
 enum SnippetCompiler {
     struct Output {
@@ -53,16 +52,21 @@ enum SnippetCompiler {
             ])
     }
 
-    /// Compiles `source` as the `main.swift` of a program linked with `KeyValueObserving`, runs it and
-    /// returns what it printed.
-    static func compileAndRun(_ source: String) throws -> Output {
+    /// Compiles `source` as the `main.swift` of a program linked with `modules` (the package's
+    /// libraries, each with the libraries it uses), runs it with `environment` (by default this
+    /// process's) and returns what it printed.
+    static func compileAndRun(
+        _ source: String, linking modules: [String] = ["KeyValueObserving"], environment: [String: String]? = nil
+    ) throws -> Output {
         let folder = try temporaryFolder()
         let file = folder.appendingPathComponent("main.swift")
         try source.write(to: file, atomically: true, encoding: .utf8)
-        let objects = try FileManager.default
-            .contentsOfDirectory(atPath: buildFolder.appendingPathComponent("KeyValueObserving.build").path)
-            .filter { $0.hasSuffix(".swift.o") }
-            .map { buildFolder.appendingPathComponent("KeyValueObserving.build").appendingPathComponent($0).path }
+        let objects = try modules.flatMap { module in
+            let objectFolder = buildFolder.appendingPathComponent(module + ".build")
+            return try FileManager.default.contentsOfDirectory(atPath: objectFolder.path)
+                .filter { $0.hasSuffix(".swift.o") }
+                .map { objectFolder.appendingPathComponent($0).path }
+        }
         let executable = folder.appendingPathComponent("snippet").path
         var arguments =
             [
@@ -74,7 +78,7 @@ enum SnippetCompiler {
         guard build.status == 0 else {
             return build
         }
-        return try run(executable, [])
+        return try run(executable, [], environment: environment)
     }
 
     /// Whether this test binary runs under the thread sanitizer (its objects then need it to link).
@@ -93,9 +97,9 @@ enum SnippetCompiler {
         return folder
     }
 
-    private static func run(_ executable: String, _ arguments: [String]) throws -> Output {
+    private static func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> Output {
         // A compile on a loaded machine can take minutes: the deadline only catches a hang.
-        let result = try runTool(arguments, seconds: 900, executable: executable)
+        let result = try runTool(arguments, environment: environment, seconds: 900, executable: executable)
         return Output(status: result.status, standardOutput: result.output, standardError: result.error)
     }
 }

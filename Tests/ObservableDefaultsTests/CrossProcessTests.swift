@@ -70,7 +70,7 @@ struct CrossProcessTests {
         let command = removal == "mv" ? "mv \(shellQuoted(folder)) \(shellQuoted(folder + ".old"))" : "rm -rf \(shellQuoted(folder))"
         try runShell(command)
         // The file is gone: the key reads as absent (its default).
-        #expect(waitUntil { seen.current == [0.0] })
+        #expect(waitUntil { seen.current == [0.0] }, "\(seen.current), \(store[key]), \(store.file.watchMechanisms)")
         let result = try runTool(["write", "--file", url.path, "speed", "2.5"])
         #expect(result.status == 0, "\(result.error)")
         #expect(waitUntil { seen.current.last == 2.5 })

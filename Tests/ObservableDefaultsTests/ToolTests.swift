@@ -151,6 +151,33 @@ struct ToolTests {
         #expect(help.output.contains("USAGE: kvo-defaults read"))
     }
 
+    /// `read` of a file in a directory that does not exist, and `watch` of it until another process
+    /// writes it, create nothing: no directory, no lock file, no file (run from the temporary
+    /// directory, with a relative path, as a user would).
+    @Test func readAndWatchOfAFileInAMissingDirectoryCreateNothing() throws {
+        let relative = "missing/dir/x.json"
+        let absolute = directory.path + "/" + relative
+        for arguments in [["read", "--file", relative], ["read", "--file", relative, "speed"]] {
+            let result = try runTool(arguments, currentDirectory: directory.url)
+            #expect(result.status == 1)
+            #expect(result.error == "kvo-defaults: no defaults at \(absolute)\n")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == [])
+        let watcher = try startTool(["watch", "--file", relative], currentDirectory: directory.url)
+        defer {
+            kill(watcher.process.processIdentifier, SIGTERM)
+            watcher.process.waitUntilExit()
+        }
+        #if os(Linux)
+        // Ready once its store watches something (the directory's nearest existing ancestor).
+        #expect(waitUntil { hasInotifyWatch(watcher.process.processIdentifier) })
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == [])
+        #endif
+        #expect(try runTool(["write", "--file", absolute, "speed", "1.5"]).status == 0)
+        let output = waitForText("speed: (absent) -> 1.5\n", in: watcher.output)
+        #expect(output == "speed: (absent) -> 1.5\n")
+    }
+
     @Test func readingASuiteWithoutAFileIsAnError() throws {
         let path = directory.file("none.json").path
         let result = try runTool(["read", "--file", path])
@@ -238,3 +265,16 @@ struct ToolTests {
         #expect(!FileManager.default.fileExists(atPath: url.path))
     }
 }
+
+#if os(Linux)
+/// Whether the process `pid` holds an inotify descriptor with at least one watch.
+private func hasInotifyWatch(_ pid: Int32) -> Bool {
+    let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
+    return descriptors.contains { descriptor in
+        guard (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(descriptor)")) == "anon_inode:inotify" else {
+            return false
+        }
+        return (try? String(contentsOfFile: "/proc/\(pid)/fdinfo/\(descriptor)", encoding: .utf8))?.contains("inotify wd:") == true
+    }
+}
+#endif

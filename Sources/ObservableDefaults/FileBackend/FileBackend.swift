@@ -12,8 +12,8 @@ final class FileBackend: DefaultsBackend, @unchecked Sendable {
     typealias Entry = DefaultsStorage.Entry
     typealias Delivery = DefaultsStorage.Delivery
 
-    // Invariant: `state`, `subscription`, `pollSubscription` and `targetWatch` are only accessed with
-    // `lock` held (the lock of the one storage this back end belongs to); `queueState` only on
+    // Invariant: `state`, `subscription`, `pollSubscription`, `targetWatch` and `awaitedDirectory`
+    // are only accessed with `lock` held (the lock of the one storage this back end belongs to); `queueState` only on
     // `queue` (the writer, shared by every file back end, which runs one block at a time).
     let file: DefaultsFile
     let queue: DispatchQueue
@@ -24,6 +24,8 @@ final class FileBackend: DefaultsBackend, @unchecked Sendable {
     var pollSubscription: FileWatcher.Subscription?
     /// If the file is a symbolic link: the file it points to, and the watch of that file's directory.
     var targetWatch: (path: String, subscription: FileWatcher.Subscription?)?
+    /// While the file's directory does not exist: how its appearance is awaited.
+    var awaitedDirectory: AwaitedDirectory?
 
     /// How long a write waits for more changes to join it.
     static let coalescingDelay = DispatchTimeInterval.milliseconds(5)
@@ -105,8 +107,9 @@ final class FileBackend: DefaultsBackend, @unchecked Sendable {
                 subscription = nil
                 pollSubscription = nil
                 targetWatch = nil
+                awaitedDirectory = nil
             }
-            return [subscription, pollSubscription, targetWatch?.subscription]
+            return [subscription, pollSubscription, targetWatch?.subscription, awaitedDirectory?.subscription]
         }
         for subscription in subscriptions { subscription?.cancel() }
     }

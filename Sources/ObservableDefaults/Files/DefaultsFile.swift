@@ -224,32 +224,6 @@ struct DefaultsFile: Sendable, Hashable {
 
     // MARK: Writing
 
-    /// Whether the file's directory exists (as a directory).
-    func directoryExists() -> Bool {
-        var info = stat()
-        return stat(directory, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
-    }
-
-    /// Creates the file's directory and its missing parents.
-    ///
-    /// - Throws: `.writeFailed` if a component cannot be created (a parent is a file, no permission).
-    func createDirectory() throws(DefaultsError) {
-        var info = stat()
-        if stat(directory, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR { return }
-        var current = ""
-        for component in directory.split(separator: "/") {
-            current += "/" + component
-            if mkdir(current, 0o755) != 0 {
-                let error = errno
-                if error == EEXIST, stat(current, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR { continue }
-                let cause =
-                    error == EEXIST
-                    ? "\(current) exists and is not a directory" : "cannot create directory \(current): \(Self.describe(error))"
-                throw failure(.writeFailed, cause, errno: error == EEXIST ? ENOTDIR : error)
-            }
-        }
-    }
-
     /// Runs `body` holding the exclusive lock of the file writes replace (`writeTarget()`, which
     /// `body` gets), the lock every writing process takes. Does not wait for it: one store waiting
     /// for another process must not hold up the other stores' writes, which share one thread.
@@ -438,7 +412,7 @@ struct DefaultsFile: Sendable, Hashable {
 
     // MARK: Errors
 
-    private func failure(_ kind: DefaultsError.Kind, _ reason: String, errno: Int32) -> DefaultsError {
+    func failure(_ kind: DefaultsError.Kind, _ reason: String, errno: Int32) -> DefaultsError {
         DefaultsError(kind, location: .file(path: path), errno: errno, reason: reason)
     }
 

@@ -66,21 +66,10 @@ package enum DefaultsStorageRegistry {
     }
 
     /// The storage of the file at `path` (absolute), created and loaded on first use, and the
-    /// problems met while creating it (missing directory that cannot be created, corrupt file).
+    /// problems met while loading it (an unreadable or corrupt file). Nothing is created: a missing
+    /// directory is made by the first write.
     static func storage(forPath path: String, pollingInterval: Duration?) -> (DefaultsStorage, [DefaultsError]) {
-        var problems: [DefaultsError] = []
-        var file = DefaultsFile(path: path)
-        do {
-            try file.createDirectory()
-        } catch {
-            problems.append(error)
-        }
-        if let resolved = realpath(file.directory, nil) {
-            let directory = String(cString: resolved)
-            free(resolved)
-            file = DefaultsFile(path: (directory == "/" ? "" : directory) + "/" + file.name)
-        }
-
+        let file = DefaultsFile(path: path).resolvingExistingDirectories()
         let key = (try? file.writeTarget().path) ?? file.path
         let (storage, loadProblems) = storage(identity: "file:" + key) { () -> (DefaultsStorage, [DefaultsError]) in
             let lock = Lock()
@@ -92,7 +81,7 @@ package enum DefaultsStorageRegistry {
         } reuse: { existing in
             if let pollingInterval { existing.fileBackend?.startPolling(existing, interval: pollingInterval) }
         }
-        return (storage, problems + loadProblems)
+        return (storage, loadProblems)
     }
 
     /// Makes the pending changes of every storage whose file is in `directory` (or below) durable:

@@ -44,7 +44,9 @@ import KeyValueObserving
 public final class DefaultsStore: Sendable {
     /// How the store notices other processes' writes.
     public enum Watching: Sendable, Hashable {
-        /// inotify (Linux) or kqueue (macOS) on the file's directory; polling if that fails.
+        /// inotify (Linux) or kqueue (macOS) on the file's directory; while the directory does not
+        /// exist, on its nearest existing ancestor until it appears; polling if the kernel cannot
+        /// watch the directory.
         case automatic
         /// Check the file every `interval` (for network file systems, which do not report changes).
         case polling(interval: Duration)
@@ -63,7 +65,8 @@ public final class DefaultsStore: Sendable {
 
     /// A store for the suite `suiteName`: the file `suiteName.json` in `directory`, by default in
     /// `defaultDirectory()` (`$XDG_CONFIG_HOME`, else `~/.config`, on Linux; `~/Library/Preferences`
-    /// on macOS). The directory is created if it is missing.
+    /// on macOS). Nothing is created until the first write, which makes the file and any missing
+    /// directory.
     ///
     /// The suite name must be valid (see `isValidSuiteName(_:)`): an invalid one traps, as a
     /// programmer error. For a name that comes from input (a command line, a configuration file),
@@ -122,8 +125,16 @@ public final class DefaultsStore: Sendable {
         self.init(suiteName: suiteName, directory: directory, watching: watching, errorHandler: errorHandler)
     }
 
-    /// A store for the file at `fileURL` (created on the first write; its directory is created now
-    /// if it is missing).
+    /// A store for the file at `fileURL`, created with its missing directories by the first write:
+    /// opening, reading and observing a store create nothing (no directory, lock file or file).
+    ///
+    /// ```swift
+    /// let store = DefaultsStore(
+    ///     fileURL: URL(fileURLWithPath: "/srv/myapp/settings.json"),
+    ///     watching: .polling(interval: .seconds(2)),
+    ///     errorHandler: { error in print("settings:", error) }
+    /// )
+    /// ```
     ///
     /// - Parameters:
     ///   - fileURL: the file (a `file:` URL; a relative path is taken from the current directory).

@@ -16,9 +16,11 @@ import Musl
 /// events (`KernelWatches`: inotify on Linux, in `InotifyWatches.swift`; kqueue on Darwin, in
 /// `KqueueWatches.swift`) and looks at the polled files when they are due. The *directory* is
 /// watched, not only the file: a file replaced by rename is a new inode, and a watch on the old one
-/// would go blind after the first atomic write. Where the kernel cannot watch (an
-/// `inotify_add_watch` error, a network file system), the storage polls instead: the thread compares
-/// the file's identity (inode, size, modification time) at each interval.
+/// would go blind after the first atomic write. A directory that does not exist yet is awaited the
+/// same way: a subscription `for: .appearance` to the next component of its path, in its nearest
+/// existing ancestor (the storage moves it down as components appear). Where the kernel cannot watch
+/// (an `inotify_add_watch` error, a network file system), the storage polls instead: the thread
+/// compares the file's identity (inode, size, modification time) at each interval.
 ///
 /// Handlers run on the watcher's thread (on Darwin, on the kqueue sources' queue) and must return
 /// quickly (the storage only schedules a reload on its own queue).
@@ -37,6 +39,15 @@ final class FileWatcher: @unchecked Sendable {
     }
 
     typealias Handler = @Sendable (Event) -> Void
+
+    /// What a subscription to a name in a directory hears of.
+    enum EntryEvents: Sendable, Hashable {
+        /// The file of that name replaced, rewritten, removed or renamed away.
+        case file
+        /// An entry of that name created or moved in: a missing directory's nearest existing
+        /// ancestor, watched for the next component of the directory's path to appear.
+        case appearance
+    }
 
     /// The process-wide watcher, started.
     static let shared: FileWatcher = {
@@ -149,15 +160,18 @@ final class FileWatcher: @unchecked Sendable {
 
     // MARK: Watching
 
-    /// Watches `name` in `directory`; `nil` if the directory cannot be watched (it does not exist, or
-    /// the system's watch limit is reached), in which case the caller polls.
-    func watch(directory: String, name: String, handler: @escaping Handler) -> Subscription? {
+    /// Watches `name` in `directory` (for the `kind` of events); `nil` if the directory cannot be
+    /// watched (it does not exist, or the system's watch limit is reached), in which case the caller
+    /// polls.
+    func watch(directory: String, name: String, for kind: EntryEvents = .file, handler: @escaping Handler) -> Subscription? {
         let id = lock.withLock { () -> UInt64? in
             guard !isStopped else { return nil }
             nextID += 1
             return nextID
         }
-        guard let id, let watchDescriptor = kernel.add(id: id, directory: directory, name: name, handler: handler) else { return nil }
+        guard let id, let watchDescriptor = kernel.add(id: id, directory: directory, name: name, kind: kind, handler: handler) else {
+            return nil
+        }
         return Subscription(watcher: self, id: id, kind: .watched(watchDescriptor))
     }
 

@@ -13,9 +13,11 @@ typealias KernelWatches = InotifyWatches
 /// thread reads when `eventDescriptor` is ready.
 ///
 /// `IN_MOVED_TO`, `IN_CLOSE_WRITE`, `IN_DELETE` and `IN_MOVED_FROM` (the file renamed away) for the
-/// file's name report a change. `IN_DELETE_SELF`, `IN_MOVE_SELF` and `IN_IGNORED` (the directory
-/// removed or moved away: the watch is gone, or watches the wrong place) end the directory's
-/// subscriptions with `.lost`; the storage then reloads and watches again once the directory exists.
+/// file's name report a change; for an awaited entry (`.appearance`: a missing directory's nearest
+/// existing ancestor, watched for the next component of its path), `IN_CREATE` and `IN_MOVED_TO`.
+/// `IN_DELETE_SELF`, `IN_MOVE_SELF` and `IN_IGNORED` (the directory removed or moved away: the watch
+/// is gone, or watches the wrong place) end the directory's subscriptions with `.lost`; the storage
+/// then reloads and awaits the directory again.
 /// `IN_Q_OVERFLOW` (the kernel dropped events) is reported to every subscription, which reloads its
 /// file in full.
 final class InotifyWatches: @unchecked Sendable {
@@ -24,6 +26,8 @@ final class InotifyWatches: @unchecked Sendable {
     // calls after that thread has ended.
     private struct Entry {
         let name: String
+        /// The events of `name` that concern the subscription.
+        let events: UInt32
         let handler: FileWatcher.Handler
     }
 
@@ -37,12 +41,14 @@ final class InotifyWatches: @unchecked Sendable {
     static let closeWrite: UInt32 = 0x0000_0008
     static let movedFrom: UInt32 = 0x0000_0040
     static let movedTo: UInt32 = 0x0000_0080
+    static let created: UInt32 = 0x0000_0100
     static let deleted: UInt32 = 0x0000_0200
     static let deletedSelf: UInt32 = 0x0000_0400
     static let movedSelf: UInt32 = 0x0000_0800
     static let queueOverflow: UInt32 = 0x0000_4000
     static let ignored: UInt32 = 0x0000_8000
     static let onlyDirectory: UInt32 = 0x0100_0000
+    static let addToMask: UInt32 = 0x2000_0000
 
     init() {
         descriptor = inotify_init1(Int32(IN_CLOEXEC) | Int32(IN_NONBLOCK))
@@ -53,19 +59,25 @@ final class InotifyWatches: @unchecked Sendable {
         descriptor >= 0 ? descriptor : nil
     }
 
-    /// Watches `name` in `directory` for the subscription `id`; returns the watch descriptor, or
-    /// `nil` if the directory cannot be watched (it does not exist, or the system's watch limit is
-    /// reached).
-    func add(id: UInt64, directory: String, name: String, handler: @escaping FileWatcher.Handler) -> Int32? {
+    /// Watches `name` in `directory` for the subscription `id` (its `kind` of events); returns the
+    /// watch descriptor, or `nil` if the directory cannot be watched (it does not exist, or the
+    /// system's watch limit is reached).
+    func add(id: UInt64, directory: String, name: String, kind: FileWatcher.EntryEvents, handler: @escaping FileWatcher.Handler) -> Int32? {
         guard descriptor >= 0 else { return nil }
-        let mask = Self.closeWrite | Self.movedTo | Self.movedFrom | Self.deleted | Self.deletedSelf | Self.movedSelf | Self.onlyDirectory
+        let events =
+            switch kind {
+            case .file: Self.closeWrite | Self.movedTo | Self.movedFrom | Self.deleted
+            case .appearance: Self.created | Self.movedTo
+            }
+        // Added to the events the directory's other subscriptions asked for, not replacing them.
+        let mask = events | Self.deletedSelf | Self.movedSelf | Self.onlyDirectory | Self.addToMask
         return lock.withLock {
             // Under the lock: a `remove` that drops a directory's last subscription must not remove
             // the kernel watch between this add and the registration below.
             guard !isStopped else { return nil }
             let watchDescriptor = inotify_add_watch(descriptor, directory, mask)
             guard watchDescriptor >= 0 else { return nil }
-            subscriptions[watchDescriptor, default: [:]][id] = Entry(name: name, handler: handler)
+            subscriptions[watchDescriptor, default: [:]][id] = Entry(name: name, events: events, handler: handler)
             return watchDescriptor
         }
     }
@@ -98,7 +110,7 @@ final class InotifyWatches: @unchecked Sendable {
 
     /// Calls, once each, the handlers of the subscriptions the events in `buffer` concern.
     private func dispatch(events buffer: UnsafeRawBufferPointer) {
-        var changed: [(watchDescriptor: Int32, name: String)] = []
+        var changed: [(watchDescriptor: Int32, name: String, mask: UInt32)] = []
         var lost: [(watchDescriptor: Int32, isStillWatched: Bool)] = []
         var overflowed = false
         var offset = 0
@@ -119,9 +131,9 @@ final class InotifyWatches: @unchecked Sendable {
                 lost.append((watchDescriptor, mask & Self.movedSelf != 0))
                 continue
             }
-            if mask & (Self.closeWrite | Self.movedTo | Self.movedFrom | Self.deleted) != 0, nameLength > 0 {
+            if mask & (Self.closeWrite | Self.movedTo | Self.movedFrom | Self.deleted | Self.created) != 0, nameLength > 0 {
                 let name = String(decoding: nameBytes.prefix { $0 != 0 }, as: UTF8.self)
-                changed.append((watchDescriptor, name))
+                changed.append((watchDescriptor, name, mask))
             }
         }
         let handlers: [(FileWatcher.Handler, FileWatcher.Event)] = lock.withLock {
@@ -137,8 +149,9 @@ final class InotifyWatches: @unchecked Sendable {
                 return handlers + subscriptions.values.flatMap(\.values).map { ($0.handler, FileWatcher.Event.overflow) }
             }
             var seen = Set<UInt64>()
-            for (watchDescriptor, name) in changed {
-                for (id, subscription) in subscriptions[watchDescriptor] ?? [:] where subscription.name == name {
+            for (watchDescriptor, name, mask) in changed {
+                for (id, subscription) in subscriptions[watchDescriptor] ?? [:]
+                where subscription.name == name && subscription.events & mask != 0 {
                     if seen.insert(id).inserted { handlers.append((subscription.handler, .changed)) }
                 }
             }

@@ -22,8 +22,12 @@ final class KqueueWatches: @unchecked Sendable {
     }
 
     /// Watches `name` in `directory` for the subscription `id`; returns -1, or `nil` if the directory
-    /// cannot be watched.
-    func add(id: UInt64, directory: String, name: String, handler: @escaping FileWatcher.Handler) -> Int32? {
+    /// cannot be watched. Both kinds of events are the same watch here: a directory's `.write`
+    /// reports an entry created or renamed in (an awaited directory's appearance) as well as a
+    /// replaced file.
+    func add(
+        id: UInt64, directory: String, name: String, kind _: FileWatcher.EntryEvents, handler: @escaping FileWatcher.Handler
+    ) -> Int32? {
         guard let watch = DarwinWatch(directory: directory, path: directory + "/" + name, handler: handler) else { return nil }
         lock.withLock { subscriptions[id] = watch }
         return -1
