@@ -42,9 +42,10 @@ struct HarnessTests {
         let server = try EtcdServer()
         let port = server.endpoint.port!
         server.cluster.freeze(member: 0)
-        #expect(runningEtcd(port: port)?.map(\.state) == ["T"])  // stopped by SIGSTOP
+        // A signal is delivered asynchronously: every thread of the member stops soon after kill(2).
+        #expect(waitUntil { runningEtcd(port: port)?.map(\.state) == ["T"] })  // stopped by SIGSTOP
         server.cluster.thaw(member: 0)
-        #expect(runningEtcd(port: port)?.map(\.state).allSatisfy { $0 != "T" } == true)
+        #expect(waitUntil { runningEtcd(port: port)?.map(\.state).allSatisfy { $0 != "T" } == true })
         try server.etcdctl(["put", "k", "v"])
         server.cluster.freeze(member: 0)
         server.stop()
