@@ -73,7 +73,8 @@ extension DefaultsStore {
     ///     that is not JSON or does not decode), on the thread that met it; with no handler, problems
     ///     are printed to standard error.
     /// - Throws: `DefaultsError`: `.invalidEndpoint` for no endpoint, one that is not an `http(s)`
-    ///   URL with a host (or has a user or password in it), or `https` without a usable OpenSSL or
+    ///   URL with a host (or has a user or password in it, or a port outside 1…65535), or `https`
+    ///   without a usable OpenSSL (always on macOS, where `https` is refused) or
     ///   `trustedCertificates` file; `.unreachable` if no member answered within
     ///   `timeout`, `.authenticationFailed`, `.permissionDenied` (the user may not read the
     ///   prefix), `.remoteFailed`.

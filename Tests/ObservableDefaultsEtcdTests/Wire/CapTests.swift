@@ -4,7 +4,7 @@ import KeyValueObserving
 import Testing
 import TestSupport
 
-@Suite("etcd client: size caps", .tags(.processes), .enabled(if: EtcdTestEnvironment.testsEnabled, "KVO_SKIP_ETCD_TESTS=1"))
+@Suite("etcd client: size caps", .tags(.processes), .requiresEtcd)
 struct CapTests {
     @Test func aReplyLargerThanTheCapIsRefusedNamingTheCapAndNotTriedElsewhere() throws {
         let server = try EtcdServer()
