@@ -38,17 +38,18 @@ extension _ProgressCounts {
     /// The count after an in-place mutation that read `read` and left `value`, now that the count
     /// is `current`: `value` itself when nothing changed it meanwhile (exact even where the
     /// difference would overflow, as in a swap of `.max` and a negative count), otherwise `current`
-    /// plus the mutation's difference. Traps if that overflows.
+    /// plus the mutation's difference, computed without intermediate overflow (the difference
+    /// alone may not fit in an `Int64` when the result does). Traps if the result does not fit.
     @inline(__always)
     static func merging(_ value: Int64, read: Int64, into current: Int64, _ name: StaticString) -> Int64 {
         if current == read { return value }
-        let (difference, overflow) = value.subtractingReportingOverflow(read)
-        let (sum, overflowed) = current.addingReportingOverflow(difference)
-        precondition(
-            !overflow && !overflowed,
-            "ObservableProgress.\(name): an in-place change from \(read) to \(value), applied to \(current) (another thread changed it meanwhile), overflows"
-        )
-        return sum
+        let merged = Int64(exactly: Int128(current) + (Int128(value) - Int128(read)))
+        guard let merged else {
+            preconditionFailure(
+                "ObservableProgress.\(name): an in-place change from \(read) to \(value), applied to \(current) (another thread changed it meanwhile), overflows"
+            )
+        }
+        return merged
     }
 }
 

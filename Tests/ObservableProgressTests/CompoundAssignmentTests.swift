@@ -101,6 +101,33 @@ struct CompoundAssignmentTests {
         #expect(progress.completedUnitCount == 7)
     }
 
+    @Test func aChangeWhoseDifferenceAloneOverflowsIsAppliedWhenTheResultFits() {
+        // From -1 to .max is a difference of 2^63, which no Int64 holds; applied to -2 (another
+        // change landed in between) it gives .max - 1, which fits.
+        let progress = ObservableProgress(totalUnitCount: -1)
+        progress.completedUnitCount = -1
+        func setToMaximumWhileAnotherSubtracts(_ value: inout Int64) {
+            progress.completedUnitCount = -2
+            value = .max
+        }
+        setToMaximumWhileAnotherSubtracts(&progress.completedUnitCount)
+        #expect(progress.completedUnitCount == .max - 1)
+    }
+
+    @Test func aChangeThatOverflowsWhenAppliedTrapsWithAMessage() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let progress = ObservableProgress(totalUnitCount: 10)
+            func addWhileAnotherSetsTheMaximum(_ value: inout Int64) {
+                progress.completedUnitCount = .max
+                value += 1
+            }
+            addWhileAnotherSetsTheMaximum(&progress.completedUnitCount)
+        }
+        let message = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(message.contains("ObservableProgress.completedUnitCount: an in-place change from 0 to 1"), "\(message)")
+        #expect(message.contains("overflows"), "\(message)")
+    }
+
     @Test func aMutationThatThrowsKeepsWhatItChanged() {
         struct Failure: Error {}
         func addThenThrow(_ value: inout Int64) throws {

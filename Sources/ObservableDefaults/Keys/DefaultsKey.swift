@@ -42,6 +42,10 @@ extension DefaultsKey {
     /// DefaultsKey<Int>.isValidName("launches")      // true
     /// DefaultsKey<Int>.isValidName("\u{0}writer")   // false
     /// ```
+    ///
+    /// - Parameter name: A candidate key name, such as one read from input.
+    /// - Returns: `false` when `name` starts with U+0000 (``init(_:default:)`` would trap), `true`
+    ///   otherwise.
     public static func isValidName(_ name: String) -> Bool {
         name.utf8.first != 0
     }

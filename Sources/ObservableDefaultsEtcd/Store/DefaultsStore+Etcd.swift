@@ -83,7 +83,8 @@ extension DefaultsStore {
     ///     handler, problems are printed to standard error. The end of an outage is a change of
     ///     `backendStatus`, not a call of this handler.
     /// - Throws: `DefaultsError`: `.invalidEndpoint` for no endpoint, one that is not an `http(s)`
-    ///   URL with a host (or has a user or password in it), or `https` without a usable OpenSSL or
+    ///   URL with a host (or has a user or password in it, or a port outside 1…65535), or `https`
+    ///   without a usable OpenSSL (always on macOS, where `https` is refused) or
     ///   `trustedCertificates` file; `.unreachable` if no member answered within
     ///   `timeout`, `.authenticationFailed`, `.permissionDenied` (the user may not read the
     ///   prefix), `.remoteFailed`.
