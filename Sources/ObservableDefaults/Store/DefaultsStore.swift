@@ -4,7 +4,7 @@ import KeyValueObserving
 /// A defaults store, observable across instances and across processes: the `UserDefaults` that
 /// server and command-line Swift lacks on Linux. It keeps its values in a file (the initializers
 /// here), or, with the `ObservableDefaultsEtcd` library, under a prefix of an etcd cluster shared by
-/// many machines (`DefaultsStore(etcd:prefix:credentials:trustedCertificates:timeout:errorHandler:)`), with the same
+/// many machines (`DefaultsStore(etcd:prefix:credentials:trustedCertificates:timeout:maximumReplySize:errorHandler:)`), with the same
 /// keys, observation, `update`, `batch` and `snapshot()`. What follows describes the file; `location`
 /// says which back end a store uses.
 ///

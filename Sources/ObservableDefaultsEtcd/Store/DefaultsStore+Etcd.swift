@@ -78,6 +78,12 @@ extension DefaultsStore {
     ///     a quarter of it, then the next member is tried (a write too, when it cannot apply twice:
     ///     every write of the store); the watch probes its member every quarter of it and resumes on
     ///     the next member when a probe is not answered in that time.
+    ///   - maximumReplySize: the largest reply body, and the longest line of the watch's stream,
+    ///     accepted, in bytes (positive; default 64 MiB). A larger reply fails with `.remoteFailed`
+    ///     naming the cap instead of growing memory without bound; a watch line over it (a replay of
+    ///     many events at once) is reported once, and the store reads its prefix again and watches
+    ///     after it, as after a compaction. Stores of this process that share one storage (same
+    ///     endpoints, prefix and user) use the first one's cap.
     ///   - errorHandler: called with each problem met later (an outage when it starts, a refused
     ///     change, a value that is not JSON or does not decode), on the thread that met it; with no
     ///     handler, problems are printed to standard error. The end of an outage is a change of
@@ -96,14 +102,15 @@ extension DefaultsStore {
         credentials: EtcdCredentials? = nil,
         trustedCertificates: URL? = nil,
         timeout: Duration = .seconds(5),
+        maximumReplySize: Int = 64 * 1024 * 1024,
         errorHandler: (@Sendable (DefaultsError) -> Void)? = nil
     ) throws(DefaultsError) {
         try self.init(
             etcd: endpoints, prefix: prefix, credentials: credentials, trustedCertificates: trustedCertificates, timeout: timeout,
-            sharesStorage: true, errorHandler: errorHandler)
+            maximumReplySize: maximumReplySize, sharesStorage: true, errorHandler: errorHandler)
     }
 
-    /// `init(etcd:prefix:credentials:trustedCertificates:timeout:errorHandler:)`, with
+    /// `init(etcd:prefix:credentials:trustedCertificates:timeout:maximumReplySize:errorHandler:)`, with
     /// `sharesStorage: false` giving this store its own values, client and watch (for tests: two
     /// "processes" in one).
     package convenience init(
@@ -112,17 +119,20 @@ extension DefaultsStore {
         credentials: EtcdCredentials? = nil,
         trustedCertificates: URL? = nil,
         timeout: Duration = .seconds(5),
+        maximumReplySize: Int = EtcdClientOptions.defaultMaximumReplySize,
         sharesStorage: Bool,
         errorHandler: (@Sendable (DefaultsError) -> Void)? = nil
     ) throws(DefaultsError) {
         precondition(timeout > .zero, "DefaultsStore(etcd:): the timeout must be positive (got \(timeout))")
+        precondition(maximumReplySize > 0, "DefaultsStore(etcd:): maximumReplySize must be positive (got \(maximumReplySize))")
         try EtcdBackend.validate(endpoints)
         var identity = "etcd:" + endpoints.map(\.absoluteString).sorted().joined(separator: ",") + "\n" + prefix + "\n"
         identity += (credentials?.user ?? "") + "\n" + (trustedCertificates?.path ?? "")
         if !sharesStorage { identity += "\n" + String(UInt64.random(in: 0...UInt64.max), radix: 16) }
         let (storage, problems) = try DefaultsStorageRegistry.storage(identity: identity) { () throws(DefaultsError) in
             try EtcdBackend.open(
-                endpoints: endpoints, prefix: prefix, credentials: credentials, trustedCertificates: trustedCertificates, timeout: timeout)
+                endpoints: endpoints, prefix: prefix, credentials: credentials, trustedCertificates: trustedCertificates, timeout: timeout,
+                maximumReplySize: maximumReplySize)
         }
         self.init(storage: storage, problems: problems, errorHandler: errorHandler)
     }
@@ -142,11 +152,13 @@ extension EtcdBackend {
     /// A new storage on etcd: the client, the first read of the prefix (waited for up to
     /// `timeout`), and the watch from the read's revision + 1.
     static func open(
-        endpoints: [URL], prefix: String, credentials: DefaultsStore.EtcdCredentials?, trustedCertificates: URL?, timeout: Duration
+        endpoints: [URL], prefix: String, credentials: DefaultsStore.EtcdCredentials?, trustedCertificates: URL?, timeout: Duration,
+        maximumReplySize: Int
     ) throws(DefaultsError) -> (DefaultsStorage, [DefaultsError]) {
         let location = DefaultsLocation.etcd(endpoints: endpoints, prefix: prefix)
         var options = clientOptions(timeout: timeout)
         options.trustedCertificatesFile = trustedCertificates?.path
+        options.maximumReplySize = maximumReplySize
         let client: EtcdClient
         do {
             client = try EtcdClient(endpoints: endpoints, credentials: credentials, options: options)

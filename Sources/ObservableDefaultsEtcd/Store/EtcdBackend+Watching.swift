@@ -76,6 +76,13 @@ extension EtcdBackend {
             }
         case .disconnected(let error):
             reportOutage(DefaultsError(error, location: location), to: storage)
+            if error.kind == .replyTooLarge {
+                // The watch stopped on a line over the cap (it would meet it again): read everything
+                // again and watch after it, as after a compaction, so other writers are still seen.
+                queue.async { [weak self, weak storage] in
+                    if let self, let storage { self.reload(storage, rewatch: true) }
+                }
+            }
         case .reconnected:
             // Resumed after the last revision delivered.
             noteRecovered(storage)
