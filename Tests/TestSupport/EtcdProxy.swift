@@ -30,6 +30,8 @@ package final class EtcdProxy: @unchecked Sendable {
     private var swallowed = 0
     /// What to do with the next transaction requests, in order.
     private var transactionFaults: [TransactionFault] = []
+    /// The base64 of the key whose transactions are all swallowed, if any.
+    private var swallowedKey: Data?
 
     /// The proxy's URL, to give a client instead of the member's.
     package var endpoint: URL { URL(string: "http://127.0.0.1:\(port)")! }
@@ -98,6 +100,13 @@ package final class EtcdProxy: @unchecked Sendable {
     /// Swallows the next `count` transaction requests (see `TransactionFault.swallow`).
     package func swallowTransactions(_ count: Int) {
         injectTransactionFaults(Array(repeating: .swallow, count: count))
+    }
+
+    /// Swallows every transaction request that names the etcd key `key` (each try at a write of it,
+    /// however often it is sent again) until this is called again with `nil`; transactions that do
+    /// not name it (a marker's fence) are treated as before.
+    package func swallowTransactions(naming key: String?) {
+        lock.withLock { swallowedKey = key.map { Data(Data($0.utf8).base64EncodedString().utf8) } }
     }
 
     /// Loses the replies of the next `count` transactions (see `TransactionFault.loseReply`).
@@ -225,7 +234,12 @@ package final class EtcdProxy: @unchecked Sendable {
         guard source == pair.client else { return false }
         return lock.withLock {
             if pair.isSilenced { return true }
-            guard !transactionFaults.isEmpty, bytes.starts(with: "POST /v3/kv/txn ".utf8) else { return false }
+            guard bytes.starts(with: "POST /v3/kv/txn ".utf8) else { return false }
+            if let swallowedKey, Data(bytes).range(of: swallowedKey) != nil {
+                pair.isSilenced = true
+                return true
+            }
+            guard !transactionFaults.isEmpty else { return false }
             switch transactionFaults.removeFirst() {
             case .forward: return false
             case .swallow:
