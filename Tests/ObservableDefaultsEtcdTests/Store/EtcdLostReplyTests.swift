@@ -18,9 +18,10 @@ struct EtcdLostReplyTests {
         return (server, proxy, try etcdStore([proxy.endpoint], prefix: "app/", timeout: timeout, errors: Locked([])))
     }
 
-    /// A reply lost after the write applied; or the write swallowed twice (in the background, then
-    /// by the flush), then a fence saying it did not apply, and the write sent once more.
-    @Test(arguments: [[EtcdProxy.TransactionFault.loseReply], [.swallow, .swallow]])
+    /// After the marker is put (the first transaction): a reply lost after the write applied; or
+    /// the write swallowed twice, then sent again (within the call, or after a fence saying it did
+    /// not apply).
+    @Test(arguments: [[EtcdProxy.TransactionFault.forward, .loseReply], [.forward, .swallow, .swallow]])
     func aFlushWhoseWriteMetTheseFaultsSucceedsWithTheWriteAppliedOnce(faults: [EtcdProxy.TransactionFault]) throws {
         let (server, proxy, store) = try proxiedStore()
         proxy.injectTransactionFaults(faults)
@@ -69,8 +70,9 @@ struct EtcdLostReplyTests {
     @Test func theToolExitsZeroWhenTheWriteWhoseReplyWasLostApplied() throws {
         let server = try EtcdServer()
         let proxy = try EtcdProxy(targetPort: server.endpoint.port!)
-        // The tool reads the prefix (a range), then writes: the write's reply is the one lost.
-        proxy.loseTransactionReplies(1)
+        // The tool reads the prefix (a range), puts its marker, then writes: the write's reply is
+        // the one lost.
+        proxy.injectTransactionFaults([.forward, .loseReply])
         let result = try etcdTool("write", [proxy.endpoint], ["speed", "2"])
         #expect(result.status == 0, "\(result.error)")
         #expect(!result.error.contains("may or may not"))
@@ -87,7 +89,7 @@ struct EtcdLostReplyTests {
         if everyTrySwallowed {
             proxy.swallowTransactions(naming: "app/speed")
         } else {
-            proxy.swallowTransactions(2)
+            proxy.injectTransactionFaults([.forward, .swallow, .swallow])
         }
         let result = try etcdTool("write", [proxy.endpoint], ["--timeout", "1", "speed", "2"])
         // The tool has exited (its exit-time flush included): what it said is what etcd holds.
@@ -101,5 +103,23 @@ struct EtcdLostReplyTests {
             #expect(result.status == 0, "\(result.error)")
             #expect(stored?.value == bytes("2") && stored?.version == 1)
         }
+    }
+
+    /// A try at the tool's first write stays on its way (a frozen member's socket buffer) while
+    /// the call sends it again, which applies; the tool exits, removing its marker key; then the
+    /// held try reaches etcd: it must not apply again.
+    @Test func aTryAtAWriteThatArrivesAfterTheToolExitedDoesNotApply() throws {
+        let server = try EtcdServer()
+        let proxy = try EtcdProxy(targetPort: server.endpoint.port!)
+        proxy.holdTransaction(naming: "app/speed")
+        let result = try etcdTool("write", [proxy.endpoint], ["--timeout", "2", "speed", "2"])
+        #expect(result.status == 0, "\(result.error)")
+        let replies = proxy.releaseHeldTransactions()
+        #expect(replies.count == 1 && replies.allSatisfy { $0.contains("\"header\"") }, "\(replies)")
+        let etcd = try client(server.endpoints)
+        let stored = try #require(try etcd.range(key: bytes("app/speed")).keyValue)
+        #expect(stored.value == bytes("2") && stored.version == 1, "\(replies)")
+        // No marker key is left behind either.
+        #expect(try etcd.range(prefix: bytes("app/")).keyValues.map(\.key) == [bytes("app/speed")])
     }
 }
