@@ -102,8 +102,8 @@ extension EtcdBackend {
     /// - Throws: the client's error: nothing is known to have applied (a retry with the same `marker`
     ///   is safe).
     func send(_ operations: [EtcdOperation], marker: [UInt8]) throws(EtcdError) -> Int64 {
-        try claimMarker()
         while true {
+            try claimMarker()
             let result = try client.transaction(
                 compare: [.modRevision(key: markerKey, equals: queueState.markerRevision)],
                 success: operations + [.put(key: markerKey, value: marker)],
