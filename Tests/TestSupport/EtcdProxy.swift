@@ -9,7 +9,7 @@ import Glibc
 /// never answered: a member that hangs after receiving a request), or reset the connections it
 /// carries (a member that dies mid-stream). Threads pump the bytes; `stop()` (and deinit) ends them.
 package final class EtcdProxy: @unchecked Sendable {
-    // Invariant: `mode`, `listener` and `connections` are accessed only with `lock` held; the pump
+    // Invariant: `mode`, `listener`, `connections` and the faults are accessed only with `lock` held; the pump
     // threads own their descriptors' reads and writes.
     /// What the proxy does with connections.
     package enum Mode: Sendable {
@@ -30,6 +30,12 @@ package final class EtcdProxy: @unchecked Sendable {
     private var swallowed = 0
     /// What to do with the next transaction requests, in order.
     private var transactionFaults: [TransactionFault] = []
+    /// The base64 of the key whose transactions are all swallowed, if any.
+    private var swallowedKey: Data?
+    /// The transaction requests held (`TransactionFault.hold`), in order.
+    private var held: [Data] = []
+    /// The base64 of the key whose next transaction is held, if any.
+    private var heldKey: Data?
 
     /// The proxy's URL, to give a client instead of the member's.
     package var endpoint: URL { URL(string: "http://127.0.0.1:\(port)")! }
@@ -87,6 +93,10 @@ package final class EtcdProxy: @unchecked Sendable {
         /// Forwards it, drops its reply and closes its connection (a member that applied a request
         /// and died before answering).
         case loseReply
+        /// Reads it and keeps it unanswered (its connection then stays silent) until
+        /// `releaseHeldTransactions()` sends it on (a request in the socket buffer of a frozen
+        /// member, which is continued later).
+        case hold
     }
 
     /// Treats the next transaction requests as `faults` says, one each, in order; other requests,
@@ -100,9 +110,54 @@ package final class EtcdProxy: @unchecked Sendable {
         injectTransactionFaults(Array(repeating: .swallow, count: count))
     }
 
+    /// Swallows every transaction request that names the etcd key `key` (each try at a write of it,
+    /// however often it is sent again) until this is called again with `nil`; transactions that do
+    /// not name it (a marker's fence) are treated as before.
+    package func swallowTransactions(naming key: String?) {
+        lock.withLock { swallowedKey = key.map { Data(Data($0.utf8).base64EncodedString().utf8) } }
+    }
+
     /// Loses the replies of the next `count` transactions (see `TransactionFault.loseReply`).
     package func loseTransactionReplies(_ count: Int) {
         injectTransactionFaults(Array(repeating: .loseReply, count: count))
+    }
+
+    /// Holds the next transaction request that names the etcd key `key` (see `TransactionFault.hold`).
+    package func holdTransaction(naming key: String) {
+        lock.withLock { heldKey = Data(Data(key.utf8).base64EncodedString().utf8) }
+    }
+
+    /// Sends each held transaction request to the member on a connection of its own, and returns
+    /// the replies' bodies (empty if the member did not answer one), in order.
+    package func releaseHeldTransactions() -> [String] {
+        let requests = lock.withLock {
+            defer { held = [] }
+            return held
+        }
+        return requests.map { request in
+            guard let server = connectToTarget() else { return "" }
+            defer { close(server) }
+            var timeout = timeval(tv_sec: 10, tv_usec: 0)
+            setsockopt(server, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            let sent = request.withUnsafeBytes { send(server, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard sent == request.count else { return "" }
+            // The reply: its head, then as many bytes as its Content-Length says.
+            var reply = Data()
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                if let end = reply.range(of: Data("\r\n\r\n".utf8)) {
+                    let head = String(decoding: reply[..<end.lowerBound], as: UTF8.self).lowercased()
+                    let length = head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+                        .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) }
+                    if let length, reply.count - end.upperBound >= length {
+                        return String(decoding: reply[end.upperBound...], as: UTF8.self)
+                    }
+                }
+                let count = recv(server, &buffer, buffer.count, 0)
+                if count <= 0 { return String(decoding: reply, as: UTF8.self) }
+                reply.append(contentsOf: buffer[..<count])
+            }
+        }
     }
 
     /// Ends every connection the proxy carries (both sides see the connection close).
@@ -164,7 +219,7 @@ package final class EtcdProxy: @unchecked Sendable {
 
     /// The two descriptors of one carried connection, closed when both pumps (or the one) finished.
     private final class Pair: @unchecked Sendable {
-        // Invariant: `running`, `isSilenced` and `losesReply` are only accessed with the proxy's lock held.
+        // Invariant: `running`, `isSilenced`, `losesReply` and `holds` are only accessed with the proxy's lock held.
         let client: Int32
         let server: Int32?
         var running: Int
@@ -172,6 +227,8 @@ package final class EtcdProxy: @unchecked Sendable {
         var isSilenced = false
         /// Whether the server's next reply is dropped and the connection closed (`loseTransactionReplies`).
         var losesReply = false
+        /// Whether the client's bytes are held (`TransactionFault.hold`).
+        var holds = false
 
         init(_ client: Int32, _ server: Int32?) {
             self.client = client
@@ -224,8 +281,22 @@ package final class EtcdProxy: @unchecked Sendable {
     private func injectsFault(_ pair: Pair, from source: Int32, _ bytes: ArraySlice<UInt8>) -> Bool {
         guard source == pair.client else { return false }
         return lock.withLock {
-            if pair.isSilenced { return true }
-            guard !transactionFaults.isEmpty, bytes.starts(with: "POST /v3/kv/txn ".utf8) else { return false }
+            if pair.isSilenced {
+                // A held request's body, if it came after its head.
+                if pair.holds, !held.isEmpty { held[held.count - 1].append(contentsOf: bytes) }
+                return true
+            }
+            guard bytes.starts(with: "POST /v3/kv/txn ".utf8) else { return false }
+            if let swallowedKey, Data(bytes).range(of: swallowedKey) != nil {
+                pair.isSilenced = true
+                return true
+            }
+            if let heldKey, Data(bytes).range(of: heldKey) != nil {
+                (pair.isSilenced, pair.holds, self.heldKey) = (true, true, nil)
+                held.append(Data(bytes))
+                return true
+            }
+            guard !transactionFaults.isEmpty else { return false }
             switch transactionFaults.removeFirst() {
             case .forward: return false
             case .swallow:
@@ -234,6 +305,10 @@ package final class EtcdProxy: @unchecked Sendable {
             case .loseReply:
                 pair.losesReply = true
                 return false
+            case .hold:
+                (pair.isSilenced, pair.holds) = (true, true)
+                held.append(Data(bytes))
+                return true
             }
         }
     }

@@ -103,6 +103,7 @@ extension EtcdBackend {
     ///   is safe).
     func send(_ operations: [EtcdOperation], marker: [UInt8]) throws(EtcdError) -> Int64 {
         while true {
+            try claimMarker()
             let result = try client.transaction(
                 compare: [.modRevision(key: markerKey, equals: queueState.markerRevision)],
                 success: operations + [.put(key: markerKey, value: marker)],
@@ -113,6 +114,24 @@ extension EtcdBackend {
                 return result.revision
             }
             if let revision = appliedEarlier(result.ranges.last?.first, marker: marker) { return revision }
+        }
+    }
+
+    /// Puts the marker (if this back end has none: before its first write, or its first since
+    /// `flushAtExit` removed it), so that no write compares the marker's mod revision with 0. "Absent"
+    /// comes back once the marker is removed, and a try at a write still on its way then (in the
+    /// socket buffer of a frozen member, while a resend applied or a fence settled it) would pass
+    /// that comparison and apply again, or after being reported as failed. A revision never comes
+    /// back. A try at this claim that arrives late can only put the marker again. Runs on the queue.
+    func claimMarker() throws(EtcdError) {
+        while queueState.markerRevision == 0 {
+            let result = try client.transaction(
+                compare: [.modRevision(key: markerKey, equals: 0)],
+                success: [.put(key: markerKey, value: Array("c".utf8))],
+                failure: [.range(key: markerKey)]
+            )
+            // Not absent: an earlier try at the claim applied, its reply lost.
+            queueState.markerRevision = result.succeeded ? result.revision : result.ranges.last?.first?.modRevision ?? 0
         }
     }
 

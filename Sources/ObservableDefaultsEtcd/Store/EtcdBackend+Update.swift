@@ -41,6 +41,14 @@ extension EtcdBackend {
         let etcdKey = etcdKey(key)
         while true {
             guard case .some(let new) = storage.runUpdateBody(transform, on: entry) else { return }
+            do throws(EtcdError) {
+                try claimMarker()
+            } catch {
+                let failure = DefaultsError(error, location: location, key: key)
+                throw DefaultsError(
+                    failure.kind, location: location, key: key,
+                    reason: "the store's marker key could not be put first (\(error.reason)): the update was not sent")
+            }
             let operation: EtcdOperation
             if let new {
                 guard let json = DefaultsStorage.json(of: new) else {

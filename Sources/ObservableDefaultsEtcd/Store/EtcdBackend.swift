@@ -13,8 +13,9 @@ import ObservableDefaults
 /// marker's mod revision with the one this back end last wrote. A write whose reply was lost is
 /// sent again unchanged: if the first attempt applied, the marker moved and the retry's comparison
 /// fails, and its failure branch reads the marker, whose value says the write applied; if not, the
-/// retry applies. So no write applies twice, and none is lost. Names that start with U+0000 are
-/// reserved for markers: the store does not see them.
+/// retry applies. So no write applies twice, and none is lost. The marker is put before the first
+/// write (`claimMarker()`): none compares it with 0, which holds again once it is removed at exit.
+/// Names that start with U+0000 are reserved for markers: the store does not see them.
 final class EtcdBackend: DefaultsBackend, @unchecked Sendable {
     // Invariant: `state` is only accessed with `lock` held (the lock of the one storage this back
     // end belongs to); `queueState` only on `queue` (serial), the marker's bookkeeping included.

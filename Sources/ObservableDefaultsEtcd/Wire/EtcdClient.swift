@@ -175,8 +175,9 @@ package final class EtcdClient: Sendable {
 
     /// Whether a transaction cannot apply twice, however often it is sent: one of its comparisons
     /// requires a key's mod revision to be `r` and its success branch puts that key, which moves the
-    /// key's mod revision past `r` for good. (With `r` = 0, "absent", that holds while no other
-    /// client deletes the key: true of the store's marker keys, which only their owner deletes.)
+    /// key's mod revision past `r` for good. (With `r` = 0, "absent", that holds only while nobody
+    /// deletes the key: a store's writes never compare its marker with 0, they come after the
+    /// transaction that puts it, whose late copy can only put it again.)
     static func appliesAtMostOnce(compare: [EtcdCompare], success: [EtcdOperation]) -> Bool {
         compare.contains { comparison in
             guard case .modRevision(let key, _) = comparison else { return false }

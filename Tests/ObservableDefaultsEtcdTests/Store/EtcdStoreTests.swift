@@ -121,6 +121,7 @@ struct EtcdStoreTests {
         let backend = try #require(store.storage.backend as? EtcdBackend)
         let operations: [EtcdOperation] = [.put(key: bytes("app/n"), value: bytes("1"))]
         let first = try backend.queue.sync { () throws(EtcdError) -> Int64 in
+            try backend.claimMarker()
             let before = backend.queueState.markerRevision
             let revision = try backend.send(operations, marker: bytes("o-test"))
             // As if the reply had been lost: the back end does not know that the write applied.

@@ -49,6 +49,8 @@ struct EtcdValueTests {
         _ = try etcd.put(key: bytes("app/volume"), value: bytes("{oops"))
         #expect(waitUntil { store.hasUnreadableValue(forKey: "volume") })
         #expect(store[Self.volume] == 0.75)
+        // Reported right after it is noted unreadable, on the watch's queue.
+        #expect(waitUntil { errors.current.contains { $0.key == "volume" } })
         #expect(errors.current.filter { $0.key == "volume" }.map(\.kind) == [.corruptFile])
         store.removeValue(for: Self.volume)
         try store.flush()
