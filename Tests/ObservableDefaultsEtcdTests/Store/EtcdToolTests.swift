@@ -117,12 +117,15 @@ struct EtcdToolTests {
         let read = try tool("read", server, ["--cacert", certificates.authorityFile, "speed"])
         #expect(read.output == "2.5\n", "\(read.error)")
 
+        // A refused certificate ends the call at once; the timeout is long enough that a TLS
+        // handshake on a loaded machine is not cut short by the attempt's deadline (a quarter of it)
+        // first, which would report a timeout instead.
         let untrusted = try #require(throws: DefaultsError.self) {
-            try DefaultsStore(etcd: server.endpoints, prefix: "app/", timeout: .seconds(2), sharesStorage: false)
+            try DefaultsStore(etcd: server.endpoints, prefix: "app/", timeout: .seconds(12), sharesStorage: false)
         }
         #expect(untrusted.kind == .unreachable)
         #expect(untrusted.description.contains("certificate"))
-        let refused = try tool("read", server, ["--timeout", "2", "speed"])
+        let refused = try tool("read", server, ["--timeout", "12", "speed"])
         #expect(refused.status == 1)
         #expect(refused.error.contains("certificate"))
     }
