@@ -79,6 +79,8 @@ struct EtcdFailureTests {
         let error = try #require(throws: DefaultsError.self) { try store.flush() }
         #expect(error.kind == .permissionDenied)
         #expect(waitUntil { store[Self.speed] == 1.5 })
+        // Stored first, then observed (after the lock is released): wait for the observer too.
+        #expect(waitUntil { seen.current.count == 2 })
         #expect(seen.current.map(\.new) == [3, 1.5])
         #expect(seen.current.last?.origin == .anotherProcess)
         #expect(errors.current.map(\.kind) == [.permissionDenied])
@@ -114,6 +116,7 @@ struct EtcdFailureTests {
 
         #expect(waitUntil { store[added] == 6 && !store.hasValue(for: gone) })
         #expect(store[kept] == 1)
+        #expect(waitUntil { !changes.current.isEmpty })
         #expect(changes.current.count == 1)
         #expect(changes.current.first?.keys == ["added", "gone"])
         #expect(changes.current.first?.origin == .anotherProcess)
