@@ -74,7 +74,7 @@ extension FileBackend {
             }
         } catch {
             // The changes wait for the file to parse: not dropped if the last store goes meanwhile.
-            if lock.withLock({ state.waitsForRepair }) { queueState.heldForRepair = storage }
+            if lock.withLock({ state.waitsForRepair && !storage.state.dirty.isEmpty }) { queueState.heldForRepair = storage }
             throw error
         }
         guard let merge else {
