@@ -250,9 +250,20 @@ func failOnProblems(warnAboutValues: Bool = false) {
             continue
         }
         if problem.kind == .corruptFile, command == "write" { continue }
+        if problem.kind == .corruptFile, command != "read" { fail(notChanged(problem)) }
         guard problem.kind == .duplicateKey else { fail(problem.description) }
         printError(problem.description)
     }
+}
+
+/// What a command that changes the store says of a file that does not parse: that nothing was
+/// written, where the file is broken, and what to do (only `write` has `--replace-corrupt`).
+func notChanged(_ problem: DefaultsError) -> String {
+    let remedy =
+        command == "write"
+        ? "fix the file, or run again with --replace-corrupt, which copies it aside first"
+        : "fix the file, or replace it with 'write … --replace-corrupt', which copies it aside first"
+    return "not written: \(problem); \(remedy)"
 }
 
 /// Flushes (replacing a file that does not parse after copying it aside, with `--replace-corrupt`),
@@ -277,7 +288,7 @@ func flushOrFail() {
             _exit(1)
         }
         if error.kind == .corruptFile, error.path != nil {
-            printError("not written: \(error); fix the file, or run again with --replace-corrupt, which copies it aside first")
+            printError(notChanged(error))
             _exit(1)
         }
         fail(error.description)
@@ -331,6 +342,8 @@ case "update":
         printLine(new?.compactText ?? "")
     } catch let error as CommandError {
         fail(error.message)
+    } catch let error as DefaultsError where error.kind == .corruptFile && error.path != nil {
+        fail(notChanged(error))
     } catch {
         fail("\(error)")
     }

@@ -81,6 +81,23 @@ struct CorruptFileTests {
         #expect(errors.current.filter { $0.kind == .corruptFile }.count <= 1, "\(errors.current)")
     }
 
+    /// A store let go while its changes wait for the file to parse: they are not dropped with it,
+    /// but written once the operator fixes the file.
+    @Test func changesWaitingForTheFileToParseOutliveTheStore() throws {
+        let url = directory.file("f.json")
+        try #"{"a": 1,}"#.write(to: url, atomically: false, encoding: .utf8)
+        do {
+            let store = DefaultsStore(fileURL: url) { _ in }
+            store[DefaultsKey("port", default: 0)] = 7000
+            #expect(throws: DefaultsError.self) { try store.flush() }
+            // Not a timing claim: lets the batched write the set scheduled (5 ms later, holding the
+            // storage until it runs) meet the broken file too, so that only the wait keeps it.
+            Thread.sleep(forTimeInterval: 0.2)
+        }
+        try #"{"a": 1}"#.write(to: url, atomically: true, encoding: .utf8)
+        #expect(waitUntil { jsonObject(at: url) == ["a": .number("1"), "port": .number("7000")] })
+    }
+
     /// The explicit choice: copy aside (with the file's permission bits: a 0600 file's copy must not
     /// be readable by everyone), then replace with the last good values and the pending changes.
     @Test func replaceCorruptFileCopiesItAsideWithItsPermissionsThenReplacesIt() throws {

@@ -238,6 +238,27 @@ struct ToolTests {
         #expect(try runTool(["read", "--file", url.path, "--replace-corrupt"]).status == 2)
     }
 
+    /// `update` and `delete` on a hand-edited file with a typo say that nothing was written, where
+    /// the file is broken and what to do; they have no `--replace-corrupt` of their own, so they
+    /// name `write`'s.
+    @Test func updateAndDeleteOnAFileThatDoesNotParseSayWhatHappenedAndWhatToDo() throws {
+        let url = directory.file("f.json")
+        let broken = #"{"a": 1,}"#
+        try broken.write(to: url, atomically: false, encoding: .utf8)
+        for arguments in [["update", "--file", url.path, "a", "--add", "1"], ["delete", "--file", url.path, "a"]] {
+            let refused = try runTool(arguments)
+            #expect(refused.status == 1)
+            #expect(
+                refused.error == """
+                    kvo-defaults: not written: \(url.path):1:9 (byte 8): corrupt defaults file: unexpected '}' in an object, \
+                    expected a key in double quotes; fix the file, or replace it with 'write … --replace-corrupt', which copies \
+                    it aside first
+
+                    """, "\(refused.error)")
+            #expect(contents(of: url) == broken)
+        }
+    }
+
     /// `--timeout` gives up on a lock another process holds: exit 1, and the change is not written
     /// at exit either.
     @Test func aWriteGivesUpOnAHeldLockAfterItsTimeout() throws {

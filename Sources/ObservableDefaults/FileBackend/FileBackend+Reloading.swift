@@ -67,7 +67,12 @@ extension FileBackend {
             return (records, true)
         }
         storage.deliver(records)
-        if writesNow { writeSoon(storage) }
+        if writesNow {
+            // The write holds the storage until it runs.
+            writeSoon(storage)
+        } else if queueState.heldForRepair != nil, lock.withLock({ storage.state.dirty.isEmpty }) {
+            queueState.heldForRepair = nil
+        }
     }
 
     /// Applies the keys whose value in the file differs from the one this process last saw there,

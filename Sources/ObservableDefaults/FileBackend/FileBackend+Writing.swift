@@ -66,9 +66,16 @@ extension FileBackend {
         let dirty = takeDirtyKeys(storage)
         guard !dirty.versions.isEmpty || transaction != nil || replacingCorruptFile else { return nil }
         try file.createDirectory()
-        let merge = try file.withExclusiveLock { (file) throws(DefaultsError) -> Merge? in
-            try self.merge(
-                storage, dirty.changes, transaction, into: file, replacingCorruptFile: replacingCorruptFile, suspicion: &suspicion)
+        let merge: Merge?
+        do {
+            merge = try file.withExclusiveLock { (file) throws(DefaultsError) -> Merge? in
+                try self.merge(
+                    storage, dirty.changes, transaction, into: file, replacingCorruptFile: replacingCorruptFile, suspicion: &suspicion)
+            }
+        } catch {
+            // The changes wait for the file to parse: not dropped if the last store goes meanwhile.
+            if lock.withLock({ state.waitsForRepair && !storage.state.dirty.isEmpty }) { queueState.heldForRepair = storage }
+            throw error
         }
         guard let merge else {
             lock.withLock { state.corruptionSuspectedHook }?()
@@ -80,6 +87,8 @@ extension FileBackend {
         // The transaction's body wrote nothing: neither did this write.
         if transaction != nil, merge.transactionEntry == nil { return copy }
         let records = commit(storage, merge, of: dirty, transaction: transaction)
+        // Written (a change made meanwhile is held by its own scheduled write): the wait is over.
+        queueState.heldForRepair = nil
         if let replacedAt = merge.replacedAt { queueState.lastReplacement = replacedAt }
         storage.deliver(records)
         if let key = dirty.unencodable.min() {

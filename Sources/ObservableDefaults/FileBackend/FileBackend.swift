@@ -84,6 +84,11 @@ final class FileBackend: DefaultsBackend, @unchecked Sendable {
         var lastReplacement: UInt64?
         /// Whether a write swept the temporary files of killed writers already.
         var hasSweptTemporaryFiles = false
+        /// While a write waits for the file to parse (`State.waitsForRepair`): its storage, kept alive
+        /// (a cycle through this back end) so that the changes are not dropped with its last store;
+        /// the reload that finds the file parsing writes them, or the exit-time flush reports them
+        /// lost. Let go once they are written (or there are none).
+        var heldForRepair: DefaultsStorage?
     }
 
     /// The back end of `file`, guarding its state with `lock` (its storage's).
