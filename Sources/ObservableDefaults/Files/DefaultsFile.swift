@@ -274,7 +274,7 @@ struct DefaultsFile: Sendable, Hashable {
         do {
             defer { close(descriptor) }
             var existing = stat()
-            if stat(path, &existing) == 0 { _ = fchmod(descriptor, existing.st_mode & 0o7777) }
+            if stat(path, &existing) == 0 { _ = fchmod(descriptor, existing.st_mode & 0o777) }
             try writeAll(Array(text.utf8), to: descriptor, at: temporary)
             if synchronize(descriptor) != 0 {
                 let error = errno
@@ -394,7 +394,7 @@ struct DefaultsFile: Sendable, Hashable {
             }
             defer { close(output) }
             var original = stat()
-            if stat(path, &original) == 0 { _ = fchmod(output, original.st_mode & 0o7777) }
+            if stat(path, &original) == 0 { _ = fchmod(output, original.st_mode & 0o777) }
             do throws(DefaultsError) {
                 try writeAll(bytes, to: output, at: copy)
                 if fsync(output) != 0 {

@@ -55,12 +55,15 @@ extension DefaultsStorage {
     // MARK: Reporting
 
     /// Tells every store's error handler; or, if none is installed, standard error, unless every
-    /// store created on this storage gave a handler (they are gone: at exit, say).
+    /// store created on this storage gave a handler (they are gone: at exit, say). Changes lost
+    /// (`.changesLost`) are the exception: with no handler left to tell, they go to standard error,
+    /// so that a loss is never silent.
     package func report(_ error: DefaultsError) {
         let (handlers, toStandardError) = lock.withLock {
             (
                 Array(state.errorHandlers.values),
-                state.errorHandlers.isEmpty && (state.storesWithoutHandler > 0 || !state.hasHadErrorHandler)
+                state.errorHandlers.isEmpty
+                    && (state.storesWithoutHandler > 0 || !state.hasHadErrorHandler || error.kind == .changesLost)
             )
         }
         if !handlers.isEmpty {
@@ -100,15 +103,27 @@ extension DefaultsStorage {
         reportOnce(Self.lostChanges(keys, location: backend.location, cause: cause))
     }
 
-    /// The `.changesLost` error naming `keys` (the first ten), lost because of `cause`.
-    static func lostChanges(_ keys: [String], location: DefaultsLocation, cause: DefaultsError) -> DefaultsError {
+    /// The `.changesLost` error naming `keys` (the first ten), lost because of `cause` (or, without
+    /// one, because the last store on the storage was let go) as the process exits.
+    static func lostChanges(_ keys: [String], location: DefaultsLocation, cause: DefaultsError?) -> DefaultsError {
         let shown = keys.prefix(10).map { "'\($0)'" }.joined(separator: ", ")
         let more = keys.count > 10 ? " and \(keys.count - 10) more" : ""
         let count = keys.count == 1 ? "1 change" : "\(keys.count) changes"
+        let written = "\(count) not written (key\(keys.count == 1 ? "" : "s") \(shown)\(more))"
         return DefaultsError(
             .changesLost, location: location, key: keys.count == 1 ? keys[0] : nil,
-            reason: "the process exits with \(count) not written (key\(keys.count == 1 ? "" : "s") \(shown)\(more)), now lost: \(cause)"
+            reason: cause.map { "the process exits with \(written), now lost: \($0)" }
+                ?? "the last store on it was let go with \(written), now lost"
         )
+    }
+
+    /// Called by deinit: changes still pending when the last store is let go (their write failed
+    /// and nothing holds the storage for a retry) are lost; say so, on standard error (no store is
+    /// left to have a handler), rather than lose them silently.
+    func reportChangesLostAtRelease() {
+        let keys = state.dirty.keys.sorted()
+        guard !keys.isEmpty, backend is FileBackend else { return }
+        DefaultsStorage.printToStandardError(Self.lostChanges(keys, location: backend.location, cause: nil))
     }
 
     static func printToStandardError(_ error: DefaultsError) {

@@ -148,6 +148,7 @@ package final class DefaultsStorage: @unchecked Sendable {
     }
 
     deinit {
+        reportChangesLostAtRelease()
         backend.close()
         for observer in state.observers.values.joined() { observer.finish?() }
         for observer in state.anyKeyObservers { observer.finish?() }
