@@ -29,7 +29,7 @@ extension FileBackend {
             return
         }
         let fileValues: [String: JSONValue]
-        var solved: Set<DefaultsError.Kind> = [.readFailed, .unsupportedFile, .corruptFile, .duplicateKey]
+        var solved = Self.causesGoneAfterRead
         switch contents {
         case .missing:
             fileValues = [:]

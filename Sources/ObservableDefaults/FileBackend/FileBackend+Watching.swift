@@ -161,32 +161,30 @@ extension FileBackend {
                 let watch = FileWatcher.shared.watch(
                     directory: entry.ancestor, name: entry.name, for: .appearance, handler: appearanceHandler(storage))
             else { break }
-            let previous = lock.withLock {
-                defer { awaitedDirectory = .watching(ancestor: entry.ancestor, subscription: watch) }
-                return awaitedDirectory
-            }
-            _ = previous
+            replaceAwaitedDirectory(with: .watching(ancestor: entry.ancestor, subscription: watch))
             // A component made between the look and the watch sent the watch no event: look again.
             guard DefaultsFile.isDirectory(entry.ancestor + "/" + entry.name) else { return }
         }
         if file.directoryExists() {
-            let awaited = lock.withLock { () -> AwaitedDirectory? in
-                defer { awaitedDirectory = nil }
-                return awaitedDirectory
-            }
-            _ = awaited
+            replaceAwaitedDirectory(with: nil)
             startPolling(storage, interval: .milliseconds(500))
             isWatched = true
             return
         }
-        let previous = lock.withLock {
-            defer { awaitedDirectory = .retrying }
-            return awaitedDirectory
-        }
-        _ = previous
+        replaceAwaitedDirectory(with: .retrying)
         queue.asyncAfter(deadline: .now() + Self.rewatchInterval) { [weak self, weak storage] in
             if let self, let storage { self.followDirectory(storage, afterEvent: false) }
         }
+    }
+
+    /// Sets what the store awaits its directory with; the one it replaces is let go after the lock
+    /// is released (a subscription's deinit takes the watcher's lock).
+    private func replaceAwaitedDirectory(with new: AwaitedDirectory?) {
+        let previous = lock.withLock {
+            defer { awaitedDirectory = new }
+            return awaitedDirectory
+        }
+        _ = previous
     }
 
     /// What an event of the awaited directory's ancestor does: follows the directory from there, on

@@ -259,6 +259,8 @@ extension FileBackend {
 
     /// The kinds of problem a successful write shows are over.
     static let causesGoneAfterWrite: Set<DefaultsError.Kind> = [.writeFailed, .readFailed, .unsupportedFile, .corruptFile]
+    /// The causes a read that parses ends (a key found twice only if the file no longer has one).
+    static let causesGoneAfterRead: Set<DefaultsError.Kind> = [.readFailed, .unsupportedFile, .corruptFile, .duplicateKey]
 
     /// Step 3: applies a finished merge in memory (other processes' changes, the file's values, the
     /// written keys that were not set again meanwhile, the transaction's entry) and returns what to

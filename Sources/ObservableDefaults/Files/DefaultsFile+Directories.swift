@@ -19,13 +19,12 @@ extension DefaultsFile {
     /// - Throws: `.writeFailed` if a component cannot be created (a parent is a file, no permission).
     func createDirectory() throws(DefaultsError) {
         if directoryExists() { return }
-        var info = stat()
         var current = ""
         for component in directory.split(separator: "/") {
             current += "/" + component
             if mkdir(current, 0o755) != 0 {
                 let error = errno
-                if error == EEXIST, stat(current, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR { continue }
+                if error == EEXIST, Self.isDirectory(current) { continue }
                 let cause =
                     error == EEXIST
                     ? "\(current) exists and is not a directory" : "cannot create directory \(current): \(Self.describe(error))"

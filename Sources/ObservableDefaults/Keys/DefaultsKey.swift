@@ -28,7 +28,11 @@ public struct DefaultsKey<Value: Codable & Sendable>: Sendable {
     ///     U+0000 (reserved): such a name traps, with a message that names it.
     ///   - defaultValue: The value read while the key is absent.
     public init(_ name: String, default defaultValue: Value) {
-        checkDefaultsKeyName(name)
+        precondition(
+            Self.isValidName(name),
+            "DefaultsKey: the name \(String(reflecting: name)) starts with U+0000, which is reserved for the store's "
+                + "bookkeeping keys: choose a name that does not (DefaultsKey.isValidName(_:) checks one)"
+        )
         self.name = name
         self.defaultValue = defaultValue
     }
@@ -49,14 +53,4 @@ extension DefaultsKey {
     public static func isValidName(_ name: String) -> Bool {
         name.utf8.first != 0
     }
-}
-
-/// Traps on a reserved key name (one that starts with U+0000): a set of it would be stored and
-/// flushed, and no other process would ever see it (etcd stores keep their bookkeeping keys there).
-private func checkDefaultsKeyName(_ name: String) {
-    precondition(
-        name.utf8.first != 0,
-        "DefaultsKey: the name \(String(reflecting: name)) starts with U+0000, which is reserved for the store's "
-            + "bookkeeping keys: choose a name that does not (DefaultsKey.isValidName(_:) checks one)"
-    )
 }

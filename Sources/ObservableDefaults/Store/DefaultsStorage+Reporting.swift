@@ -122,7 +122,7 @@ extension DefaultsStorage {
     /// left to have a handler), rather than lose them silently.
     func reportChangesLostAtRelease() {
         let keys = state.dirty.keys.sorted()
-        guard !keys.isEmpty, backend is FileBackend else { return }
+        guard !keys.isEmpty, fileBackend != nil else { return }
         DefaultsStorage.printToStandardError(Self.lostChanges(keys, location: backend.location, cause: nil))
     }
 

@@ -36,7 +36,9 @@ extension DefaultsStorage {
     /// or keeps it aside while this process has a change of the key in flight. Returns the entry to
     /// apply, if any. Called with the lock held.
     private func admit(_ key: String, json: JSONValue?, revision: Int64) -> Entry?? {
-        if let bad = state.revisions.unreadable[key], bad.revision < revision { state.revisions.unreadable.removeValue(forKey: key) }
+        if !state.revisions.unreadable.isEmpty, let bad = state.revisions.unreadable[key], bad.revision < revision {
+            state.revisions.unreadable.removeValue(forKey: key)
+        }
         guard revision > state.revisions.known[key] ?? 0 else { return nil }
         if isInFlight(key) {
             if (state.revisions.shadows[key]?.revision ?? 0) < revision { state.revisions.shadows[key] = (json, revision) }
@@ -90,15 +92,11 @@ extension DefaultsStorage {
     /// Notes that the back end holds a value of `key` at `revision` that cannot be read (`error`
     /// names it): unless a newer value is known, the key's reads through `unreadableValueError(forKey:)`
     /// throw `error` until this process changes the key or a readable change newer than `revision`
-    /// arrives. The key keeps its value in memory. Returns whether this is news (not known already).
-    @discardableResult
-    package func noteUnreadable(_ key: String, error: DefaultsError, revision: Int64) -> Bool {
+    /// arrives. The key keeps its value in memory.
+    package func noteUnreadable(_ key: String, error: DefaultsError, revision: Int64) {
         lock.withLock {
-            guard revision > state.revisions.known[key] ?? 0, revision > state.revisions.unreadable[key]?.revision ?? 0 else {
-                return false
-            }
+            guard revision > state.revisions.known[key] ?? 0, revision > state.revisions.unreadable[key]?.revision ?? 0 else { return }
             state.revisions.unreadable[key] = (error, revision)
-            return true
         }
     }
 

@@ -71,23 +71,4 @@ extension DefaultsStorage {
             return state.nextObserverID
         }
     }
-
-    func removeStatusObserver(id: UInt64) {
-        lock.withLock { _ = state.status.observers.removeValue(forKey: id) }
-    }
-}
-
-/// What a status observation's token ends.
-final class StatusObserverHandle: _Invalidatable {
-    weak let storage: DefaultsStorage?
-    let id: UInt64
-
-    init(storage: DefaultsStorage, id: UInt64) {
-        self.storage = storage
-        self.id = id
-    }
-
-    func invalidate() {
-        storage?.removeStatusObserver(id: id)
-    }
 }

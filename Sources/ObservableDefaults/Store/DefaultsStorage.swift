@@ -338,6 +338,9 @@ package final class DefaultsStorage: @unchecked Sendable {
                 removed = state.anyKeyObservers.remove(at: index)
             } else if let index = state.changeObservers.firstIndex(where: { $0.id == id }) {
                 state.changeObservers.remove(at: index)
+            } else {
+                // A backend-status observer (ids come from one counter: they never clash).
+                state.status.observers.removeValue(forKey: id)
             }
             if removed?.wantsPrior == true { state.priorObserverCount -= 1 }
         }

@@ -36,7 +36,7 @@ extension DefaultsStore {
         let id = storage.addStatusObserver { status in
             if let store { changeHandler(store, status) }
         }
-        let token = KeyValueObservation(invalidating: StatusObserverHandle(storage: storage, id: id))
+        let token = KeyValueObservation(invalidating: DefaultsObserverHandle(storage: storage, id: id, key: nil))
         if options.contains(.initial) { changeHandler(self, backendStatus) }
         return token
     }
@@ -54,7 +54,7 @@ extension DefaultsStore {
     public func backendStatusValues() -> AsyncStream<DefaultsBackendStatus> {
         let (stream, continuation) = AsyncStream<DefaultsBackendStatus>.makeStream()
         let id = storage.addStatusObserver(deliver: { continuation.yield($0) }, finish: { continuation.finish() })
-        let token = KeyValueObservation(invalidating: StatusObserverHandle(storage: storage, id: id))
+        let token = KeyValueObservation(invalidating: DefaultsObserverHandle(storage: storage, id: id, key: nil))
         continuation.onTermination = { _ in token.invalidate() }
         continuation.yield(backendStatus)
         return stream

@@ -214,9 +214,7 @@ extension EtcdBackend {
             result.withLock { $0 = outcome }
             done.signal()
         }
-        let (seconds, attoseconds) = timeout.components
-        let nanoseconds = Int(clamping: seconds) &* 1_000_000_000 &+ Int(attoseconds / 1_000_000_000)
-        guard done.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .success, let outcome = result.current else {
+        guard done.wait(timeout: .now() + timeout.dispatchInterval) == .success, let outcome = result.current else {
             throw DefaultsError(
                 .unreachable, location: location,
                 reason: "no member of \(endpoints.map(\.absoluteString).joined(separator: ", ")) answered within \(timeout)")

@@ -44,9 +44,8 @@ extension EtcdBackend {
             do throws(EtcdError) {
                 try claimMarker()
             } catch {
-                let failure = DefaultsError(error, location: location, key: key)
                 throw DefaultsError(
-                    failure.kind, location: location, key: key,
+                    DefaultsError(error, location: location, key: key).kind, location: location, key: key,
                     reason: "the store's marker key could not be put first (\(error.reason)): the update was not sent")
             }
             let operation: EtcdOperation

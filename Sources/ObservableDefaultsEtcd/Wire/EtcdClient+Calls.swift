@@ -65,9 +65,14 @@ extension EtcdClient {
         throw EtcdError(kind, endpoints: endpoints, reason: reason)
     }
 
+    /// The options' timeouts, for an attempt with no deadline of its call.
+    var defaultAttemptTimeouts: AttemptTimeouts {
+        AttemptTimeouts(connect: options.connectTimeout, request: options.requestTimeout)
+    }
+
     /// The bounds of the next attempt: the options' timeouts, cut to the time left before `deadline`.
     func attemptTimeouts(before deadline: ContinuousClock.Instant?) -> AttemptTimeouts? {
-        var timeouts = AttemptTimeouts(connect: options.connectTimeout, request: options.requestTimeout)
+        var timeouts = defaultAttemptTimeouts
         guard let deadline else { return timeouts }
         let left = deadline - ContinuousClock.now
         guard left > .zero else { return nil }
@@ -196,7 +201,7 @@ extension EtcdClient {
         }
         if let known { return .token(known) }
         let body = EtcdJSON.encode(["name": credentials.user, "password": credentials.password])
-        let timeouts = timeouts ?? AttemptTimeouts(connect: options.connectTimeout, request: options.requestTimeout)
+        let timeouts = timeouts ?? defaultAttemptTimeouts
         let outcome = transport.exchange(
             endpoint: endpoint, path: "/v3/auth/authenticate", body: body, token: nil, connectTimeout: timeouts.connect,
             requestTimeout: timeouts.request)

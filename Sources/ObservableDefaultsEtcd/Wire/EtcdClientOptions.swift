@@ -1,3 +1,5 @@
+import Dispatch
+
 /// Timeouts, retries and back-off of an `EtcdClient`.
 ///
 /// Every bound is finite. A call makes at most `attempts` rounds over the endpoints; in a round each
@@ -101,5 +103,12 @@ extension EtcdClientOptions {
         if size >= 1 << 20 && size % (1 << 20) == 0 { return "\(size >> 20) MiB" }
         if size >= 1 << 10 && size % (1 << 10) == 0 { return "\(size >> 10) KiB" }
         return "\(size) bytes"
+    }
+}
+
+extension Duration {
+    /// This duration for Dispatch's deadlines (nanoseconds, clamped).
+    var dispatchInterval: DispatchTimeInterval {
+        .nanoseconds(Int(clamping: components.seconds &* 1_000_000_000 &+ components.attoseconds / 1_000_000_000))
     }
 }

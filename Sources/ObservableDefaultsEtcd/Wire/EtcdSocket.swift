@@ -8,23 +8,16 @@ import Darwin
 import Musl
 #endif
 
-/// Why a socket operation failed: its kind, for decisions, and words for an error message.
+/// Why a socket operation failed: whether its deadline passed, for decisions, and words for an
+/// error message (callers decide by the flag, never by the words).
 struct EtcdSocketFailure: Error {
-    /// What kind of failure it is (callers decide by this, never by the words).
-    enum Kind: Equatable {
-        /// The deadline passed.
-        case timedOut
-        /// The connection ended without TLS's close_notify: what was received may be cut short.
-        case truncated
-        /// Anything else (refused, reset, TLS refused, …): the reason says what.
-        case other
-    }
-
-    let kind: Kind
+    /// The deadline passed (anything else — refused, reset, TLS refused, truncated — is told by
+    /// the reason).
+    let timedOut: Bool
     let reason: String
 
-    init(reason: String, kind: Kind = .other) {
-        self.kind = kind
+    init(reason: String, timedOut: Bool = false) {
+        self.timedOut = timedOut
         self.reason = reason
     }
 }
@@ -191,7 +184,7 @@ final class EtcdSocket: @unchecked Sendable {
                 case .closed: return []
                 case .truncated:
                     throw EtcdSocketFailure(
-                        reason: "receive: the connection ended without TLS's close_notify: the reply may be truncated", kind: .truncated)
+                        reason: "receive: the connection ended without TLS's close_notify: the reply may be truncated")
                 case .failed(let reason): throw EtcdSocketFailure(reason: "receive: \(reason)")
                 }
                 continue
@@ -238,7 +231,7 @@ final class EtcdSocket: @unchecked Sendable {
             var timeout: Int32 = -1
             if let deadline {
                 let remaining = ContinuousClock.now.duration(to: deadline)
-                if remaining <= .zero { throw EtcdSocketFailure(reason: "\(what) timed out", kind: .timedOut) }
+                if remaining <= .zero { throw EtcdSocketFailure(reason: "\(what) timed out", timedOut: true) }
                 timeout = Int32(
                     clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1)
             }

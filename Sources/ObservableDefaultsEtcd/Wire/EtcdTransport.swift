@@ -111,7 +111,7 @@ final class EtcdTransport: Sendable {
                 events = chunk.isEmpty ? try parser.finish() : try parser.feed(chunk)
             } catch let error as EtcdSocketFailure {
                 socket.close()
-                return .noReply(error.kind == .timedOut ? "no reply within \(requestTimeout)" : error.reason)
+                return .noReply(error.timedOut ? "no reply within \(requestTimeout)" : error.reason)
             } catch {
                 socket.close()
                 return .noReply((error as? EtcdMalformedReply)?.reason ?? "\(error)")

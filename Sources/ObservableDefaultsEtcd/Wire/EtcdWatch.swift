@@ -144,7 +144,7 @@ final class EtcdWatchStream: Sendable {
         }
         // A member that accepts the connection but never creates the watch counts as a failure.
         let limit = client.options.connectTimeout + client.options.requestTimeout
-        control.asyncAfter(deadline: .now() + Self.interval(limit)) {
+        control.asyncAfter(deadline: .now() + limit.dispatchInterval) {
             if self.state.withLock({ $0.generation == generation && !$0.created }) {
                 self.fail(generation, endpoint: endpoint, reason: "the watch was not created within \(limit)")
             }
@@ -186,7 +186,7 @@ final class EtcdWatchStream: Sendable {
         }
         guard let decision else { return }
         decision.connection?.cancel()
-        control.asyncAfter(deadline: .now() + Self.interval(decision.delay)) {
+        control.asyncAfter(deadline: .now() + decision.delay.dispatchInterval) {
             self.connect()
         }
     }
@@ -198,7 +198,7 @@ final class EtcdWatchStream: Sendable {
     /// alone proves nothing; a probe's silence does.
     private func probeLater(_ generation: Int, endpoint: URL) {
         let interval = client.options.watchLivenessInterval
-        probes.asyncAfter(deadline: .now() + Self.interval(interval)) {
+        probes.asyncAfter(deadline: .now() + interval.dispatchInterval) {
             guard self.state.withLock({ $0.generation == generation && $0.created && !$0.cancelled && !$0.finished }) else { return }
             switch self.client.probe(endpoint, key: self.key, timeout: interval) {
             case .tryElsewhere(let reason, _):
@@ -209,10 +209,6 @@ final class EtcdWatchStream: Sendable {
                 self.probeLater(generation, endpoint: endpoint)
             }
         }
-    }
-
-    private static func interval(_ duration: Duration) -> DispatchTimeInterval {
-        .nanoseconds(Int(clamping: duration.components.seconds &* 1_000_000_000 &+ duration.components.attoseconds / 1_000_000_000))
     }
 
     // MARK: The stream
@@ -266,9 +262,8 @@ final class EtcdWatchStream: Sendable {
         for item in try EtcdJSON.array(result, "events") { events.append(try EtcdJSON.event(item)) }
         let created = state.withLock { state -> Bool in
             guard state.generation == generation && !state.cancelled && !state.finished else { return false }
-            var created = false
-            if EtcdJSON.bool(result, "created") {
-                created = true
+            let created = EtcdJSON.bool(result, "created")
+            if created {
                 state.created = true
                 state.failedInRound = 0
                 state.failedRounds = 0
