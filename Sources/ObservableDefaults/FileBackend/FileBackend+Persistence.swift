@@ -11,27 +11,30 @@ import KeyValueObserving
 extension FileBackend {
     // MARK: Loading
 
-    /// Reads the file for the first time (before any store uses `storage`). Called with the lock held.
+    /// Reads the file for the first time, before any store uses `storage` (under its lock: a reload
+    /// the watcher starts meanwhile waits, and then diffs against what this read found).
     func load(into storage: DefaultsStorage) -> [DefaultsError] {
-        do {
-            switch try file.read() {
-            case .missing:
-                return []
-            case .values(let values, _):
-                state.persisted = values
-                storage.state.values = values.mapValues { DefaultsStorage.Entry(typed: nil, json: $0) }
-                return []
-            case .duplicateKeys(let values, _, let error, _):
-                state.persisted = values
-                storage.state.values = values.mapValues { DefaultsStorage.Entry(typed: nil, json: $0) }
-                return [error]
-            case .corrupt(var error, let identity, _):
-                state.confirmedCorruption = identity
-                error.keepsLastGoodValues = false
+        storage.withBackendSection { section in
+            do throws(DefaultsError) {
+                switch try file.read() {
+                case .missing:
+                    return []
+                case .values(let values, _):
+                    state.persisted = values
+                    section.setLoadedValues(values)
+                    return []
+                case .duplicateKeys(let values, _, let error, _):
+                    state.persisted = values
+                    section.setLoadedValues(values)
+                    return [error]
+                case .corrupt(var error, let identity, _):
+                    state.confirmedCorruption = identity
+                    error.keepsLastGoodValues = false
+                    return [error]
+                }
+            } catch {
                 return [error]
             }
-        } catch {
-            return [error]
         }
     }
 
@@ -63,15 +66,14 @@ extension FileBackend {
                 storage.reportOnce(error)
                 return
             }
-            let retryDelay = lock.withLock { () -> DispatchTimeInterval? in
+            let retryDelay = storage.withBackendSection { section -> DispatchTimeInterval? in
                 if error.isLockContention {
                     state.lockWaits += 1
                 } else if !error.isSuspectedCorruption {
                     state.failedWrites += 1
                 }
                 // A set made meanwhile has scheduled a write already; so has an earlier retry.
-                guard !storage.state.isWriteScheduled, !storage.state.dirty.isEmpty else { return nil }
-                storage.state.isWriteScheduled = true
+                guard section.scheduleWriteIfPending() else { return nil }
                 if error.isSuspectedCorruption { return .milliseconds(Self.corruptionConfirmationDelay) }
                 if error.isLockContention { return .milliseconds(Self.lockRetryDelay(afterWaits: state.lockWaits)) }
                 let doublings = min(state.failedWrites - 1, 16)

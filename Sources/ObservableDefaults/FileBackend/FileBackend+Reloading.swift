@@ -55,36 +55,29 @@ extension FileBackend {
             return
         }
         queueState.suspectedCorruption = nil
-        let (records, writesNow) = lock.withLock {
-            let records = applyForeign(fileValues, to: storage)
+        // The observers hear of the changes before the write below is scheduled.
+        let writesNow = storage.withBackendSection { section in
+            applyForeign(fileValues, in: &section)
             state.persisted = fileValues
             state.confirmedCorruption = nil
-            storage.forgetReportedCauses(of: solved)
-            guard state.waitsForRepair else { return (records, false) }
+            section.forgetReportedCauses(of: solved)
+            guard state.waitsForRepair else { return false }
             state.waitsForRepair = false
-            guard !storage.state.dirty.isEmpty, !storage.state.isWriteScheduled else { return (records, false) }
-            storage.state.isWriteScheduled = true
-            return (records, true)
+            return section.scheduleWriteIfPending()
         }
-        storage.deliver(records)
         if writesNow {
             // The write holds the storage until it runs.
             writeSoon(storage)
-        } else if queueState.heldForRepair != nil, lock.withLock({ storage.state.dirty.isEmpty }) {
+        } else if queueState.heldForRepair != nil, !storage.withBackendSection({ $0.hasPendingChanges }) {
             queueState.heldForRepair = nil
         }
     }
 
-    /// Applies the keys whose value in the file differs from the one this process last saw there,
-    /// except the keys this process changed since; returns the changes with their versions and
-    /// observers, prior notifications first for the observers that asked for them, and the
-    /// store-wide notification last. Called with the lock held.
-    func applyForeign(_ fileValues: [String: JSONValue], to storage: DefaultsStorage) -> [Delivery] {
-        var changes: [(key: String, entry: Entry?)] = []
-        for key in Set(fileValues.keys).union(state.persisted.keys) where fileValues[key] != state.persisted[key] {
-            guard storage.state.dirty[key] == nil else { continue }
-            changes.append((key, fileValues[key].map { Entry(typed: nil, json: $0) }))
-        }
-        return storage.applyExternal(changes, origin: .anotherProcess, revision: nil)
+    /// Applies the keys whose value in the file differs from the one this process last saw there
+    /// (the section skips those this process changed since), as another process's changes. Called
+    /// in a section of the storage.
+    func applyForeign(_ fileValues: [String: JSONValue], in section: inout DefaultsStorage.BackendSection) {
+        let changed = Set(fileValues.keys).union(state.persisted.keys).filter { fileValues[$0] != state.persisted[$0] }
+        section.apply(changed.map { ($0, fileValues[$0]) }, origin: .anotherProcess, revision: nil)
     }
 }

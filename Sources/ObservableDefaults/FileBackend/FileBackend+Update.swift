@@ -18,8 +18,8 @@ extension FileBackend {
         _ storage: DefaultsStorage, _ transaction: Transaction, base: [String: JSONValue], version: inout UInt64?
     ) -> Entry?? {
         let key = transaction.key
-        let (isPending, memory, current) = lock.withLock {
-            (storage.state.dirty[key] != nil, storage.state.values[key], storage.state.keyVersions[key])
+        let (isPending, memory, current) = storage.withBackendSection { section in
+            (section.isPending(key), section.entry(key), section.version(of: key))
         }
         version = current
         if isPending { return storage.runUpdateBody(transaction.body, on: memory) }

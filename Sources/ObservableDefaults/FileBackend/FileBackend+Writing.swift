@@ -64,7 +64,7 @@ extension FileBackend {
         suspicion: inout CorruptionSuspicion
     ) throws(DefaultsError) -> String? {
         let dirty = takeDirtyKeys(storage)
-        guard !dirty.versions.isEmpty || transaction != nil || replacingCorruptFile else { return nil }
+        guard !dirty.taken.isEmpty || transaction != nil || replacingCorruptFile else { return nil }
         try file.createDirectory()
         let merge: Merge?
         do {
@@ -74,7 +74,7 @@ extension FileBackend {
             }
         } catch {
             // The changes wait for the file to parse: not dropped if the last store goes meanwhile.
-            if lock.withLock({ state.waitsForRepair && !storage.state.dirty.isEmpty }) { queueState.heldForRepair = storage }
+            if storage.withBackendSection({ state.waitsForRepair && $0.hasPendingChanges }) { queueState.heldForRepair = storage }
             throw error
         }
         guard let merge else {
@@ -86,11 +86,10 @@ extension FileBackend {
         let copy = merge.corruption?.kind == .corruptFile ? merge.corruption?.corruptCopyPath : nil
         // The transaction's body wrote nothing: neither did this write.
         if transaction != nil, merge.transactionEntry == nil { return copy }
-        let records = commit(storage, merge, of: dirty, transaction: transaction)
         // Written (a change made meanwhile is held by its own scheduled write): the wait is over.
         queueState.heldForRepair = nil
         if let replacedAt = merge.replacedAt { queueState.lastReplacement = replacedAt }
-        storage.deliver(records)
+        commit(storage, merge, of: dirty, transaction: transaction)
         if let key = dirty.unencodable.min() {
             let count = dirty.unencodable.count
             let others = count > 1 ? " (and \(count - 1) other key\(count > 2 ? "s" : ""))" : ""
@@ -104,8 +103,9 @@ extension FileBackend {
 
     /// The dirty keys a write takes.
     private struct DirtyKeys {
-        /// Each key's version when taken: a key set again meanwhile stays dirty after the write.
-        let versions: [String: UInt64]
+        /// Each key's change as taken, with its version: a key set again meanwhile stays dirty after
+        /// the write.
+        let taken: [PendingWrite.Change]
         /// The JSON to write for each key (`.some(nil)` removes it), except the unencodable ones.
         let changes: [String: JSONValue?]
         /// The keys whose value cannot be encoded (reported when set; they stay dirty).
@@ -146,28 +146,22 @@ extension FileBackend {
     /// Step 1: takes the dirty keys with their versions and encodes their values. Marks the
     /// scheduled write as started, so that a later set schedules another.
     private func takeDirtyKeys(_ storage: DefaultsStorage) -> DirtyKeys {
-        let (versions, entries): ([String: UInt64], [String: Entry?]) = lock.withLock {
-            if storage.state.updatingThread != nil { storage.checkNotInUpdateBody() }
-            storage.state.isWriteScheduled = false
-            return (storage.state.dirty, Dictionary(uniqueKeysWithValues: storage.state.dirty.keys.map { ($0, storage.state.values[$0]) }))
-        }
+        let taken = storage.withBackendSection { $0.takePendingChanges() }
         var changes: [String: JSONValue?] = [:]
         var unencodable: [String] = []
-        for (key, entry) in entries {
-            guard let entry else {
-                changes[key] = .some(nil)
+        for change in taken {
+            guard let entry = change.entry else {
+                changes[change.key] = .some(nil)
                 continue
             }
-            if let json = entry.json {
-                changes[key] = json
-            } else if let json = try? JSONValue(encoding: entry.typed!) {
-                changes[key] = json
+            if let json = DefaultsStorage.json(of: entry) {
+                changes[change.key] = json
             } else {
                 // Reported when it was set; it stays pending, and `writeDirtyKeys` names it.
-                unencodable.append(key)
+                unencodable.append(change.key)
             }
         }
-        return DirtyKeys(versions: versions, changes: changes, unencodable: unencodable)
+        return DirtyKeys(taken: taken, changes: changes, unencodable: unencodable)
     }
 
     /// Step 2, with the lock file held: re-reads `file` (the link's target if the file is a symbolic
@@ -203,11 +197,7 @@ extension FileBackend {
         if mustWrite || merged != base.values {
             if let (error, bytes) = base.duplicate {
                 // The write keeps one value per key: keep the file with all of them first.
-                let copy = try copyAside(bytes, of: file, as: "duplicate-keys")
-                merge.corruption = DefaultsError(
-                    .duplicateKey, location: error.location, line: error.line, column: error.column, byteOffset: error.byteOffset,
-                    corruptCopyPath: copy, reason: error.reason
-                )
+                merge.corruption = Self.naming(try copyAside(bytes, of: file, as: "duplicate-keys"), in: error)
             }
             merge.replacedAt = try file.write(merged).replacedAt
         }
@@ -247,14 +237,19 @@ extension FileBackend {
             }
             // Never overwrite a broken file without keeping it: copy it aside, then write the last
             // good values with this process's changes.
-            let copy = try copyAside(bytes, of: file)
-            var corruption = DefaultsError(
-                .corruptFile, location: error.location, line: error.line, column: error.column, byteOffset: error.byteOffset,
-                corruptCopyPath: copy, reason: error.reason
-            )
+            var corruption = Self.naming(try copyAside(bytes, of: file), in: error)
             corruption.keepsLastGoodValues = !lastGood.isEmpty
             return Base(values: lastGood, mustWrite: true, corruption: corruption)
         }
+    }
+
+    /// `error`, a parse error of the file (broken, or a key twice), naming `copy`, where the file was
+    /// copied aside.
+    private static func naming(_ copy: String, in error: DefaultsError) -> DefaultsError {
+        DefaultsError(
+            error.kind, location: error.location, line: error.line, column: error.column, byteOffset: error.byteOffset,
+            corruptCopyPath: copy, reason: error.reason
+        )
     }
 
     /// The kinds of problem a successful write shows are over.
@@ -263,31 +258,26 @@ extension FileBackend {
     static let causesGoneAfterRead: Set<DefaultsError.Kind> = [.readFailed, .unsupportedFile, .corruptFile, .duplicateKey]
 
     /// Step 3: applies a finished merge in memory (other processes' changes, the file's values, the
-    /// written keys that were not set again meanwhile, the transaction's entry) and returns what to
-    /// tell the observers.
-    private func commit(_ storage: DefaultsStorage, _ merge: Merge, of dirty: DirtyKeys, transaction: Transaction?) -> [Delivery] {
-        lock.withLock {
+    /// written keys that were not set again meanwhile, the transaction's entry), then tells the
+    /// observers.
+    private func commit(_ storage: DefaultsStorage, _ merge: Merge, of dirty: DirtyKeys, transaction: Transaction?) {
+        storage.withBackendSection { section in
             // Whether a set of the transaction's key came after its body read it: then that set is
             // the newer value (it stays pending, and is written next).
-            let isTransactionCurrent = transaction.map { storage.state.keyVersions[$0.key] == merge.transactionVersion } ?? false
-            var records: [Delivery] = []
-            if let fileValues = merge.fileValues { records = applyForeign(fileValues, to: storage) }
+            let isTransactionCurrent = transaction.map { section.version(of: $0.key) == merge.transactionVersion } ?? false
+            if let fileValues = merge.fileValues { applyForeign(fileValues, in: &section) }
             state.persisted = merge.written
             state.failedWrites = 0
             state.waitsForRepair = false
             state.confirmedCorruption = nil
-            storage.forgetReportedCauses(of: Self.causesGoneAfterWrite)
+            section.forgetReportedCauses(of: Self.causesGoneAfterWrite)
             if merge.replacedAt != nil { state.fileWrites += 1 }
-            for (key, version) in dirty.versions where storage.state.dirty[key] == version && !dirty.unencodable.contains(key) {
-                storage.state.dirty.removeValue(forKey: key)
-                if let json = merge.written[key], storage.state.values[key] != nil, storage.state.values[key]!.json == nil {
-                    storage.state.values[key]!.json = json
-                }
+            for change in dirty.taken where !dirty.unencodable.contains(change.key) {
+                section.markWritten(change, as: merge.written[change.key])
             }
             if let transaction, isTransactionCurrent, case .some(let entry) = merge.transactionEntry {
-                records += storage.commitUpdate(key: transaction.key, entry: entry, revision: nil)
+                section.applyUpdate(transaction.key, entry: entry, revision: nil)
             }
-            return records
         }
     }
 }

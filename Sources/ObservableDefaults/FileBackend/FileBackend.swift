@@ -10,7 +10,6 @@ import KeyValueObserving
 /// another process: a lock file held elsewhere is tried again later (see `flush()`).
 final class FileBackend: DefaultsBackend, @unchecked Sendable {
     typealias Entry = DefaultsStorage.Entry
-    typealias Delivery = DefaultsStorage.Delivery
 
     // Invariant: `state`, `subscription`, `pollSubscription`, `targetWatch` and `awaitedDirectory`
     // are only accessed with `lock` held (the lock of the one storage this back end belongs to); `queueState` only on

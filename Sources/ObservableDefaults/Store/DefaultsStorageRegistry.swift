@@ -77,7 +77,7 @@ package enum DefaultsStorageRegistry {
             let candidate = DefaultsStorage(backend: backend, lock: lock)
             // Watch first, then read: a change between the two is reported, not missed.
             backend.startWatching(candidate, pollingInterval: pollingInterval)
-            return (candidate, lock.withLock { backend.load(into: candidate) })
+            return (candidate, backend.load(into: candidate))
         } reuse: { existing in
             if let pollingInterval { existing.fileBackend?.startPolling(existing, interval: pollingInterval) }
         }
