@@ -12,7 +12,7 @@ extension DefaultsStorage {
     /// The lock is the one the back end was given at creation, so `body` may read and change the
     /// back end's own state guarded by it too: the storage's change and the back end's record of it
     /// are one step. `body` must not take the lock again (no other call on the storage, which would
-    /// deadlock) and must not wait for anything.
+    /// deadlock) and must not wait for another thread or process (the callers' sets wait for it).
     package func withBackendSection<Result>(_ body: (inout BackendSection) -> Result) -> Result {
         lock.lock()
         var section = BackendSection(self)
