@@ -42,38 +42,68 @@ extension KeyValueObservable {
             if mayHaveObservers {
                 // The observers borrowed from the published set table, as on the `@Observed` set path.
                 let reading = registry.enterReading()
-                if let found = registry.observersInReadSection(atOffset: offset, key: key) {
-                    found._withUnsafeGuaranteedRef { snapshot in
-                        if snapshot.isPlain {
-                            if phases.contains(.change) { snapshot.deliverPlain(newValue, on: self) }
-                        } else {
-                            let pending =
-                                phases.contains(.prior)
-                                ? snapshot.willChange(on: self, oldValue: oldValue, newValue: newValue, valueHasChanged: true) : nil
-                            if phases.contains(.change) {
-                                snapshot.didChange(newValue, oldValue: oldValue, pending: pending, on: self)
-                            }
-                        }
-                    }
-                }
+                _ExplicitKeyObservers(registry.observersInReadSection(atOffset: offset, key: key))
+                    .notify(self, from: oldValue, to: newValue, phases: phases)
                 registry.exitReading(reading)
             }
             if phases.contains(.change), let anyKey, let keyPath { anyKey.didChange(self, keyPath) }
         }
     }
 
-    /// Whether some observer of the explicitly notified key at `offset` asked for `.prior`: a class
-    /// that sends `.prior` before it stores a value asks first, so that a set nobody needs a prior
-    /// notification of stores in one locked section. Lock-free; `false` is definite.
+    /// Runs `body` with the observers of the explicitly notified key at `offset`, found once, inside
+    /// a read section of the registry: a class that notifies a change in phases around its own
+    /// locked section (`.prior`, its store, `.change`) looks them up once for all three. The
+    /// observers of every key (the core's any-key observers) are not among them. `body` may take
+    /// the class's own lock (a registration never waits for readers) and call handlers.
     @inlinable
-    package final func _explicitKeyWantsPrior(offset: Int, key: () -> AnyKeyPath) -> Bool {
-        guard let registry = _kvoRegistry.load(ordering: .acquiring) else { return false }
-        return registry._withUnsafeGuaranteedRef { registry in
-            guard registry.mayHaveObservers(atOffset: offset) else { return false }
+    package final func _withExplicitKeyObservers<Result>(
+        offset: Int, key: () -> AnyKeyPath, _ body: (_ExplicitKeyObservers) throws -> Result
+    ) rethrows -> Result {
+        guard let registry = _kvoRegistry.load(ordering: .acquiring) else { return try body(_ExplicitKeyObservers(nil)) }
+        return try registry._withUnsafeGuaranteedRef { registry in
+            guard registry.mayHaveObservers(atOffset: offset) else { return try body(_ExplicitKeyObservers(nil)) }
             let reading = registry.enterReading()
             defer { registry.exitReading(reading) }
-            guard let found = registry.observersInReadSection(atOffset: offset, key: key) else { return false }
-            return found._withUnsafeGuaranteedRef { !$0.isPlain && $0.needsWillChange }
+            return try body(_ExplicitKeyObservers(registry.observersInReadSection(atOffset: offset, key: key)))
+        }
+    }
+}
+
+/// The observers of one explicitly notified key, borrowed from the registry's published set table
+/// for the length of a read section (`_withExplicitKeyObservers`): not to be kept beyond it.
+@usableFromInline
+package struct _ExplicitKeyObservers {
+    @usableFromInline let snapshot: Unmanaged<_ObserverSnapshot>?
+
+    @inlinable init(_ snapshot: Unmanaged<_ObserverSnapshot>?) {
+        self.snapshot = snapshot
+    }
+
+    /// No observers.
+    @inlinable package static var none: Self { Self(nil) }
+
+    /// Whether some observer asked for `.prior`.
+    @inlinable package var wantsPrior: Bool {
+        snapshot?._withUnsafeGuaranteedRef { !$0.isPlain && $0.needsWillChange } ?? false
+    }
+
+    /// Sends `phases` of the change from `oldValue` to `newValue` of `object`'s key to these
+    /// observers, in registration order: the one delivery loop of explicitly notified keys. Called
+    /// with `object` of its own class (`Root`), observers registered on that class get the change
+    /// from one call of their handler.
+    @inlinable
+    package func notify<Root: AnyObject, Value>(
+        _ object: Root, from oldValue: Value, to newValue: Value, phases: _ExplicitNotificationPhases
+    ) {
+        snapshot?._withUnsafeGuaranteedRef { snapshot in
+            if snapshot.isPlain {
+                if phases.contains(.change) { snapshot.deliverPlain(newValue, on: object) }
+            } else {
+                let pending =
+                    phases.contains(.prior)
+                    ? snapshot.willChange(on: object, oldValue: oldValue, newValue: newValue, valueHasChanged: true) : nil
+                if phases.contains(.change) { snapshot.didChange(newValue, oldValue: oldValue, pending: pending, on: object) }
+            }
         }
     }
 }

@@ -152,13 +152,28 @@ extension DefaultsStorage: _ExplicitlyNotifiedKeys {
     /// Notifies the observers of the key at `offset` (none if it has none: never interned) and
     /// those of every key.
     func notifyKey(_ name: String, offset: Int?, from old: KeyValue, to new: KeyValue, phases: _ExplicitNotificationPhases) {
-        if let offset {
-            _notifyExplicitKey(offset: offset, key: { DefaultsKeyNames.keyPath(at: offset) }, from: old, to: new, phases: phases)
+        withObservers(of: offset) { $0.notify(self, from: old, to: new, phases: phases) }
+        notifyAnyKey(from: old, to: new, phases: phases)
+    }
+
+    /// Runs `body` with the observers of the key at `offset` (none for `nil`), looked up once.
+    func withObservers<Result>(of offset: Int?, _ body: (_ExplicitKeyObservers) -> Result) -> Result {
+        guard let offset else { return body(.none) }
+        return _withExplicitKeyObservers(offset: offset, key: { DefaultsKeyNames.keyPath(at: offset) }, body)
+    }
+
+    /// Notifies the observers of every key.
+    func notifyAnyKey(from old: KeyValue, to new: KeyValue, phases: _ExplicitNotificationPhases) {
+        guard _mayHaveObservers(atOffset: DefaultsKeyNames.anyKeyOffset) else { return }
+        _withExplicitKeyObservers(offset: DefaultsKeyNames.anyKeyOffset, key: { \DefaultsStorage._anyKeyChange }) {
+            $0.notify(self, from: old, to: new, phases: phases)
         }
-        if _mayHaveObservers(atOffset: DefaultsKeyNames.anyKeyOffset) {
-            _notifyExplicitKey(
-                offset: DefaultsKeyNames.anyKeyOffset, key: { \DefaultsStorage._anyKeyChange }, from: old, to: new, phases: phases)
-        }
+    }
+
+    /// Whether an observer of every key asked for `.prior`.
+    func anyKeyWantsPrior() -> Bool {
+        _mayHaveObservers(atOffset: DefaultsKeyNames.anyKeyOffset)
+            && _withExplicitKeyObservers(offset: DefaultsKeyNames.anyKeyOffset, key: { \DefaultsStorage._anyKeyChange }) { $0.wantsPrior }
     }
 
     /// Notifies the store-wide observers of one transaction.
@@ -169,9 +184,7 @@ extension DefaultsStorage: _ExplicitlyNotifiedKeys {
 
     /// Whether an observer of the key at `offset`, or of every key, asked for `.prior`.
     func wantsPrior(_ offset: Int?) -> Bool {
-        if let offset, _explicitKeyWantsPrior(offset: offset, key: { DefaultsKeyNames.keyPath(at: offset) }) { return true }
-        return _mayHaveObservers(atOffset: DefaultsKeyNames.anyKeyOffset)
-            && _explicitKeyWantsPrior(offset: DefaultsKeyNames.anyKeyOffset, key: { \DefaultsStorage._anyKeyChange })
+        withObservers(of: offset) { $0.wantsPrior } || anyKeyWantsPrior()
     }
 
     /// Sends the `.prior` notifications of this process's changes, before they are stored: with the

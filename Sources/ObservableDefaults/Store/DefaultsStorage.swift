@@ -191,9 +191,26 @@ package final class DefaultsStorage: KeyValueObservable, @unchecked Sendable {
     /// - Returns: whether that is new for this key, so the caller reports it (after the observers).
     @usableFromInline @discardableResult
     func set(_ entry: Entry?, for key: String, offset: Int? = nil, isEncodable: Bool = true) -> Bool {
-        let observed = _mayHaveObservers
-        let offset = observed ? offset ?? DefaultsKeyNames.existingOffset(of: key) : nil
-        if observed, wantsPrior(offset) { notifyPrior(of: [(key, offset, entry)]) }
+        guard _mayHaveObservers else { return store(entry, for: key, isEncodable: isEncodable, observed: false).isNewFailure }
+        let offset = offset ?? DefaultsKeyNames.existingOffset(of: key)
+        // The key's observers are looked up once, for `.prior` and for the change.
+        return withObservers(of: offset) { observers in
+            if observers.wantsPrior || anyKeyWantsPrior() { notifyPrior(of: [(key, offset, entry)]) }
+            let (old, isNewFailure, change) = store(entry, for: key, isEncodable: isEncodable, observed: true)
+            let before = KeyValue(name: key, entry: old, origin: .thisProcess)
+            let after = KeyValue(name: key, entry: entry, origin: .thisProcess)
+            observers.notify(self, from: before, to: after, phases: .change)
+            notifyAnyKey(from: before, to: after, phases: .change)
+            if let change { notifyStore(change) }
+            return isNewFailure
+        }
+    }
+
+    /// `set`'s locked section, then the back end's write is scheduled: returns the entry replaced,
+    /// whether the entry's failure to encode is new, and (if `observed`) the store-wide notification.
+    private func store(
+        _ entry: Entry?, for key: String, isEncodable: Bool, observed: Bool
+    ) -> (old: Entry?, isNewFailure: Bool, change: ChangeRecord?) {
         lock.lock()
         if state.updatingThread != nil { checkNotInUpdateBody() }
         var isNewFailure = false
@@ -211,15 +228,8 @@ package final class DefaultsStorage: KeyValueObservable, @unchecked Sendable {
         state.isWriteScheduled = true
         let change = observed ? changeRecord(keys: [key], origin: .thisProcess) : nil
         lock.unlock()
-
         if needsWrite { backend.writeSoon(self) }
-        if observed {
-            notifyKey(
-                key, offset: offset, from: KeyValue(name: key, entry: old, origin: .thisProcess),
-                to: KeyValue(name: key, entry: entry, origin: .thisProcess), phases: .change)
-            if let change { notifyStore(change) }
-        }
-        return isNewFailure
+        return (old, isNewFailure, change)
     }
 
     /// Removes every key, as one transaction.
