@@ -14,31 +14,25 @@ extension DefaultsStorage: _ExplicitlyNotifiedKeys {
         DefaultsKeyNames.name(of: keyPath)
     }
 
-    /// A key's value as its observers get it: one side (before or after) of a `KeyChange`. The
-    /// registry copies a change's values several times on its way to each handler: a reference and
-    /// a flag copy for a retain, where the entries themselves went through their value witnesses.
+    /// A key's value as its observers get it: the entry (`nil`: absent), with the change.
     @usableFromInline
     package struct KeyValue: Sendable, Equatable {
-        @usableFromInline let change: KeyChange
-        @usableFromInline let isOld: Bool
-
-        @inlinable package var name: String { change.name }
-        /// The entry (`nil`: absent).
-        @inlinable package var entry: Entry? { isOld ? change.old : change.new }
-        @inlinable package var origin: DefaultsChangeOrigin { change.origin }
+        @usableFromInline package let name: String
+        @usableFromInline package let entry: Entry?
+        @usableFromInline package let origin: DefaultsChangeOrigin
         /// The back end's revision of the change (etcd), 0 if none or not known yet.
-        @inlinable package var revision: Int64 { change.revision }
+        @usableFromInline package let revision: Int64
         /// The version the change was applied as, for a change delivered after the locked section
         /// that applied it (another process's, an update's): it is not delivered once the key has
         /// changed again (`isCurrent`). 0 for a set of this process and for `.initial`.
-        @inlinable package var version: UInt64 { change.version }
+        @usableFromInline package let version: UInt64
 
-        /// The values before and after a change of `name`.
-        static func pair(
-            _ name: String, from old: Entry?, to new: Entry?, origin: DefaultsChangeOrigin, revision: Int64? = nil, version: UInt64 = 0
-        ) -> (old: KeyValue, new: KeyValue) {
-            let change = KeyChange(name: name, old: old, new: new, origin: origin, revision: revision ?? 0, version: version)
-            return (KeyValue(change: change, isOld: true), KeyValue(change: change, isOld: false))
+        init(name: String, entry: Entry?, origin: DefaultsChangeOrigin, revision: Int64? = nil, version: UInt64 = 0) {
+            self.name = name
+            self.entry = entry
+            self.origin = origin
+            self.revision = revision ?? 0
+            self.version = version
         }
 
         /// Equal stored values (for `removingDuplicates`): the typed values if both are `Equatable`
@@ -56,26 +50,6 @@ extension DefaultsStorage: _ExplicitlyNotifiedKeys {
         }
     }
 
-    /// One change of a key, as its observers get it (through `KeyValue`).
-    @usableFromInline
-    package final class KeyChange: Sendable {
-        @usableFromInline let name: String
-        @usableFromInline let old: Entry?
-        @usableFromInline let new: Entry?
-        @usableFromInline let origin: DefaultsChangeOrigin
-        @usableFromInline let revision: Int64
-        @usableFromInline let version: UInt64
-
-        init(name: String, old: Entry?, new: Entry?, origin: DefaultsChangeOrigin, revision: Int64, version: UInt64) {
-            self.name = name
-            self.old = old
-            self.new = new
-            self.origin = origin
-            self.revision = revision
-            self.version = version
-        }
-    }
-
     /// The back end's status as its observers get it, with the version of the change.
     package struct StatusValue: Sendable {
         package let status: DefaultsBackendStatus
@@ -86,7 +60,7 @@ extension DefaultsStorage: _ExplicitlyNotifiedKeys {
     /// The key interned at `offset`, as its observers get it (`.initial` reads it).
     package subscript(_key offset: Int) -> KeyValue {
         let name = DefaultsKeyNames.name(at: offset)
-        return KeyValue.pair(name, from: nil, to: lock.withLock { state.values[name] }, origin: .thisProcess).new
+        return KeyValue(name: name, entry: lock.withLock { state.values[name] }, origin: .thisProcess)
     }
 
     /// What the store-wide observers get (nothing reads it: they ask for no `.initial`).
@@ -96,7 +70,7 @@ extension DefaultsStorage: _ExplicitlyNotifiedKeys {
 
     /// What the observers of every key get (nothing reads it: they ask for no `.initial`).
     package var _anyKeyChange: KeyValue {
-        KeyValue.pair("", from: nil, to: nil, origin: .thisProcess).new
+        KeyValue(name: "", entry: nil, origin: .thisProcess)
     }
 
     /// The back end's status, as its observers get it.
@@ -152,7 +126,8 @@ extension DefaultsStorage: _ExplicitlyNotifiedKeys {
             state.keyVersions[key] = state.version
             changed.insert(key)
             guard observed else { continue }
-            let (before, after) = KeyValue.pair(key, from: old, to: new, origin: origin, revision: revision, version: state.version)
+            let before = KeyValue(name: key, entry: old, origin: origin, revision: revision, version: state.version)
+            let after = KeyValue(name: key, entry: new, origin: origin, revision: revision, version: state.version)
             priors.append(.key(old: before, new: after, isPrior: true))
             records.append(.key(old: before, new: after, isPrior: false))
         }
@@ -223,8 +198,9 @@ extension DefaultsStorage: _ExplicitlyNotifiedKeys {
             return changes.map { state.values[$0.key] }
         }
         for (change, old) in zip(changes, olds) {
-            let (before, after) = KeyValue.pair(change.key, from: old, to: change.entry, origin: .thisProcess)
-            notifyKey(change.key, offset: change.offset, from: before, to: after, phases: .prior)
+            notifyKey(
+                change.key, offset: change.offset, from: KeyValue(name: change.key, entry: old, origin: .thisProcess),
+                to: KeyValue(name: change.key, entry: change.entry, origin: .thisProcess), phases: .prior)
         }
     }
 }

@@ -49,7 +49,8 @@ extension DefaultsStorage {
         state.dirty.removeValue(forKey: key)
         state.unencodableKeys.remove(key)
         guard _mayHaveObservers else { return [] }
-        let (before, after) = KeyValue.pair(key, from: old, to: entry, origin: .thisProcess, revision: revision, version: state.version)
+        let before = KeyValue(name: key, entry: old, origin: .thisProcess, revision: revision, version: state.version)
+        let after = KeyValue(name: key, entry: entry, origin: .thisProcess, revision: revision, version: state.version)
         let change = changeRecord(keys: [key], origin: .thisProcess, revision: revision).map { [Delivery.change($0)] } ?? []
         return [.key(old: before, new: after, isPrior: false)] + change
     }
@@ -94,8 +95,9 @@ extension DefaultsStorage {
 
         if needsWrite { backend.writeSoon(self) }
         for ((key, entry, _), (old, offset)) in zip(changes, zip(olds, offsets)) {
-            let (before, after) = KeyValue.pair(key, from: old, to: entry, origin: .thisProcess)
-            notifyKey(key, offset: offset, from: before, to: after, phases: .change)
+            notifyKey(
+                key, offset: offset, from: KeyValue(name: key, entry: old, origin: .thisProcess),
+                to: KeyValue(name: key, entry: entry, origin: .thisProcess), phases: .change)
         }
         if let change { notifyStore(change) }
         for failure in failures { report(failure) }

@@ -197,7 +197,8 @@ package final class DefaultsStorage: KeyValueObservable, @unchecked Sendable {
         return withObservers(of: offset) { observers in
             if observers.wantsPrior || anyKeyWantsPrior() { notifyPrior(of: [(key, offset, entry)]) }
             let (old, isNewFailure, change) = store(entry, for: key, isEncodable: isEncodable, observed: true)
-            let (before, after) = KeyValue.pair(key, from: old, to: entry, origin: .thisProcess)
+            let before = KeyValue(name: key, entry: old, origin: .thisProcess)
+            let after = KeyValue(name: key, entry: entry, origin: .thisProcess)
             observers.notify(self, from: before, to: after, phases: .change)
             notifyAnyKey(from: before, to: after, phases: .change)
             if let change { notifyStore(change) }
