@@ -57,6 +57,12 @@ let package = Package(
             // other process.
             dependencies: ["KeyValueObserving", "ObservableDefaults", "kvo-defaults", "DefaultsTestTool", "TestSupport"]
         ),
+        // One set of observation scenarios run against an @Observed key, a progress key and a
+        // defaults key: the one delivery engine they share.
+        .testTarget(
+            name: "ObservationEngineTests",
+            dependencies: ["KeyValueObserving", "ObservableProgress", "ObservableDefaults", "TestSupport"]
+        ),
         .testTarget(
             name: "ObservableDefaultsEtcdTests",
             // The tests start their own etcd processes (TestSupport's EtcdServer / EtcdCluster); the

@@ -33,31 +33,7 @@ extension KeyValueObservable {
         from oldValue: Value,
         to newValue: Value
     ) {
-        guard let registry = _kvoRegistry.load(ordering: .acquiring) else { return }
-        registry._withUnsafeGuaranteedRef { registry in
-            let anyKey = registry.hasAnyKeyObservers ? registry.anyKeySnapshot() : nil
-            let mayHaveObservers = registry.mayHaveObservers(atOffset: offset)
-            guard anyKey != nil || mayHaveObservers else { return }
-            let keyPath = anyKey == nil ? nil : key()
-            if let anyKey, let keyPath { anyKey.willChange(self, keyPath) }
-            if mayHaveObservers {
-                // The observers borrowed from the published set table, as on the `@Observed` set path.
-                let reading = registry.enterReading()
-                if let found = registry.observersInReadSection(atOffset: offset, key: key) {
-                    found._withUnsafeGuaranteedRef { snapshot in
-                        if snapshot.isPlain {
-                            snapshot.deliverPlain(newValue, on: self)
-                        } else {
-                            let pending = snapshot.willChange(
-                                on: self, oldValue: oldValue, newValue: newValue, valueHasChanged: true)
-                            snapshot.didChange(newValue, oldValue: oldValue, pending: pending, on: self)
-                        }
-                    }
-                }
-                registry.exitReading(reading)
-            }
-            if let anyKey, let keyPath { anyKey.didChange(self, keyPath) }
-        }
+        _notifyExplicitKey(offset: offset, key: key, from: oldValue, to: newValue, phases: [.prior, .change])
     }
 
     /// Called by the getter of an explicitly notified key: while a registration probe runs on this

@@ -20,6 +20,9 @@ public struct DefaultsKey<Value: Codable & Sendable>: Sendable {
     public let name: String
     /// The value read while the key is absent from the file.
     public let defaultValue: Value
+    /// The name's interned offset (`DefaultsKeyNames`): where the registry finds the key's
+    /// observers, so that a set never hashes the name.
+    @usableFromInline let offset: Int
 
     /// Creates a key named `name` whose value is `defaultValue` until one is set.
     ///
@@ -35,6 +38,7 @@ public struct DefaultsKey<Value: Codable & Sendable>: Sendable {
         )
         self.name = name
         self.defaultValue = defaultValue
+        self.offset = DefaultsKeyNames.offset(of: name)
     }
 }
 

@@ -7,13 +7,6 @@ struct StatusState {
     var current = DefaultsBackendStatus.connected(revision: nil)
     /// Bumped at each change, so that a change delivered late is not delivered after a newer one.
     var version: UInt64 = 0
-    var observers: [UInt64: StatusObserver] = [:]
-}
-
-/// One observer of the status: its delivery, and what ends an async sequence.
-struct StatusObserver: Sendable {
-    let deliver: @Sendable (DefaultsBackendStatus) -> Void
-    let finish: (@Sendable () -> Void)?
 }
 
 extension DefaultsStorage {
@@ -44,31 +37,20 @@ extension DefaultsStorage {
     }
 
     /// Sets the status to what `change` returns for the current one (nothing if `nil`), then tells
-    /// the observers, unless a newer change was made meanwhile. Returns whether it changed.
+    /// the observers (through the registry, at `DefaultsKeyNames.statusOffset`), each unless a newer
+    /// change was made meanwhile (`isCurrent`). Returns whether it changed.
     @discardableResult
     private func changeStatus(_ change: (DefaultsBackendStatus) -> DefaultsBackendStatus?) -> Bool {
-        let changed = lock.withLock { () -> (DefaultsBackendStatus, UInt64, [StatusObserver])? in
+        let changed = lock.withLock { () -> (old: StatusValue, new: StatusValue)? in
             guard let new = change(state.status.current) else { return nil }
+            let old = StatusValue(status: state.status.current, version: state.status.version)
             state.status.current = new
             state.status.version &+= 1
-            return (new, state.status.version, Array(state.status.observers.values))
+            return (old, StatusValue(status: new, version: state.status.version))
         }
-        guard let (status, version, observers) = changed else { return false }
-        for observer in observers {
-            guard lock.withLock({ state.status.version == version }) else { break }
-            observer.deliver(status)
-        }
+        guard let (old, new) = changed else { return false }
+        _notifyExplicitKey(
+            offset: DefaultsKeyNames.statusOffset, key: { \DefaultsStorage._backendStatus }, from: old, to: new, phases: .change)
         return true
-    }
-
-    /// Registers an observer of the status and returns its id.
-    func addStatusObserver(
-        deliver: @escaping @Sendable (DefaultsBackendStatus) -> Void, finish: (@Sendable () -> Void)? = nil
-    ) -> UInt64 {
-        lock.withLock {
-            state.nextObserverID += 1
-            state.status.observers[state.nextObserverID] = StatusObserver(deliver: deliver, finish: finish)
-            return state.nextObserverID
-        }
     }
 }

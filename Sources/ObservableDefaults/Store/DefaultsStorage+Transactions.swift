@@ -48,14 +48,11 @@ extension DefaultsStorage {
         state.keyVersions[key] = state.version
         state.dirty.removeValue(forKey: key)
         state.unencodableKeys.remove(key)
-        var deliveries: [Delivery] = []
-        let observers = (state.observers[key] ?? []) + state.anyKeyObservers
-        if !observers.isEmpty {
-            let record = Record(key: key, old: old, new: entry, isPrior: false, origin: .thisProcess, revision: revision)
-            deliveries.append(.key(KeyDelivery(record: record, version: state.version, observers: observers)))
-        }
-        if let change = changeDelivery(keys: [key], origin: .thisProcess, revision: revision) { deliveries.append(.change(change)) }
-        return deliveries
+        guard _mayHaveObservers else { return [] }
+        let before = KeyValue(name: key, entry: old, origin: .thisProcess, revision: revision, version: state.version)
+        let after = KeyValue(name: key, entry: entry, origin: .thisProcess, revision: revision, version: state.version)
+        let change = changeRecord(keys: [key], origin: .thisProcess, revision: revision).map { [Delivery.change($0)] } ?? []
+        return [.key(old: before, new: after, isPrior: false)] + change
     }
 
     // MARK: Batches
@@ -67,25 +64,14 @@ extension DefaultsStorage {
     /// caller's thread.
     func commit(_ changes: [(key: String, entry: Entry?, encodingFailure: DefaultsError?)]) {
         guard !changes.isEmpty else { return }
+        let observed = _mayHaveObservers
+        let offsets = observed ? changes.map { DefaultsKeyNames.existingOffset(of: $0.key) } : []
+        if observed, offsets.contains(where: wantsPrior) {
+            notifyPrior(of: zip(changes, offsets).map { ($0.key, $1, $0.entry) })
+        }
         lock.lock()
         if state.updatingThread != nil { checkNotInUpdateBody() }
-        if state.priorObserverCount > 0 {
-            var priors: [(Record, [Observer])] = []
-            for (key, _, _) in changes {
-                let targets = ((state.observers[key] ?? []) + state.anyKeyObservers).filter(\.wantsPrior)
-                if !targets.isEmpty {
-                    priors.append((Record(key: key, old: state.values[key], new: nil, isPrior: true, origin: .thisProcess), targets))
-                }
-            }
-            if !priors.isEmpty {
-                lock.unlock()
-                for (record, targets) in priors {
-                    for observer in targets { observer.deliver(record) }
-                }
-                lock.lock()
-            }
-        }
-        var deliveries: [(Record, [Observer])] = []
+        var olds: [Entry?] = []
         var failures: [DefaultsError] = []
         for (key, entry, encodingFailure) in changes {
             if let encodingFailure {
@@ -97,24 +83,23 @@ extension DefaultsStorage {
             state.version &+= 1
             state.dirty[key] = state.version
             state.keyVersions[key] = state.version
-            let targets = (state.observers[key] ?? []) + state.anyKeyObservers
-            if !targets.isEmpty {
-                deliveries.append((Record(key: key, old: old, new: entry, isPrior: false, origin: .thisProcess), targets))
-            }
+            if observed { olds.append(old) }
         }
         if state.keepsOutbox {
             queueInOutbox(changes.map { PendingWrite.Change(key: $0.key, entry: $0.entry, version: state.keyVersions[$0.key]!) })
         }
         let needsWrite = !state.isWriteScheduled
         state.isWriteScheduled = true
-        let change = changeDelivery(keys: Set(changes.map(\.key)), origin: .thisProcess)
+        let change = observed ? changeRecord(keys: Set(changes.map(\.key)), origin: .thisProcess) : nil
         lock.unlock()
 
         if needsWrite { backend.writeSoon(self) }
-        for (record, targets) in deliveries {
-            for observer in targets { observer.deliver(record) }
+        for ((key, entry, _), (old, offset)) in zip(changes, zip(olds, offsets)) {
+            notifyKey(
+                key, offset: offset, from: KeyValue(name: key, entry: old, origin: .thisProcess),
+                to: KeyValue(name: key, entry: entry, origin: .thisProcess), phases: .change)
         }
-        if let change { deliver([.change(change)]) }
+        if let change { notifyStore(change) }
         for failure in failures { report(failure) }
     }
 
@@ -139,11 +124,11 @@ extension DefaultsStorage {
     }
 
     /// Sets `value`, of a type that is not plainly encodable: encodes it now (the write reuses the
-    /// encoding), and reports it if it cannot be encoded (see `set(_:for:isEncodable:)`).
+    /// encoding), and reports it if it cannot be encoded (see `set(_:for:offset:isEncodable:)`).
     @usableFromInline
-    func setEncoding<Value: Codable & Sendable>(_ value: Value, for key: String) {
+    func setEncoding<Value: Codable & Sendable>(_ value: Value, for key: String, offset: Int) {
         let (entry, failure) = encodedEntry(for: value, key: key)
-        if set(entry, for: key, isEncodable: failure == nil), let failure { report(failure) }
+        if set(entry, for: key, offset: offset, isEncodable: failure == nil), let failure { report(failure) }
     }
 
     /// `entry(for:key:)` for a value that is not of a plain type, or a float that is not finite.
@@ -163,17 +148,7 @@ extension DefaultsStorage {
         )
     }
 
-    // MARK: Store-wide observers
-
-    /// Registers a store-wide observer and returns its id (removed with `removeObserver(id:key: nil)`).
-    func addChangeObserver(deliver: @escaping @Sendable (ChangeRecord) -> Void, finish: (@Sendable () -> Void)? = nil) -> UInt64 {
-        lock.withLock {
-            if state.updatingThread != nil { checkNotInUpdateBody() }
-            state.nextObserverID += 1
-            state.changeObservers.append(ChangeObserver(id: state.nextObserverID, deliver: deliver, finish: finish))
-            return state.nextObserverID
-        }
-    }
+    // MARK: Snapshots
 
     /// Every value now, as one snapshot.
     func values() -> [String: Entry] {

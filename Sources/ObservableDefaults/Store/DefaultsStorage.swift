@@ -9,14 +9,15 @@ import Dispatch
 import KeyValueObserving
 
 /// The in-memory values of one store location (a file, an etcd prefix), shared by every
-/// `DefaultsStore` of this process on it (see `DefaultsStorageRegistry`), with its observers; its
-/// `backend` persists them and brings in other writers' changes.
+/// `DefaultsStore` of this process on it (see `DefaultsStorageRegistry`); its `backend` persists
+/// them and brings in other writers' changes. Its observers are the core registry's: each key is an
+/// explicitly notified key (see `DefaultsStorage+Delivery`).
 ///
 /// Sets and reads happen on the caller's thread under `lock`; observers are called after the lock
 /// is released. The back end's work (writing, reloading, watching) happens off the caller's thread,
 /// on the back end's queue.
 @usableFromInline
-package final class DefaultsStorage: @unchecked Sendable {
+package final class DefaultsStorage: KeyValueObservable, @unchecked Sendable {
     // Invariant: `state` is only accessed with `lock` held. That rule is what makes the accesses
     // exclusive, so the run-time exclusivity check is skipped on the set path. The back end guards
     // its own state with the same lock (it is given it at creation), so that a change applied from
@@ -38,65 +39,13 @@ package final class DefaultsStorage: @unchecked Sendable {
         }
     }
 
-    /// A change as delivered to the type-erased observers.
-    @usableFromInline
-    struct Record: Sendable {
-        @usableFromInline let key: String
-        @usableFromInline let old: Entry?
-        @usableFromInline let new: Entry?
-        @usableFromInline let isPrior: Bool
-        @usableFromInline let origin: DefaultsChangeOrigin
-        /// The back end's revision of the change, if it has one (etcd) and knows it yet; 0 if not
-        /// (a plain integer: the record is built on every set).
-        @usableFromInline let revision: Int64
-
-        init(key: String, old: Entry?, new: Entry?, isPrior: Bool, origin: DefaultsChangeOrigin, revision: Int64? = nil) {
-            self.key = key
-            self.old = old
-            self.new = new
-            self.isPrior = isPrior
-            self.origin = origin
-            self.revision = revision ?? 0
-        }
-    }
-
-    final class Observer: Sendable {
-        let id: UInt64
-        /// The observed key, or `nil` for an observer of every key.
-        let key: String?
-        let wantsPrior: Bool
-        let deliver: @Sendable (Record) -> Void
-        /// Called when the storage goes away (finishes async sequences).
-        let finish: (@Sendable () -> Void)?
-
-        init(id: UInt64, key: String?, wantsPrior: Bool, deliver: @escaping @Sendable (Record) -> Void, finish: (@Sendable () -> Void)?) {
-            self.id = id
-            self.key = key
-            self.wantsPrior = wantsPrior
-            self.deliver = deliver
-            self.finish = finish
-        }
-    }
-
     /// A transaction as delivered to the store-wide observers: the keys it changed, where it came
     /// from, and every value right after it.
-    struct ChangeRecord: Sendable {
+    package struct ChangeRecord: Sendable {
         let keys: Set<String>
         let origin: DefaultsChangeOrigin
         let revision: Int64?
         let values: [String: Entry]
-    }
-
-    final class ChangeObserver: Sendable {
-        let id: UInt64
-        let deliver: @Sendable (ChangeRecord) -> Void
-        let finish: (@Sendable () -> Void)?
-
-        init(id: UInt64, deliver: @escaping @Sendable (ChangeRecord) -> Void, finish: (@Sendable () -> Void)?) {
-            self.id = id
-            self.deliver = deliver
-            self.finish = finish
-        }
     }
 
     struct State {
@@ -110,16 +59,11 @@ package final class DefaultsStorage: @unchecked Sendable {
         var keyVersions: [String: UInt64] = [:]
         /// Whether the back end has been asked to write and has not taken every change yet.
         var isWriteScheduled = false
-        var observers: [String: [Observer]] = [:]
-        var anyKeyObservers: [Observer] = []
-        /// Store-wide observers: one notification per transaction (see `DefaultsStore.observeChanges`).
-        var changeObservers: [ChangeObserver] = []
         /// The thread running an `update` body, which must not use the storage (see `checkNotInUpdateBody`).
         var updatingThread: pthread_t?
         /// Keys whose value in memory cannot be encoded (NaN, a throwing `Encodable`): reported once
         /// when set, kept pending, and named by `flush()` until they are replaced.
         var unencodableKeys: Set<String> = []
-        var priorObserverCount = 0
         var nextObserverID: UInt64 = 0
         var errorHandlers: [UInt64: @Sendable (DefaultsError) -> Void] = [:]
         /// The causes reported, or thrown to a caller, and not forgotten since (see
@@ -137,7 +81,7 @@ package final class DefaultsStorage: @unchecked Sendable {
         var outbox = Outbox()
         /// For a back end with revisions (etcd): what it knows of each key (see `DefaultsStorage+Revisions`).
         var revisions = Revisions()
-        /// The back end's connection state and its observers (see `DefaultsStorage+Status`).
+        /// The back end's connection state (see `DefaultsStorage+Status`).
         var status = StatusState()
     }
 
@@ -145,15 +89,13 @@ package final class DefaultsStorage: @unchecked Sendable {
     package init(backend: any DefaultsBackend, lock: Lock) {
         self.backend = backend
         self.lock = lock
+        super.init()
     }
 
+    /// The core's teardown (`KeyValueObservable.deinit`) finishes the observers' sequences.
     deinit {
         reportChangesLostAtRelease()
         backend.close()
-        for observer in state.observers.values.joined() { observer.finish?() }
-        for observer in state.anyKeyObservers { observer.finish?() }
-        for observer in state.changeObservers { observer.finish?() }
-        for observer in state.status.observers.values { observer.finish?() }
     }
 
     // MARK: Reading
@@ -239,12 +181,36 @@ package final class DefaultsStorage: @unchecked Sendable {
 
     // MARK: Writing
 
-    /// Stores `entry` for `key` (`nil` removes it), schedules the write and notifies the observers.
+    /// Stores `entry` for `key` (`nil` removes it), schedules the write and notifies the observers:
+    /// `.prior` before the value is stored, for the observers that asked for it, then the key's
+    /// observers, then the store-wide ones.
     ///
-    /// - Parameter isEncodable: `false` when the entry's value cannot be encoded (it stays pending).
+    /// - Parameters:
+    ///   - offset: the key's interned offset (`DefaultsKey.offset`), `nil` to look it up.
+    ///   - isEncodable: `false` when the entry's value cannot be encoded (it stays pending).
     /// - Returns: whether that is new for this key, so the caller reports it (after the observers).
     @usableFromInline @discardableResult
-    func set(_ entry: Entry?, for key: String, isEncodable: Bool = true) -> Bool {
+    func set(_ entry: Entry?, for key: String, offset: Int? = nil, isEncodable: Bool = true) -> Bool {
+        guard _mayHaveObservers else { return store(entry, for: key, isEncodable: isEncodable, observed: false).isNewFailure }
+        let offset = offset ?? DefaultsKeyNames.existingOffset(of: key)
+        // The key's observers are looked up once, for `.prior` and for the change.
+        return withObservers(of: offset) { observers in
+            if observers.wantsPrior || anyKeyWantsPrior() { notifyPrior(of: [(key, offset, entry)]) }
+            let (old, isNewFailure, change) = store(entry, for: key, isEncodable: isEncodable, observed: true)
+            let before = KeyValue(name: key, entry: old, origin: .thisProcess)
+            let after = KeyValue(name: key, entry: entry, origin: .thisProcess)
+            observers.notify(self, from: before, to: after, phases: .change)
+            notifyAnyKey(from: before, to: after, phases: .change)
+            if let change { notifyStore(change) }
+            return isNewFailure
+        }
+    }
+
+    /// `set`'s locked section, then the back end's write is scheduled: returns the entry replaced,
+    /// whether the entry's failure to encode is new, and (if `observed`) the store-wide notification.
+    private func store(
+        _ entry: Entry?, for key: String, isEncodable: Bool, observed: Bool
+    ) -> (old: Entry?, isNewFailure: Bool, change: ChangeRecord?) {
         lock.lock()
         if state.updatingThread != nil { checkNotInUpdateBody() }
         var isNewFailure = false
@@ -253,15 +219,6 @@ package final class DefaultsStorage: @unchecked Sendable {
         } else if !state.unencodableKeys.isEmpty {
             state.unencodableKeys.remove(key)
         }
-        if state.priorObserverCount > 0 {
-            let targets = (state.observers[key] ?? []).filter(\.wantsPrior) + state.anyKeyObservers.filter(\.wantsPrior)
-            if !targets.isEmpty {
-                let prior = Record(key: key, old: state.values[key], new: nil, isPrior: true, origin: .thisProcess)
-                lock.unlock()
-                for observer in targets { observer.deliver(prior) }
-                lock.lock()
-            }
-        }
         let old = if let entry { state.values.updateValue(entry, forKey: key) } else { state.values.removeValue(forKey: key) }
         state.version &+= 1
         state.dirty[key] = state.version
@@ -269,21 +226,10 @@ package final class DefaultsStorage: @unchecked Sendable {
         if state.keepsOutbox { queueInOutbox(key, entry) }
         let needsWrite = !state.isWriteScheduled
         state.isWriteScheduled = true
-        let targets = state.observers[key]
-        let anyKeyTargets = state.anyKeyObservers
-        let change = state.changeObservers.isEmpty ? nil : changeDelivery(keys: [key], origin: .thisProcess)
+        let change = observed ? changeRecord(keys: [key], origin: .thisProcess) : nil
         lock.unlock()
-
         if needsWrite { backend.writeSoon(self) }
-        if targets != nil || !anyKeyTargets.isEmpty {
-            let record = Record(key: key, old: old, new: entry, isPrior: false, origin: .thisProcess)
-            if let targets {
-                for observer in targets { observer.deliver(record) }
-            }
-            for observer in anyKeyTargets { observer.deliver(record) }
-        }
-        if let change { deliver([.change(change)]) }
-        return isNewFailure
+        return (old, isNewFailure, change)
     }
 
     /// Removes every key, as one transaction.
@@ -300,129 +246,6 @@ package final class DefaultsStorage: @unchecked Sendable {
         } catch {
             noteReported(error)
             throw error
-        }
-    }
-
-    // MARK: Observers
-
-    /// Registers an observer of `key` (or of every key) and returns its id.
-    @usableFromInline
-    func addObserver(
-        key: String?,
-        wantsPrior: Bool,
-        deliver: @escaping @Sendable (Record) -> Void,
-        finish: (@Sendable () -> Void)? = nil
-    ) -> UInt64 {
-        lock.withLock {
-            state.nextObserverID += 1
-            let observer = Observer(id: state.nextObserverID, key: key, wantsPrior: wantsPrior, deliver: deliver, finish: finish)
-            if let key {
-                state.observers[key, default: []].append(observer)
-            } else {
-                state.anyKeyObservers.append(observer)
-            }
-            if wantsPrior { state.priorObserverCount += 1 }
-            return observer.id
-        }
-    }
-
-    func removeObserver(id: UInt64, key: String?) {
-        lock.withLock {
-            var removed: Observer?
-            if let key {
-                if let index = state.observers[key]?.firstIndex(where: { $0.id == id }) {
-                    removed = state.observers[key]!.remove(at: index)
-                    if state.observers[key]!.isEmpty { state.observers.removeValue(forKey: key) }
-                }
-            } else if let index = state.anyKeyObservers.firstIndex(where: { $0.id == id }) {
-                removed = state.anyKeyObservers.remove(at: index)
-            } else if let index = state.changeObservers.firstIndex(where: { $0.id == id }) {
-                state.changeObservers.remove(at: index)
-            } else {
-                // A backend-status observer (ids come from one counter: they never clash).
-                state.status.observers.removeValue(forKey: id)
-            }
-            if removed?.wantsPrior == true { state.priorObserverCount -= 1 }
-        }
-    }
-
-    /// What to tell observers once a locked section that changed values is over: one key's change,
-    /// or a transaction's store-wide notification.
-    enum Delivery {
-        case key(KeyDelivery)
-        case change(ChangeDelivery)
-    }
-
-    /// A change of one key, with the version it was applied as and the observers to tell, taken in
-    /// the locked section that applied it.
-    struct KeyDelivery {
-        let record: Record
-        let version: UInt64
-        let observers: [Observer]
-    }
-
-    /// A transaction's store-wide notification and its observers, taken in the locked section that
-    /// applied it (so its values are the store's right after the transaction).
-    struct ChangeDelivery {
-        let record: ChangeRecord
-        let observers: [ChangeObserver]
-    }
-
-    /// The store-wide notification of `keys` just changed, or `nil` if nothing observes the store or
-    /// nothing changed. Called with the lock held.
-    func changeDelivery(keys: Set<String>, origin: DefaultsChangeOrigin, revision: Int64? = nil) -> ChangeDelivery? {
-        guard !state.changeObservers.isEmpty, !keys.isEmpty else { return nil }
-        return ChangeDelivery(
-            record: ChangeRecord(keys: keys, origin: origin, revision: revision, values: state.values), observers: state.changeObservers)
-    }
-
-    /// Applies changes made elsewhere (another process, another client of the back end) as one
-    /// transaction: stores each key's new entry (`nil`: removed) and returns what to tell, `.prior`
-    /// notifications first for the observers that asked for them, then each key's change, then the
-    /// store-wide notification. The caller has decided which keys to apply (not those this process
-    /// changed and has not written). Called with the lock held; deliver the result after unlocking.
-    func applyExternal(_ changes: [(key: String, entry: Entry?)], origin: DefaultsChangeOrigin, revision: Int64?) -> [Delivery] {
-        var records: [Delivery] = []
-        var priors: [Delivery] = []
-        var changed: Set<String> = []
-        for (key, new) in changes {
-            let old = state.values[key]
-            state.values[key] = new
-            state.version &+= 1
-            state.keyVersions[key] = state.version
-            changed.insert(key)
-            let observers = (state.observers[key] ?? []) + state.anyKeyObservers
-            if state.priorObserverCount > 0 {
-                let wantingPrior = observers.filter(\.wantsPrior)
-                if !wantingPrior.isEmpty {
-                    let prior = Record(key: key, old: old, new: nil, isPrior: true, origin: origin, revision: revision)
-                    priors.append(.key(KeyDelivery(record: prior, version: state.version, observers: wantingPrior)))
-                }
-            }
-            guard !observers.isEmpty else { continue }
-            let record = Record(key: key, old: old, new: new, isPrior: false, origin: origin, revision: revision)
-            records.append(.key(KeyDelivery(record: record, version: state.version, observers: observers)))
-        }
-        let change = changeDelivery(keys: changed, origin: origin, revision: revision).map { [Delivery.change($0)] } ?? []
-        return priors + records + change
-    }
-
-    /// Delivers changes (with the lock *not* held), in order, each to the observers that were
-    /// registered when it was applied. A key's change whose key has changed again since (a set on
-    /// another thread, or through a handler) is not delivered any further: its observers have been
-    /// or are being told the newer value, and must not end on this stale one. Store-wide
-    /// notifications are always delivered: they name the keys and carry the values of their moment.
-    func deliver(_ deliveries: [Delivery]) {
-        for delivery in deliveries {
-            switch delivery {
-            case .key(let delivery):
-                for observer in delivery.observers {
-                    guard lock.withLock({ state.keyVersions[delivery.record.key] == delivery.version }) else { break }
-                    observer.deliver(delivery.record)
-                }
-            case .change(let delivery):
-                for observer in delivery.observers { observer.deliver(delivery.record) }
-            }
         }
     }
 

@@ -33,12 +33,10 @@ extension DefaultsStore {
         changeHandler: @escaping @Sendable (DefaultsStore, DefaultsBackendStatus) -> Void
     ) -> KeyValueObservation {
         weak let store = self
-        let id = storage.addStatusObserver { status in
-            if let store { changeHandler(store, status) }
+        return storage.observe(\._backendStatus, options: options.intersection(.initial).union(.new)) { storage, change in
+            guard let store, let value = change.newValue, storage.isCurrent(value) else { return }
+            changeHandler(store, value.status)
         }
-        let token = KeyValueObservation(invalidating: DefaultsObserverHandle(storage: storage, id: id, key: nil))
-        if options.contains(.initial) { changeHandler(self, backendStatus) }
-        return token
     }
 
     /// The back end's connection state as an `AsyncSequence`: the current status, then each change
@@ -51,12 +49,9 @@ extension DefaultsStore {
     /// ```
     ///
     /// - Returns: the sequence of statuses.
-    public func backendStatusValues() -> AsyncStream<DefaultsBackendStatus> {
-        let (stream, continuation) = AsyncStream<DefaultsBackendStatus>.makeStream()
-        let id = storage.addStatusObserver(deliver: { continuation.yield($0) }, finish: { continuation.finish() })
-        let token = KeyValueObservation(invalidating: DefaultsObserverHandle(storage: storage, id: id, key: nil))
-        continuation.onTermination = { _ in token.invalidate() }
-        continuation.yield(backendStatus)
-        return stream
+    public func backendStatusValues() -> KeyValueObservationValues<DefaultsBackendStatus> {
+        storage._values(for: \._backendStatus, options: [.initial, .new], isDuplicate: nil, buffering: .unbounded) { storage, value in
+            storage.isCurrent(value) ? value.status : nil
+        }
     }
 }

@@ -1,5 +1,10 @@
+import Dispatch
 import KeyValueObserving
 
+/// Observing defaults keys: the core's observation API (`KeyValueObservable`) for a `DefaultsKey`,
+/// delivered by the core registry (each key is an explicitly notified key of the storage; see
+/// `DefaultsStorage+Delivery`), so options, `.prior`, duplicates, sequences and throttling behave as
+/// for an `@Observed` property, with where each change came from.
 extension DefaultsStore {
     /// Observes `key`, the `observe(_:options:changeHandler:)` of `KeyValueObservable` for a defaults
     /// key. Keep the token: when it is deallocated or invalidated, the observation ends.
@@ -15,8 +20,10 @@ extension DefaultsStore {
     ///   notifications come before it is stored.
     /// - Changes made by another process are delivered on the store's background queue, one per
     ///   changed key, with `origin == .anotherProcess`; their `.prior` notification comes right
-    ///   before the change notification, after the new value is visible.
-    /// - Every assignment notifies, equal values included, as in KVO; a value read back from the file
+    ///   before the change notification, after the new value is visible. A change of another
+    ///   process is not delivered after a later change of the same key.
+    /// - Every assignment notifies, equal values included, as in KVO (see
+    ///   `observe(_:options:removingDuplicates:changeHandler:)`); a value read back from the file
     ///   that did not change is not reported.
     /// - The handler may read and write the store and add or remove observers.
     ///
@@ -28,70 +35,146 @@ extension DefaultsStore {
         options: KeyValueObservingOptions = [],
         changeHandler: @escaping @Sendable (DefaultsStore, DefaultsChange<Value>) -> Void
     ) -> KeyValueObservation {
+        _observe(key, options: options, removingDuplicates: false, changeHandler: changeHandler)
+    }
+
+    /// Observes `key` like `observe(_:options:changeHandler:)`, but an assignment of a value equal
+    /// to the current one does not notify (nor send `.prior`).
+    @inlinable
+    public func observe<Value: Equatable>(
+        _ key: DefaultsKey<Value>,
+        options: KeyValueObservingOptions = [],
+        removingDuplicates: Bool,
+        changeHandler: @escaping @Sendable (DefaultsStore, DefaultsChange<Value>) -> Void
+    ) -> KeyValueObservation {
+        _observe(key, options: options, removingDuplicates: removingDuplicates, changeHandler: changeHandler)
+    }
+
+    @inlinable
+    func _observe<Value>(
+        _ key: DefaultsKey<Value>,
+        options: KeyValueObservingOptions,
+        removingDuplicates: Bool,
+        changeHandler: @escaping @Sendable (DefaultsStore, DefaultsChange<Value>) -> Void
+    ) -> KeyValueObservation {
         weak let store = self
-        let storage = self.storage
-        let id = storage.addObserver(key: key.name, wantsPrior: options.contains(.prior)) { [weak storage] record in
-            guard let store, let storage else { return }
-            let new = options.contains(.new) && !record.isPrior ? storage.value(of: record.new, for: key) : nil
-            let old = options.contains(.old) ? storage.value(of: record.old, for: key) : nil
+        // The change's origin travels in its values: the registry always carries the new one, and
+        // the old one for `.prior`.
+        var carried = options.union(.new)
+        if options.contains(.prior) { carried.insert(.old) }
+        let keyPath = DefaultsKeyNames.keyPath(at: key.offset)
+        let handler: @Sendable (DefaultsStorage, KeyValueObservedChange<DefaultsStorage.KeyValue>) -> Void = { storage, change in
+            guard let store, let value = change.isPrior ? change.oldValue : change.newValue, storage.isCurrent(value) else { return }
+            let new = options.contains(.new) && !change.isPrior ? storage.value(of: value.entry, for: key) : nil
+            let old = options.contains(.old) ? change.oldValue.map { storage.value(of: $0.entry, for: key) } : nil
             changeHandler(
                 store,
                 DefaultsChange(
-                    key: key.name, newValue: new, oldValue: old, isPrior: record.isPrior, origin: record.origin,
-                    revision: record.revision == 0 ? nil : record.revision))
+                    key: key.name, newValue: new, oldValue: old, isPrior: change.isPrior, origin: value.origin,
+                    revision: value.revision == 0 ? nil : value.revision))
         }
-        let token = KeyValueObservation(invalidating: DefaultsObserverHandle(storage: storage, id: id, key: key.name))
-        if options.contains(.initial) {
-            let current = options.contains(.new) ? value(for: key) : nil
-            changeHandler(self, DefaultsChange(key: key.name, newValue: current, oldValue: nil, origin: .thisProcess))
-        }
-        return token
+        return removingDuplicates
+            ? storage.observe(keyPath, options: carried, removingDuplicates: true, changeHandler: handler)
+            : storage.observe(keyPath, options: carried, changeHandler: handler)
     }
 
-    /// The values of `key` as an `AsyncSequence`: with the default `[.initial, .new]`, the current
-    /// value, then the value after every change, from this process or another one. The observation
-    /// ends when the consuming task is cancelled or the sequence is dropped; the sequence finishes
-    /// when the last store on the file is deallocated.
+    /// The values of `key` as an `AsyncSequence`, the `values(for:options:buffering:)` of
+    /// `KeyValueObservable`: with the default `[.initial, .new]`, the current value, then the value
+    /// after every change, from this process or another one. The observation ends when the
+    /// consuming task is cancelled or the sequence is dropped; the sequence finishes when the last
+    /// store on the file is deallocated.
     public func values<Value>(
         for key: DefaultsKey<Value>,
-        options: KeyValueObservingOptions = [.initial, .new]
-    ) -> AsyncStream<Value> {
-        let (stream, continuation) = AsyncStream<Value>.makeStream()
-        var internalOptions = options.union(.new)
-        if options.contains(.prior) { internalOptions.insert(.old) }
-        let storage = self.storage
-        let id = storage.addObserver(
-            key: key.name,
-            wantsPrior: options.contains(.prior),
-            deliver: { [weak storage] record in
-                guard let storage else { return }
-                continuation.yield(storage.value(of: record.isPrior ? record.old : record.new, for: key))
-            },
-            finish: { continuation.finish() }
-        )
-        let token = KeyValueObservation(invalidating: DefaultsObserverHandle(storage: storage, id: id, key: key.name))
-        continuation.onTermination = { _ in token.invalidate() }
-        if options.contains(.initial) { continuation.yield(value(for: key)) }
-        return stream
-    }
-}
-
-/// What a defaults observation's token ends.
-@usableFromInline
-final class DefaultsObserverHandle: _Invalidatable {
-    weak let storage: DefaultsStorage?
-    let id: UInt64
-    let key: String?
-
-    @usableFromInline
-    init(storage: DefaultsStorage, id: UInt64, key: String?) {
-        self.storage = storage
-        self.id = id
-        self.key = key
+        options: KeyValueObservingOptions = [.initial, .new],
+        buffering: KeyValueObservationBuffering = .unbounded
+    ) -> KeyValueObservationValues<Value> {
+        storage._values(
+            for: DefaultsKeyNames.keyPath(at: key.offset), options: options, isDuplicate: nil, buffering: buffering,
+            transform: Self.typedValue(of: key))
     }
 
-    @usableFromInline
-    func invalidate() {
-        storage?.removeObserver(id: id, key: key)
+    /// `values(for:options:buffering:)` without the values equal to the previous one.
+    public func values<Value: Equatable>(
+        for key: DefaultsKey<Value>,
+        options: KeyValueObservingOptions = [.initial, .new],
+        buffering: KeyValueObservationBuffering = .unbounded,
+        removingDuplicates: Bool
+    ) -> KeyValueObservationValues<Value> {
+        let isDuplicate: (@Sendable (DefaultsStorage.KeyValue, DefaultsStorage.KeyValue) -> Bool)? =
+            removingDuplicates ? { @Sendable (old, new) in old == new } : nil
+        return storage._values(
+            for: DefaultsKeyNames.keyPath(at: key.offset), options: options, isDuplicate: isDuplicate, buffering: buffering,
+            transform: Self.typedValue(of: key))
+    }
+
+    /// Observes `key` for a display or a metrics exporter, the `observe(_:throttledTo:on:handler:)`
+    /// of `KeyValueObservable`: at most one delivery per `interval`, always of the latest value, and
+    /// always ending with the last one, on `queue`, never twice at once. A first delivery is
+    /// scheduled at once with the current value.
+    public func observe<Value>(
+        _ key: DefaultsKey<Value>,
+        throttledTo interval: Duration,
+        on queue: DispatchQueue,
+        handler: @escaping @Sendable (Value) -> Void
+    ) -> KeyValueObservation {
+        _observe(key, throttledTo: interval, on: queue, isDuplicate: nil, scheduler: _DispatchThrottleScheduler(), handler: handler)
+    }
+
+    /// `observe(_:throttledTo:on:handler:)` for `Equatable` values: a value equal to the one
+    /// delivered last is not delivered again.
+    public func observe<Value: Equatable>(
+        _ key: DefaultsKey<Value>,
+        throttledTo interval: Duration,
+        on queue: DispatchQueue,
+        handler: @escaping @Sendable (Value) -> Void
+    ) -> KeyValueObservation {
+        _observe(
+            key, throttledTo: interval, on: queue, isDuplicate: { $0 == $1 }, scheduler: _DispatchThrottleScheduler(), handler: handler)
+    }
+
+    /// The values of `key` for a display, as an `AsyncSequence`, the `values(for:throttledTo:)` of
+    /// `KeyValueObservable`: the current value first, then the latest value at most once per
+    /// `interval`, and always the final one.
+    public func values<Value>(for key: DefaultsKey<Value>, throttledTo interval: Duration) -> KeyValueThrottledValues<Value> {
+        _values(for: key, throttledTo: interval, isDuplicate: nil, scheduler: _DispatchThrottleScheduler())
+    }
+
+    /// `values(for:throttledTo:)` for `Equatable` values: a value equal to the one returned last is
+    /// not returned again.
+    public func values<Value: Equatable>(for key: DefaultsKey<Value>, throttledTo interval: Duration) -> KeyValueThrottledValues<Value> {
+        _values(for: key, throttledTo: interval, isDuplicate: { $0 == $1 }, scheduler: _DispatchThrottleScheduler())
+    }
+
+    /// `observe(_:throttledTo:on:handler:)` with its duplicate test and scheduler (a manual clock in
+    /// tests).
+    package func _observe<Value>(
+        _ key: DefaultsKey<Value>,
+        throttledTo interval: Duration,
+        on queue: DispatchQueue,
+        isDuplicate: (@Sendable (Value, Value) -> Bool)?,
+        scheduler: any _ThrottleScheduler,
+        handler: @escaping @Sendable (Value) -> Void
+    ) -> KeyValueObservation {
+        storage._observe(
+            DefaultsKeyNames.keyPath(at: key.offset), throttledTo: interval, on: queue, isDuplicate: isDuplicate, scheduler: scheduler,
+            transform: Self.typedValue(of: key), handler: handler)
+    }
+
+    /// `values(for:throttledTo:)` with its duplicate test and scheduler (a manual clock in tests).
+    package func _values<Value>(
+        for key: DefaultsKey<Value>,
+        throttledTo interval: Duration,
+        isDuplicate: (@Sendable (Value, Value) -> Bool)?,
+        scheduler: any _ThrottleScheduler
+    ) -> KeyValueThrottledValues<Value> {
+        storage._values(
+            for: DefaultsKeyNames.keyPath(at: key.offset), throttledTo: interval, isDuplicate: isDuplicate, scheduler: scheduler,
+            transform: Self.typedValue(of: key))
+    }
+
+    /// The typed value a sequence or a throttle gets for a `KeyValue`, or `nil` for a change that a
+    /// later one of the same key overtook.
+    static func typedValue<Value>(of key: DefaultsKey<Value>) -> @Sendable (DefaultsStorage, DefaultsStorage.KeyValue) -> Value? {
+        { storage, value in storage.isCurrent(value) ? storage.value(of: value.entry, for: key) : nil }
     }
 }

@@ -140,13 +140,11 @@ extension DefaultsStore {
     /// another process's. The handler may read and write the store and add or remove observers.
     public func observeChanges(_ handler: @escaping @Sendable (DefaultsStore, DefaultsStoreChange) -> Void) -> KeyValueObservation {
         weak let store = self
-        let storage = self.storage
-        let id = storage.addChangeObserver { [weak storage] record in
-            guard let store, let storage else { return }
+        return storage.observe(\._storeChange, options: [.new]) { storage, change in
+            guard let store, let record = change.newValue else { return }
             let values = DefaultsSnapshot(entries: record.values, storage: storage)
             handler(store, DefaultsStoreChange(keys: record.keys, origin: record.origin, revision: record.revision, values: values))
         }
-        return KeyValueObservation(invalidating: DefaultsObserverHandle(storage: storage, id: id, key: nil))
     }
 }
 

@@ -75,14 +75,15 @@ extension DefaultsStore {
         key: String? = nil,
         handler: @escaping @Sendable (_ key: String, _ old: JSONValue?, _ new: JSONValue?, _ origin: DefaultsChangeOrigin) -> Void
     ) -> KeyValueObservation {
-        let id = storage.addObserver(key: key, wantsPrior: false) { record in
-            func json(_ entry: DefaultsStorage.Entry?) -> JSONValue? {
-                guard let entry else { return nil }
-                return entry.json ?? (try? JSONValue(encoding: entry.typed!))
-            }
-            handler(record.key, json(record.old), json(record.new), record.origin)
+        @Sendable func json(_ entry: DefaultsStorage.Entry?) -> JSONValue? {
+            guard let entry else { return nil }
+            return entry.json ?? (try? JSONValue(encoding: entry.typed!))
         }
-        return KeyValueObservation(invalidating: DefaultsObserverHandle(storage: storage, id: id, key: key))
+        let keyPath = key.map { DefaultsKeyNames.keyPath(at: DefaultsKeyNames.offset(of: $0)) } ?? \._anyKeyChange
+        return storage.observe(keyPath, options: [.old, .new]) { storage, change in
+            guard let old = change.oldValue, let new = change.newValue, storage.isCurrent(new) else { return }
+            handler(new.name, json(old.entry), json(new.entry), new.origin)
+        }
     }
 
     /// `flush()`, giving up after `timeout` (`.writeFailed`, `ETIMEDOUT`) while another process

@@ -217,16 +217,16 @@ public final class DefaultsStore: Sendable {
     @inlinable
     public func set<Value>(_ value: Value, for key: DefaultsKey<Value>) {
         if DefaultsStorage.isPlainlyEncodable(value) {
-            storage.set(DefaultsStorage.Entry(typed: value, json: nil), for: key.name)
+            storage.set(DefaultsStorage.Entry(typed: value, json: nil), for: key.name, offset: key.offset)
         } else {
-            storage.setEncoding(value, for: key.name)
+            storage.setEncoding(value, for: key.name, offset: key.offset)
         }
     }
 
     /// Removes `key` from the store: it reads as its default again (observers see the default as the
     /// new value).
     public func removeValue<Value>(for key: DefaultsKey<Value>) {
-        storage.set(nil, for: key.name)
+        storage.set(nil, for: key.name, offset: key.offset)
     }
 
     /// Removes every key from the store.

@@ -1,0 +1,85 @@
+import KeyValueObserving
+
+/// The defaults key names of this process, each interned once to a stable offset under which the
+/// core registry indexes its observers, like an `@Observed` property's storage offset (see
+/// `_ExplicitlyNotifiedKeys`): a key's observers are registered under `\DefaultsStorage[_key: offset]`
+/// on every storage, and a set finds them with the offset, never hashing the name.
+///
+/// Offsets are multiples of 8 (the registry's observed-mask bits stay apart for the first keys);
+/// the first three are reserved for what is not one key. A name, once interned, stays for the
+/// life of the process (a key name is a declaration: a process uses few).
+@usableFromInline
+package enum DefaultsKeyNames {
+    /// Store-wide changes: one notification per transaction (`DefaultsStore.observeChanges`).
+    package static let changesOffset = 0
+    /// Every key's change (`observeJSON(key: nil)`).
+    package static let anyKeyOffset = 8
+    /// The back end's connection state (`DefaultsStore.observeBackendStatus`).
+    package static let statusOffset = 16
+    /// The first key's offset.
+    static let firstKeyOffset = 24
+
+    struct Table {
+        var offsets: [String: Int] = [:]
+        /// Indexed by `(offset - firstKeyOffset) / 8`.
+        var names: [String] = []
+        var keyPaths: [KeyPath<DefaultsStorage, DefaultsStorage.KeyValue>] = []
+        /// The offset of each key path (the registry asks with the key path a caller passed).
+        var byKeyPath: [AnyKeyPath: Int] = [:]
+    }
+
+    static let table = Locked(Table())
+
+    /// The offset of `name`, interned now if it was not.
+    package static func offset(of name: String) -> Int {
+        table.withLock { table in
+            if let offset = table.offsets[name] { return offset }
+            let offset = firstKeyOffset + table.names.count &* 8
+            let keyPath = \DefaultsStorage[_key: offset]
+            table.offsets[name] = offset
+            table.names.append(name)
+            table.keyPaths.append(keyPath)
+            table.byKeyPath[keyPath] = offset
+            return offset
+        }
+    }
+
+    /// The offset of `name` if it was interned: a key nobody made a `DefaultsKey` of, nor observed,
+    /// has none (and no observer).
+    static func existingOffset(of name: String) -> Int? {
+        table.withLock { $0.offsets[name] }
+    }
+
+    /// The name interned at `offset`.
+    static func name(at offset: Int) -> String {
+        table.withLock { $0.names[(offset - firstKeyOffset) / 8] }
+    }
+
+    /// The canonical key path of the key at `offset`.
+    @usableFromInline
+    static func keyPath(at offset: Int) -> KeyPath<DefaultsStorage, DefaultsStorage.KeyValue> {
+        table.withLock { $0.keyPaths[(offset - firstKeyOffset) / 8] }
+    }
+
+    /// The offset and canonical key path of `keyPath`, if it is one of the interned keys or one of
+    /// the reserved ones.
+    static func explicitKey(for keyPath: AnyKeyPath) -> (offset: Int, key: AnyKeyPath)? {
+        if keyPath == \DefaultsStorage._storeChange { return (changesOffset, \DefaultsStorage._storeChange) }
+        if keyPath == \DefaultsStorage._anyKeyChange { return (anyKeyOffset, \DefaultsStorage._anyKeyChange) }
+        if keyPath == \DefaultsStorage._backendStatus { return (statusOffset, \DefaultsStorage._backendStatus) }
+        return table.withLock { table in
+            table.byKeyPath[keyPath].map { ($0, table.keyPaths[($0 - firstKeyOffset) / 8]) }
+        }
+    }
+
+    /// The name of the key at `keyPath`, for diagnostics.
+    static func name(of keyPath: AnyKeyPath) -> String? {
+        guard let (offset, _) = explicitKey(for: keyPath) else { return nil }
+        switch offset {
+        case changesOffset: return "changes"
+        case anyKeyOffset: return "anyKey"
+        case statusOffset: return "backendStatus"
+        default: return name(at: offset)
+        }
+    }
+}
