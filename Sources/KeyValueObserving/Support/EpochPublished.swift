@@ -110,10 +110,19 @@ package struct _EpochPublished<Table: AnyObject>: ~Copyable, @unchecked Sendable
 
     /// Publishes `table` (or none) in place of the current one, which is retired: freed once no
     /// reader can be using it. Lock held; call `reclaimIfNeeded(lock:)` after unlocking.
+    @inline(__always)
     package func publish(_ table: Table?) {
         let new = table.map { Unmanaged.passRetained($0) }
         guard let old = current.exchange(new, ordering: .acquiringAndReleasing) else { return }
-        retired.pointee.append((old, 0))
+        retire(old)
+    }
+
+    /// Queues `table`, just unpublished, to be freed once no reader can be using it. Out of line: a
+    /// registration's `publish(nil)` with nothing published then costs its caller no registers
+    /// (the gate's `register-invalidate`).
+    @inline(never)
+    private func retire(_ table: Unmanaged<Table>) {
+        retired.pointee.append((table, 0))
         hasRetiredTables.store(true, ordering: .releasing)
     }
 

@@ -100,7 +100,7 @@ package final class _HashTable<Entry: _HashTableElement>: ManagedBuffer<_HashTab
     @inlinable
     @inline(__always)
     static func home(of key: Entry.Key, header: _HashTableHeader<Entry.Extra>) -> Int {
-        Int(truncatingIfNeeded: Entry.hash(of: key) &>> UInt(header.shift)) & header.mask
+        Int(truncatingIfNeeded: Entry.hash(of: key) &>> UInt(bitPattern: header.shift)) & header.mask
     }
 
     /// The element with `key`, or `nil`.
