@@ -47,7 +47,7 @@ extension KeyValueObservable {
         guard let registry = _existingRegistry else { return 0 }
         registry.mutex.lock()
         defer { registry.mutex.unlock() }
-        return registry.state.retiredTables.count
+        return registry.setTables.retiredCount
     }
 
     /// How many sets are reading the set path's table on each of the two reader counters, and which
@@ -55,8 +55,7 @@ extension KeyValueObservable {
     /// the reclamation, not API.
     package var setTableReaders: (counts: [Int], newReadersCounter: Int) {
         guard let registry = _existingRegistry else { return ([0, 0], 0) }
-        let counts = registry.readers.load(ordering: .sequentiallyConsistent)
-        return ([counts & 0xFFFF_FFFF, counts &>> 32], registry.readerEpochShift.load(ordering: .sequentiallyConsistent) / 32)
+        return registry.setTables.readerCounts
     }
 
     /// The registry's state version: it changes when the observed keys do, and a batch's shortcut
@@ -68,7 +67,7 @@ extension KeyValueObservable {
     /// Whether the set path's table of observers is published: it is built when a set needs it, not
     /// on registration (`ObserverRegistry+ReadPath.swift`). A hook for the tests of that claim, not API.
     package var hasPublishedSetTable: Bool {
-        _existingRegistry?.setTable.load(ordering: .sequentiallyConsistent) != nil
+        _existingRegistry?.setTables.load() != nil
     }
 
     /// Whether the process-wide cache of `@Observed` keys knows `keyPath` as a key of this object's

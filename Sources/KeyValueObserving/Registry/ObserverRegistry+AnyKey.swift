@@ -37,7 +37,7 @@ extension _ObserverRegistry {
     func knownElementInReadSection(
         atOffset offset: Int
     ) -> (element: _ObserverSetTable.Element, anyKey: Unmanaged<_AnyKeySnapshot>?)? {
-        guard let table = setTable.load(ordering: .sequentiallyConsistent) else { return nil }
+        guard let table = setTables.load() else { return nil }
         return table._withUnsafeGuaranteedRef { table in
             table.knownElement(offset: offset).map { ($0, table.anyKeyObservers) }
         }

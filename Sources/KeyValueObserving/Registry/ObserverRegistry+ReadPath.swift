@@ -1,51 +1,30 @@
-import Synchronization
-
 // The set path's lock-free read: the observers of a property by storage offset, from the published
-// set table, with no lock and no reference counting; tables replaced by a registration are freed
-// once no reader can still be using them (epoch-based reclamation with two reader counters). A set
-// on an object with observers of every key reads them, and the key it names, from the same table
+// set table, with no lock and no reference counting (`setTables`, an `_EpochPublished`: tables
+// replaced by a registration are freed once no reader can still be using them). A set on an object
+// with observers of every key reads them, and the key it names, from the same table
 // (`ObserverRegistry+AnyKey.swift`).
 //
-// Protocol (every operation on the atomics below is sequentially consistent):
-// - A reader reads `readerEpochShift` (0 or 32), adds `1 << shift` to `readers` (one 32-bit counter
-//   per epoch in one word), loads `setTable`, uses the table and the snapshots it holds (borrowed),
-//   and subtracts what it added.
-// - A writer (with the lock held) whose change makes the published table stale exchanges `nil` into
-//   `setTable` and appends the old table to `state.retiredTables`: from then on no reader can load
-//   it. The next table is built on demand: a reader that finds no table asks the registry
-//   (`learnOffset`), which builds and publishes it under the lock and looks the offset up in it
-//   there (a registration may unpublish it again as soon as the lock is dropped; the reader, counted
-//   since before the table existed, keeps it alive all the same). A registration that no set
-//   follows (register, drop) so builds no table at all.
-// - `reclaim()` (with the lock held) reads `readers` once; each counter seen at zero then marks every
-//   retired table: every reader counted there when the table was retired has left. A table marked
-//   by both counters is freed (after unlocking: freeing releases snapshots, whose handlers own user
-//   captures). While tables remain, it flips the epoch so that new readers count on the other
-//   counter and the current one drains; the reader that brings a counter to zero while tables
-//   remain calls `reclaim()`, so every table is freed once its readers have left.
-//
-// A reader that held the old table incremented its counter before loading it, and so before the
-// retirement; a zero seen after the retirement therefore includes its decrement, which follows its
-// last use. Handlers run inside the read section and may register, invalidate or set (nested
-// readers): a writer never waits for readers, it only defers the free.
+// A writer (with the lock held) whose change makes the published table stale unpublishes it
+// (`retireStaleSetTable`). The next table is built on demand: a reader that finds no table asks the
+// registry (`learnOffset`), which builds and publishes it under the lock and looks the offset up in
+// it there (a registration may unpublish it again as soon as the lock is dropped; the reader,
+// counted since before the table existed, keeps it alive all the same). A registration that no set
+// follows (register, drop) so builds no table at all. Handlers run inside the read section and may
+// register, invalidate or set (nested readers).
 
 extension _ObserverRegistry {
-    /// Enters a read section; returns what to pass to `exitReading`.
+    /// Enters a read section of the set table; returns what to pass to `exitReading`.
     @inlinable
+    @inline(__always)
     func enterReading() -> Int {
-        let unit = 1 &<< readerEpochShift.load(ordering: .sequentiallyConsistent)
-        readers.wrappingAdd(unit, ordering: .sequentiallyConsistent)
-        return unit
+        setTables.enterReading()
     }
 
     /// Leaves a read section: after this, nothing loaded in it may be used.
     @inlinable
+    @inline(__always)
     func exitReading(_ unit: Int) {
-        let remaining = readers.wrappingSubtract(unit, ordering: .sequentiallyConsistent).newValue
-        // This counter's 32 bits: `unit` times 0xFFFF_FFFF.
-        if _slowPath(remaining & (unit &* 0xFFFF_FFFF) == 0 && hasRetiredTables.load(ordering: .sequentiallyConsistent)) {
-            reclaim()
-        }
+        setTables.exitReading(unit, lock: mutex)
     }
 
     /// The observers of the `@Observed` property stored at `offset`, unretained, or `nil` if it has
@@ -73,8 +52,8 @@ extension _ObserverRegistry {
 
     @inlinable
     @inline(__always)
-    func lookUpPublished(offset: Int) -> _ObserverSetTable.LookUp {
-        guard let table = setTable.load(ordering: .sequentiallyConsistent) else { return .unknown }
+    func lookUpPublished(offset: Int) -> _ObserverSetLookUp {
+        guard let table = setTables.load() else { return .unknown }
         return table._withUnsafeGuaranteedRef { $0.lookUp(offset: offset) }
     }
 
@@ -96,7 +75,7 @@ extension _ObserverRegistry {
         }
         publishSetTable()
         var found: Unmanaged<_ObserverSnapshot>?
-        if let table = setTable.load(ordering: .sequentiallyConsistent),
+        if let table = setTables.load(),
             case .observers(let snapshot) = table._withUnsafeGuaranteedRef({ $0.lookUp(offset: offset) })
         {
             found = snapshot
@@ -110,7 +89,7 @@ extension _ObserverRegistry {
     /// set path has the next one built when it needs it (`learnOffset`). Called with the lock held.
     func retireStaleSetTable() {
         guard state.setTableVersion != state.publishedSetTableVersion else { return }
-        if let old = setTable.exchange(nil, ordering: .sequentiallyConsistent) { retire(old) }
+        setTables.publish(nil)
     }
 
     /// Builds and publishes the set table of the current state, unless the published one is current.
@@ -118,54 +97,12 @@ extension _ObserverRegistry {
     func publishSetTable() {
         guard state.setTableVersion != state.publishedSetTableVersion else { return }
         state.publishedSetTableVersion = state.setTableVersion
-        let table = state.makeSetTable().map { Unmanaged.passRetained($0) }
-        if let old = setTable.exchange(table, ordering: .sequentiallyConsistent) { retire(old) }
+        setTables.publish(state.makeSetTable())
     }
 
-    /// Queues `table`, just unpublished, to be freed once no reader can be using it. Lock held.
-    private func retire(_ table: Unmanaged<_ObserverSetTable>) {
-        state.retiredTables.append((table, 0))
-        hasRetiredTables.store(true, ordering: .sequentiallyConsistent)
-    }
-
-    /// Frees the retired tables no reader can be using, if any wait. Called without the lock.
+    /// Frees the replaced set tables no reader can be using, if any wait. Called without the lock.
     func reclaimIfNeeded() {
-        if hasRetiredTables.load(ordering: .sequentiallyConsistent) { reclaim() }
-    }
-
-    @usableFromInline
-    func reclaim() {
-        mutex.lock()
-        let counts = readers.load(ordering: .sequentiallyConsistent)
-        let quiet: UInt8 = (counts & 0xFFFF_FFFF == 0 ? 1 : 0) | (counts &>> 32 == 0 ? 2 : 0)
-        var freed: [Unmanaged<_ObserverSetTable>] = []
-        var waiting: [(table: Unmanaged<_ObserverSetTable>, quietCounters: UInt8)] = []
-        for var retired in state.retiredTables {
-            retired.quietCounters |= quiet
-            if retired.quietCounters == 3 {
-                freed.append(retired.table)
-            } else {
-                waiting.append(retired)
-            }
-        }
-        state.retiredTables = waiting
-        if state.retiredTables.isEmpty {
-            hasRetiredTables.store(false, ordering: .sequentiallyConsistent)
-        } else {
-            // New readers count on a counter every waiting table has seen at zero, so that the one
-            // they still wait for drains; if both are still awaited, on the other counter than now.
-            var awaited: UInt8 = 0
-            for retired in waiting { awaited |= 3 & ~retired.quietCounters }
-            let shift: Int
-            switch awaited {
-            case 1: shift = 32
-            case 2: shift = 0
-            default: shift = 32 &- readerEpochShift.load(ordering: .sequentiallyConsistent)
-            }
-            readerEpochShift.store(shift, ordering: .sequentiallyConsistent)
-        }
-        mutex.unlock()
-        for table in freed { table.release() }
+        setTables.reclaimIfNeeded(lock: mutex)
     }
 }
 

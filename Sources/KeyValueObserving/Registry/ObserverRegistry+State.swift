@@ -33,9 +33,6 @@ extension _ObserverRegistry {
         /// (`ObserverRegistry+ReadPath.swift`).
         var setTableVersion = 0
         var publishedSetTableVersion = 0
-        /// Set tables replaced since, waiting until no reader can be using them, with the reader
-        /// counters seen at zero since (bit 0: the first, bit 1: the second).
-        var retiredTables: [(table: Unmanaged<_ObserverSetTable>, quietCounters: UInt8)] = []
         /// Changes whenever a slot of kind `.keyPath` is added or removed.
         var keyPathSlotsVersion = 0
         var isTornDown = false

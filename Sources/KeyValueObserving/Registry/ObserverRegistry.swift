@@ -31,14 +31,13 @@ final class _ObserverRegistry: @unchecked Sendable {
     // reach `self`). Every other stored property is an atomic: `observedMask`, `slowPathFlags` and
     // `stateVersion` are only written with `mutex` held, right after the `state` change they
     // summarise (releasing), and read without it (acquiring); `probeCount` and `nextID` are counters;
-    // `setTable`, `readers`, `readerEpochShift` and `hasRetiredTables` follow the read path's
-    // protocol (`ObserverRegistry+ReadPath.swift`: a table is freed only once it is unpublished and
-    // both reader counters have been seen at zero since); `batchOwner` and `ownedBatch` are changed
+    // `setTables` publishes the set table to lock-free readers (`_EpochPublished`; writers hold
+    // `mutex`, the lock it guards its retired tables with); `batchOwner` and `ownedBatch` are changed
     // with `mutex` held and read without it only by the owning thread (`ObserverRegistry+Batches.swift`).
     // `mutex` is destroyed in deinit, when no one else can reach `self`. The mutex makes every
     // access to `state` exclusive, so the dynamic exclusivity checks (a thread-local access set, on
     // every set of an observed property) are redundant: `@exclusivity(unchecked)`.
-    let mutex = LockPrimitive()
+    @usableFromInline let mutex = LockPrimitive()
     @exclusivity(unchecked) var state = State()
 
     /// One bit per storage offset class (`_maskBit(forOffset:)`) that may have observers; all bits
@@ -53,15 +52,9 @@ final class _ObserverRegistry: @unchecked Sendable {
     @usableFromInline let probeCount = Atomic<Int>(0)
     private let nextID = Atomic<UInt64>(1)
     /// The observers of the `@Observed` properties by storage offset, as the set path reads them
-    /// without the lock (`ObserverRegistry+ReadPath.swift`), or `nil` until a set needs it after a
-    /// change of the observed keys; the registry owns one reference. Replaced only with the lock held.
-    @usableFromInline let setTable = Atomic<Unmanaged<_ObserverSetTable>?>(nil)
-    /// The readers of `setTable` in flight: two 32-bit counters in one word, one per epoch.
-    @usableFromInline let readers = Atomic<Int>(0)
-    /// The shift (0 or 32) of the unit that new readers add to `readers`: which counter they use.
-    @usableFromInline let readerEpochShift = Atomic<Int>(0)
-    /// Whether `state.retiredTables` has tables waiting to be freed. Written with the lock held.
-    @usableFromInline let hasRetiredTables = Atomic<Bool>(false)
+    /// without the lock (`ObserverRegistry+ReadPath.swift`): no table until a set needs it after a
+    /// change of the observed keys. Published only with the lock held.
+    @usableFromInline let setTables = _EpochPublished<_ObserverSetTable>()
     /// Changes on every `publish()`: what a batch learned of the state under the lock (its shortcut)
     /// holds while it is unchanged. Only changed with `mutex` held.
     @usableFromInline let stateVersion = Atomic<UInt>(0)
@@ -74,9 +67,8 @@ final class _ObserverRegistry: @unchecked Sendable {
     init() {}
 
     deinit {
-        // No reader can exist: a set holds the object, which holds the registry.
-        setTable.load(ordering: .sequentiallyConsistent)?.release()
-        for retired in state.retiredTables { retired.table.release() }
+        // No reader can exist: a set holds the object, which holds the registry. `setTables` frees
+        // its tables as it goes.
         mutex.destroy()
     }
 

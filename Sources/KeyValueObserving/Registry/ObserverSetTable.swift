@@ -8,19 +8,27 @@
 /// carries them (in its header) and, for each known offset, its key and whether a set of it notifies:
 /// a set then tells them without the lock (`Observed._setNotifyingAnyKeyUnlocked`). The table holds
 /// one strong reference to each snapshot and key, released when the table is freed (after every
-/// reader that may still use it has left, see `reclaim()`).
+/// reader that may still use it has left: `_EpochPublished`). A `_HashTable` of `_ObserverSetEntry`.
 @usableFromInline
-final class _ObserverSetTable: ManagedBuffer<_ObserverSetTable.Header, _ObserverSetTable.Element> {
-    // Invariant: header and elements are written only by `make(...)`, before the table is published
-    // (an atomic store that orders them before any reader's load); afterwards immutable until deinit,
-    // which runs only once no reader can reach the table.
+typealias _ObserverSetTable = _HashTable<_ObserverSetEntry>
 
+/// An element of the set table: an offset with what the table knows of its property.
+@usableFromInline
+struct _ObserverSetEntry: _HashTableElement {
+    /// `Int.min` for a free element.
+    @usableFromInline var offset: Int
+    /// The property's observers; `nil` for a property known to have none.
+    @usableFromInline var snapshot: Unmanaged<_ObserverSnapshot>?
+    /// The property's key as its accessor names it, while the object has observers of every key
+    /// (`nil` otherwise, or if the registry does not know it).
+    @usableFromInline var key: Unmanaged<AnyKeyPath>?
+    /// For a property without observers, whether its class lets a set notify
+    /// (`automaticallyNotifiesObservers(for:)`); `nil` if not asked yet.
+    @usableFromInline var notifiesAutomatically: Bool?
+
+    /// What the header carries.
     @usableFromInline
-    struct Header {
-        /// Capacity − 1 (the capacity is a power of two).
-        @usableFromInline let mask: Int
-        /// 64 − log2(capacity): the shift of the multiplicative hash.
-        @usableFromInline let shift: Int
+    struct Extra: BitwiseCopyable {
         /// Some storage slot's offset is still unknown: an offset the table does not have may be its,
         /// and only the registry (under its lock) can tell.
         @usableFromInline let hasUnresolvedSlots: Bool
@@ -29,56 +37,56 @@ final class _ObserverSetTable: ManagedBuffer<_ObserverSetTable.Header, _Observer
     }
 
     @usableFromInline
-    struct Element {
-        /// `emptyOffset` for a free element.
-        @usableFromInline var offset: Int
-        /// The property's observers; `nil` for a property known to have none.
-        @usableFromInline var snapshot: Unmanaged<_ObserverSnapshot>?
-        /// The property's key as its accessor names it, while the object has observers of every key
-        /// (`nil` otherwise, or if the registry does not know it).
-        @usableFromInline var key: Unmanaged<AnyKeyPath>?
-        /// For a property without observers, whether its class lets a set notify
-        /// (`automaticallyNotifiesObservers(for:)`); `nil` if not asked yet.
-        @usableFromInline var notifiesAutomatically: Bool?
-    }
+    static var free: _ObserverSetEntry { _ObserverSetEntry(offset: .min, snapshot: nil, key: nil, notifiesAutomatically: nil) }
+
+    /// The table's key: the offset (`key` is the property's key path).
+    @inlinable
+    @inline(__always)
+    var hashKey: Int { offset }
 
     @inlinable
-    static var emptyOffset: Int { Int.min }
+    @inline(__always)
+    var isFree: Bool { offset == .min }
 
-    /// The element index where the search for `offset` starts.
     @inlinable
-    static func home(of offset: Int, header: Header) -> Int {
-        Int(truncatingIfNeeded: (UInt(bitPattern: offset) &* 0x9E37_79B9_7F4A_7C15) &>> UInt(header.shift)) & header.mask
-    }
+    @inline(__always)
+    static func hash(of offset: Int) -> UInt { UInt(bitPattern: offset) &* _goldenMultiplier }
 
-    /// What the table says about the property stored at `offset`.
     @usableFromInline
-    enum LookUp {
-        /// The property's observers (borrowed: valid while the caller is a reader).
-        case observers(Unmanaged<_ObserverSnapshot>)
-        /// The property has no observers.
-        case none
-        /// The table does not know the property; the registry must be asked under its lock.
-        case unknown
+    func release() {
+        snapshot?.release()
+        key?.release()
+    }
+
+    @usableFromInline
+    static func release(_ extra: Extra) {
+        extra.anyKey?.release()
+    }
+}
+
+/// What the set table says about the property stored at an offset.
+@usableFromInline
+enum _ObserverSetLookUp {
+    /// The property's observers (borrowed: valid while the caller is a reader).
+    case observers(Unmanaged<_ObserverSnapshot>)
+    /// The property has no observers.
+    case none
+    /// The table does not know the property; the registry must be asked under its lock.
+    case unknown
+}
+
+extension _HashTable where Entry == _ObserverSetEntry {
+    /// An empty table with room for `count` offsets, to be filled by `insert` before it is published.
+    static func make(count: Int, hasUnresolvedSlots: Bool, anyKey: _AnyKeySnapshot?) -> _ObserverSetTable {
+        make(count: count, extra: .init(hasUnresolvedSlots: hasUnresolvedSlots, anyKey: anyKey.map { Unmanaged.passRetained($0) }))
     }
 
     @inlinable
     @inline(__always)
-    func lookUp(offset: Int) -> LookUp {
-        withUnsafeMutablePointers { header, elements in
-            var index = Self.home(of: offset, header: header.pointee)
-            while true {
-                let element = elements[index]
-                if element.offset == offset {
-                    guard let snapshot = element.snapshot else { return .none }
-                    return .observers(snapshot)
-                }
-                if element.offset == Self.emptyOffset {
-                    return header.pointee.hasUnresolvedSlots ? .unknown : .none
-                }
-                index = (index &+ 1) & header.pointee.mask
-            }
-        }
+    func lookUp(offset: Int) -> _ObserverSetLookUp {
+        guard let element = element(for: offset) else { return extra.hasUnresolvedSlots ? .unknown : .none }
+        guard let snapshot = element.snapshot else { return .none }
+        return .observers(snapshot)
     }
 
     /// The element of the property stored at `offset`, if the table knows its key and whether a set
@@ -86,75 +94,29 @@ final class _ObserverSetTable: ManagedBuffer<_ObserverSetTable.Header, _Observer
     /// asked under its lock.
     @inlinable
     @inline(__always)
-    func knownElement(offset: Int) -> Element? {
-        withUnsafeMutablePointers { header, elements in
-            var index = Self.home(of: offset, header: header.pointee)
-            while true {
-                let element = elements[index]
-                if element.offset == offset {
-                    guard element.key != nil, element.snapshot != nil || element.notifiesAutomatically != nil else { return nil }
-                    return element
-                }
-                if element.offset == Self.emptyOffset { return nil }
-                index = (index &+ 1) & header.pointee.mask
-            }
-        }
+    func knownElement(offset: Int) -> _ObserverSetEntry? {
+        guard let element = element(for: offset), element.key != nil,
+            element.snapshot != nil || element.notifiesAutomatically != nil
+        else { return nil }
+        return element
     }
 
     /// The observers of every key, `nil` if there are none (borrowed: valid while the caller is a reader).
     @inlinable
     @inline(__always)
-    var anyKeyObservers: Unmanaged<_AnyKeySnapshot>? {
-        // Through the pointer: the `header` property would check exclusivity dynamically.
-        withUnsafeMutablePointerToHeader { $0.pointee.anyKey }
-    }
-
-    /// An empty table with room for `count` offsets, to be filled by `insert` before it is published.
-    static func make(count: Int, hasUnresolvedSlots: Bool, anyKey: _AnyKeySnapshot?) -> _ObserverSetTable {
-        // At most half full, so that a search for an absent offset ends quickly.
-        var capacity = 2
-        var shift = 63
-        while capacity < count * 2 {
-            capacity *= 2
-            shift -= 1
-        }
-        let header = Header(
-            mask: capacity - 1, shift: shift, hasUnresolvedSlots: hasUnresolvedSlots, anyKey: anyKey.map { Unmanaged.passRetained($0) })
-        let table = unsafeDowncast(create(minimumCapacity: capacity) { _ in header }, to: _ObserverSetTable.self)
-        table.withUnsafeMutablePointers { _, elements in
-            elements.initialize(
-                repeating: Element(offset: emptyOffset, snapshot: nil, key: nil, notifiesAutomatically: nil), count: capacity)
-        }
-        return table
-    }
+    var anyKeyObservers: Unmanaged<_AnyKeySnapshot>? { extra.anyKey }
 
     /// Adds `offset` with its observers and key (retained), unless the table has it already. Only
     /// before the table is published.
     func insert(offset: Int, snapshot: _ObserverSnapshot?, key: AnyKeyPath?, notifiesAutomatically: Bool? = nil) {
-        withUnsafeMutablePointers { header, elements in
-            var index = Self.home(of: offset, header: header.pointee)
-            while elements[index].offset != Self.emptyOffset {
-                if elements[index].offset == offset { return }
-                index = (index + 1) & header.pointee.mask
-            }
-            elements[index] = Element(
+        guard element(for: offset) == nil else { return }
+        insert(
+            _ObserverSetEntry(
                 offset: offset,
                 snapshot: snapshot.map { Unmanaged.passRetained($0) },
                 key: key.map { Unmanaged.passRetained($0) },
                 notifiesAutomatically: notifiesAutomatically
-            )
-        }
-    }
-
-    deinit {
-        withUnsafeMutablePointers { header, elements in
-            header.pointee.anyKey?.release()
-            for index in 0...header.pointee.mask {
-                elements[index].snapshot?.release()
-                elements[index].key?.release()
-            }
-            elements.deinitialize(count: header.pointee.mask + 1)
-        }
+            ))
     }
 }
 

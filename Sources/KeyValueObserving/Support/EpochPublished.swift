@@ -1,0 +1,182 @@
+import Synchronization
+
+/// An immutable table published to lock-free readers, with epoch-based reclamation: readers use
+/// the current table without a lock and without reference counting; a table replaced by a writer
+/// is freed once no reader can still be using it. The set path's observers
+/// (`_ObserverRegistry.setTables`) and the process-wide cache of `@Observed` keys
+/// (`_ObservedKeyCache`) are published this way.
+///
+/// Writers call `publish` and `load` with the owner's lock held (the lock they pass to
+/// `exitReading` and `reclaim`, which take it): it guards the retired tables. A published table
+/// must never be written again: a writer that wants to change it fills a new one and publishes that
+/// (`_HashTable.copy(reserving:)`). A writer never waits for readers, it only defers the free, so
+/// readers may nest and a reader may write (a handler that registers inside a set's read section).
+///
+/// Protocol, with acquire/release atomics only (so the thread sanitizer checks it exactly):
+/// - A reader loads `readerEpochShift` (0 or 32), adds `1 << shift` to `readers` (one 32-bit
+///   counter per epoch in one word), loads `current` (acquiring), uses the table and what it holds
+///   (borrowed), and subtracts what it added (releasing).
+/// - A writer exchanges the next table (or `nil`) into `current` (releasing: everything it wrote into
+///   the table before is seen by any reader that loads it) and appends the old table to the retired
+///   ones: from then on no reader can load it.
+/// - `reclaim()` reads `readers` with a read-modify-write (adding 0), never a plain load; each counter
+///   seen at zero then marks every retired table: every reader counted there when the table was
+///   retired has left. A table marked by both counters is freed (after unlocking: freeing releases
+///   what the table holds, which may own user code). While tables remain, it flips the epoch so that
+///   new readers count on the other counter and the current one drains; the reader that brings a
+///   counter to zero while tables remain calls `reclaim()`, so every table is freed once its readers
+///   have left.
+///
+/// Why no reader uses a freed table. Every modification of `readers` is a read-modify-write with
+/// acquire and release, so each one reads the value of the one just before it in the word's
+/// modification order and continues its release sequence: of any two, the earlier synchronizes with
+/// the later. Take a reader R that loaded table T, and a `reclaim()` C after T's retirement (under
+/// the lock, so the retirement happens before C) that saw R's counter at zero. If C came before R's
+/// increment in the order of `readers`, C synchronizes with that increment, so T's retirement
+/// happens before R's load of `current`, which by coherence then cannot return T. So C came after
+/// R's increment; as it saw zero, it came after R's decrement too, and synchronizes with it: R's last
+/// use of T happens before C, and before the free. With a plain load in C instead, C could read a
+/// count that misses R's increment while R still reads T (a store-load reordering): the
+/// read-modify-write is the whole point.
+///
+/// Why every table is freed. A reader whose decrement brings a counter to zero loads
+/// `hasRetiredTables` after it. The retirement stores `true` before the writer's `reclaim()`, whose
+/// read-modify-write either comes after the decrement (then it sees the counter at zero itself) or
+/// before it (then the decrement synchronizes with it, and the reader sees `true` or a later value).
+@usableFromInline
+package struct _EpochPublished<Table: AnyObject>: ~Copyable, @unchecked Sendable {
+    // Invariant (@unchecked Sendable): `retired` is allocated in init, freed in deinit, and its
+    // pointee only accessed with the owner's lock held (the lock passed to `reclaim`); every other
+    // stored property is an atomic that follows the protocol above.
+
+    /// The published table, or `nil`; one reference is owned here.
+    @usableFromInline let current = Atomic<Unmanaged<Table>?>(nil)
+    /// The readers in flight: two 32-bit counters in one word, one per epoch. Only ever changed by
+    /// read-modify-writes (the proof above needs it).
+    @usableFromInline let readers = Atomic<Int>(0)
+    /// The shift (0 or 32) of the unit that new readers add to `readers`: which counter they use.
+    @usableFromInline let readerEpochShift = Atomic<Int>(0)
+    /// Whether retired tables wait to be freed. Written with the lock held.
+    @usableFromInline let hasRetiredTables = Atomic<Bool>(false)
+    /// The tables unpublished and not freed yet, each with the counters seen at zero since (bit 0:
+    /// the low counter, bit 1: the high one).
+    private let retired: UnsafeMutablePointer<[(table: Unmanaged<Table>, quietCounters: UInt8)]>
+
+    package init() {
+        retired = .allocate(capacity: 1)
+        retired.initialize(to: [])
+    }
+
+    deinit {
+        // No reader can exist: the owner is going away.
+        current.load(ordering: .acquiring)?.release()
+        for entry in retired.pointee { entry.table.release() }
+        retired.deinitialize(count: 1)
+        retired.deallocate()
+    }
+
+    // MARK: Readers
+
+    /// Enters a read section; returns what to pass to `exitReading`.
+    @inlinable
+    @inline(__always)
+    package func enterReading() -> Int {
+        let unit = 1 &<< readerEpochShift.load(ordering: .acquiring)
+        readers.wrappingAdd(unit, ordering: .acquiringAndReleasing)
+        return unit
+    }
+
+    /// The published table, borrowed: valid until the read section ends (or, for a writer with the
+    /// lock held, until it publishes another).
+    @inlinable
+    @inline(__always)
+    package func load() -> Unmanaged<Table>? {
+        current.load(ordering: .acquiring)
+    }
+
+    /// Leaves a read section: after this, nothing loaded in it may be used. Frees the retired tables
+    /// this was the last reader of (taking `lock`).
+    @inlinable
+    @inline(__always)
+    package func exitReading(_ unit: Int, lock: @autoclosure () -> LockPrimitive) {
+        let remaining = readers.wrappingSubtract(unit, ordering: .acquiringAndReleasing).newValue
+        // This counter's 32 bits: `unit` times 0xFFFF_FFFF. The lock is only looked up here.
+        if _slowPath(remaining & (unit &* 0xFFFF_FFFF) == 0 && hasRetiredTables.load(ordering: .acquiring)) {
+            reclaim(lock: lock())
+        }
+    }
+
+    // MARK: Writers
+
+    /// Publishes `table` (or none) in place of the current one, which is retired: freed once no
+    /// reader can be using it. Lock held; call `reclaimIfNeeded(lock:)` after unlocking.
+    @inline(__always)
+    package func publish(_ table: Table?) {
+        let new = table.map { Unmanaged.passRetained($0) }
+        guard let old = current.exchange(new, ordering: .acquiringAndReleasing) else { return }
+        retire(old)
+    }
+
+    /// Queues `table`, just unpublished, to be freed once no reader can be using it. Out of line: a
+    /// registration's `publish(nil)` with nothing published then costs its caller no registers
+    /// (the gate's `register-invalidate`).
+    @inline(never)
+    private func retire(_ table: Unmanaged<Table>) {
+        retired.pointee.append((table, 0))
+        hasRetiredTables.store(true, ordering: .releasing)
+    }
+
+    /// Frees the retired tables no reader can be using, if any wait. Called without the lock.
+    @inlinable
+    @inline(__always)
+    package func reclaimIfNeeded(lock: @autoclosure () -> LockPrimitive) {
+        if hasRetiredTables.load(ordering: .acquiring) { reclaim(lock: lock()) }
+    }
+
+    @usableFromInline
+    package func reclaim(lock: LockPrimitive) {
+        lock.lock()
+        // A read-modify-write, not a load (see the proof above).
+        let counts = readers.wrappingAdd(0, ordering: .acquiringAndReleasing).oldValue
+        let quiet: UInt8 = (counts & 0xFFFF_FFFF == 0 ? 1 : 0) | (counts &>> 32 == 0 ? 2 : 0)
+        var freed: [Unmanaged<Table>] = []
+        var waiting: [(table: Unmanaged<Table>, quietCounters: UInt8)] = []
+        var awaited: UInt8 = 0
+        for var entry in retired.pointee {
+            entry.quietCounters |= quiet
+            if entry.quietCounters == 3 {
+                freed.append(entry.table)
+            } else {
+                waiting.append(entry)
+                awaited |= 3 & ~entry.quietCounters
+            }
+        }
+        retired.pointee = waiting
+        if waiting.isEmpty {
+            hasRetiredTables.store(false, ordering: .releasing)
+        } else {
+            // New readers count on a counter every waiting table has seen at zero, so that the one
+            // they still wait for drains; if both are still awaited, on the other counter than now.
+            let shift: Int
+            switch awaited {
+            case 1: shift = 32
+            case 2: shift = 0
+            default: shift = 32 &- readerEpochShift.load(ordering: .acquiring)
+            }
+            readerEpochShift.store(shift, ordering: .releasing)
+        }
+        lock.unlock()
+        for table in freed { table.release() }
+    }
+
+    // MARK: Introspection (tests)
+
+    /// How many retired tables wait to be freed. Lock held.
+    package var retiredCount: Int { retired.pointee.count }
+
+    /// The readers on each of the two counters, and which counter (0 or 1) new readers count on.
+    package var readerCounts: (counts: [Int], newReadersCounter: Int) {
+        let counts = readers.load(ordering: .acquiring)
+        return ([counts & 0xFFFF_FFFF, counts &>> 32], readerEpochShift.load(ordering: .acquiring) / 32)
+    }
+}
