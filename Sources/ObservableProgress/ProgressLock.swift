@@ -21,13 +21,18 @@ import Synchronization
 /// past priority inversions, as a spinning lock cannot.
 ///
 /// Chosen by measurement, against a lock that sleeps in the kernel (`_FutexLock`) and the package's
-/// pthread `Lock`: on the gate (`kvo-bench gate`: progress-leaf-unobserved, -increment,
-/// -observed-root, Benchmarks/thresholds.json) the futex lock costs more per level (its release is
-/// an exchange and a test, where this one's is a store) and the pthread lock two calls more; timed
-/// with `kvo-bench contention` (8 threads on one node, on the leaves of one tree, or on the lock
-/// alone), the spinning lock was as fast as the futex lock or faster, and the pthread lock alone two
-/// to four times slower. Building with `-Xswiftc -DKVO_PROGRESS_LOCK_FUTEX` or
-/// `-DKVO_PROGRESS_LOCK_PTHREAD` puts an alternative in the nodes, to measure again.
+/// pthread `Lock`, each built into the nodes in turn (`-Xswiftc -DKVO_PROGRESS_LOCK_FUTEX`,
+/// `-DKVO_PROGRESS_LOCK_PTHREAD`, to measure again):
+/// - on the gate (`kvo-bench gate`: progress-leaf-unobserved, -increment and -observed-root, against
+///   Benchmarks/thresholds.json) the futex lock costs more per level (its release is an exchange
+///   and a test where this one's is a store) and goes over the thresholds; the pthread lock costs
+///   two calls more per level and goes far over them;
+/// - timed with `kvo-bench contention` (8 threads, 2 cores, 2026-12-02; wall ns per update, medians
+///   of 15 rounds, ranges wide on a shared machine): one node unobserved, spin 8–13, futex 11–24,
+///   pthread 41–45; observed, spin 45–106, futex 42–105, pthread 102–110; the leaves of an observed
+///   tree, spin 41–150, futex 86–150, pthread 111; the lock alone, spin 5–6 and futex 5–11 (CPU
+///   time the same: the spinning waiters did not burn more), pthread 12–35.
+/// The spinning lock wins or ties everywhere, so it stays.
 ///
 /// Not recursive; never held while calling out (handlers, user closures, another node's lock).
 package struct _ProgressLock: ~Copyable, @unchecked Sendable {
