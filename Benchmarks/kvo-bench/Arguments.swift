@@ -5,6 +5,8 @@ let usage = """
            kvo-bench run SCENARIO [--iterations N]
            kvo-bench compare OLD.json NEW.json [--threshold PERCENT]
            kvo-bench gate [--thresholds FILE] [--filter SUBSTRING]... [--json FILE] [--update] [--targets]
+           kvo-bench contention [--quick] [--threads N] [--updates N] [--rounds N]
+           kvo-bench stress [--quick] [--seconds N]
            kvo-bench --list | --help
 
     Measures KeyValueObserving, ObservableProgress and ObservableDefaults against the alternatives
@@ -59,6 +61,25 @@ let usage = """
                             (e.g. an observed set ≤ 4× a didSet closure) and report met or missed;
                             informative, never fatal (timings drift with load)
 
+    contention:
+      Times N threads (default 8) at once, each making --updates updates (default 100000), in
+      --rounds rounds (default 15): one progress node updated by every thread (unobserved and
+      observed), the leaves of one tree (one per thread, the root observed, so every update takes
+      the root's lock too), and a counter behind each lock alone (the futex lock progress nodes use,
+      the spinning lock they used before, the package's pthread Lock). Prints the wall and CPU ns per
+      update (CPU: all threads, so a waiter that spins counts and one that sleeps does not), median
+      [min–max] over the rounds, and fails if an update was lost. Timings drift with load;
+      --quick: 3 rounds of 20000 updates.
+
+    stress:
+      For a few seconds (--seconds, default 4; --quick: 1), threads register and remove observers
+      while others set observed keys, run batches, set through key-path chains, update progress
+      trees and write a defaults store on a temporary file: the registry's lock-free read path and
+      its reclamation under load, for valgrind's memcheck and the thread sanitizer:
+        valgrind --tool=memcheck --leak-check=full kvo-bench stress --quick
+      Checks what every observer saw (nothing delivered after its removal returned) and exits 1 if
+      a check fails.
+
     EXIT STATUS: 0 on success; 1 if a result check fails, a file cannot be read or written, or
     valgrind is missing or fails; 2 on bad arguments. compare and gate: 2 on a regression, 1 on
     bad arguments or any other error.
@@ -69,6 +90,8 @@ enum Command {
     case run(scenario: String, iterations: Int)
     case compare(old: String, new: String, thresholdPercent: Double)
     case gate(GateOptions)
+    case contention(ContentionOptions)
+    case stress(StressOptions)
     /// A hidden contending process of the etcd section's update throughput.
     case updateDefaults(location: String, key: String, count: Int)
     /// The hidden other process of the cross-process latency section.
@@ -152,6 +175,8 @@ func parseArguments(_ arguments: [String]) -> Command {
     case "run": return parseRun(arguments.dropFirst())
     case "compare": return parseCompare(arguments.dropFirst())
     case "gate": return parseGate(arguments.dropFirst())
+    case "contention": return parseContention(arguments.dropFirst())
+    case "stress": return parseStress(arguments.dropFirst())
     default: return parseBenchmark(arguments[...])
     }
 }
@@ -191,12 +216,7 @@ private func parseRun(_ arguments: ArraySlice<String>) -> Command {
     while case let (argument, option, inline)? = reader.next() {
         switch option {
         case nil where scenario == nil: scenario = argument
-        case "--iterations":
-            let text = reader.value(of: "--iterations", inline: inline)
-            guard let count = Int(text), count > 0 else {
-                reader.bad("'--iterations' must be a positive integer, not '\(text)'")
-            }
-            iterations = count
+        case "--iterations": iterations = positive("--iterations", &reader, inline: inline)
         case "--quick", "--markdown", "--list", "--filter", "--json", "--svg", "--callgrind":
             reader.bad("option '\(option!)' cannot be combined with 'run'")
         default: reader.unexpected(argument)
@@ -246,4 +266,46 @@ private func parseGate(_ arguments: ArraySlice<String>) -> Command {
     }
     if options.update && !options.filters.isEmpty { reader.bad("'gate --update' measures every gated scenario: drop '--filter'") }
     return .gate(options)
+}
+
+/// A positive integer option's value.
+private func positive(_ option: String, _ reader: inout ArgumentReader, inline: String?) -> Int {
+    let text = reader.value(of: option, inline: inline)
+    guard let count = Int(text), count > 0 else { reader.bad("'\(option)' must be a positive integer, not '\(text)'") }
+    return count
+}
+
+private func parseContention(_ arguments: ArraySlice<String>) -> Command {
+    var reader = ArgumentReader(arguments, command: "contention", badArgumentStatus: 2)
+    var options = ContentionOptions()
+    var quick = false
+    var updates: Int?
+    var rounds: Int?
+    while case let (argument, option, inline)? = reader.next() {
+        switch option {
+        case "--quick": reader.flag("--quick", inline: inline); quick = true
+        case "--threads": options.threads = positive("--threads", &reader, inline: inline)
+        case "--updates": updates = positive("--updates", &reader, inline: inline)
+        case "--rounds": rounds = positive("--rounds", &reader, inline: inline)
+        default: reader.unexpected(argument)
+        }
+    }
+    options.updates = updates ?? (quick ? 20_000 : options.updates)
+    options.rounds = rounds ?? (quick ? 3 : options.rounds)
+    return .contention(options)
+}
+
+private func parseStress(_ arguments: ArraySlice<String>) -> Command {
+    var reader = ArgumentReader(arguments, command: "stress", badArgumentStatus: 2)
+    var options = StressOptions()
+    var seconds: Int?
+    while case let (argument, option, inline)? = reader.next() {
+        switch option {
+        case "--quick": reader.flag("--quick", inline: inline); options.seconds = 1
+        case "--seconds": seconds = positive("--seconds", &reader, inline: inline)
+        default: reader.unexpected(argument)
+        }
+    }
+    if let seconds { options.seconds = seconds }
+    return .stress(options)
 }

@@ -9,10 +9,6 @@ func trackRepeatedly(_ read: @escaping @Sendable () -> Void, counting counter: C
     }
 }
 
-private func expectHandlerCalls(_ counter: Counter, _ expected: Int) -> String? {
-    counter.count == expected ? nil : "handlers ran \(counter.count) times, expected \(expected)"
-}
-
 extension Scenarios {
     /// The scaling curves of the alternatives, point for point with ours: `NotificationCenter` posts
     /// and Swift's Observation with re-armed tracking, as observers, keys and objects grow.

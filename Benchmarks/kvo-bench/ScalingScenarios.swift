@@ -70,7 +70,7 @@ extension Scenarios {
                 return .loop(retaining: tokens, resetting: counter) { values in
                     for i in values { setVolume(player, Double(i)) }
                 } check: { iterations, _ in
-                    counter.count == count * iterations ? nil : "handlers ran \(counter.count) times, expected \(count * iterations)"
+                    expectHandlerCalls(counter, count * iterations)
                 }
             }
         }
@@ -88,7 +88,7 @@ extension Scenarios {
                     return .loop(retaining: tokens + players, resetting: counter) { values in
                         for i in values { setVolume(players[i % players.count], Double(i)) }
                     } check: { iterations, _ in
-                        counter.count == iterations ? nil : "handlers ran \(counter.count) times, expected \(iterations)"
+                        expectHandlerCalls(counter, iterations)
                     }
                 }
             }
@@ -111,7 +111,7 @@ extension Scenarios {
                     return .loop(retaining: tokens, resetting: counter) { values in
                         for i in values { setK0(form, i) }
                     } check: { iterations, _ in
-                        counter.count == iterations ? nil : "handlers ran \(counter.count) times, expected \(iterations)"
+                        expectHandlerCalls(counter, iterations)
                     }
                 }
             } + [

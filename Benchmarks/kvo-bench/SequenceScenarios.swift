@@ -183,7 +183,7 @@ extension Scenarios {
                 return .loop(retaining: tokens, resetting: counter) { values in
                     for i in values { setAllFields(form, i) }
                 } check: { iterations, _ in
-                    counter.count == 10 * iterations ? nil : "handlers ran \(counter.count) times, expected \(10 * iterations)"
+                    expectHandlerCalls(counter, 10 * iterations)
                 }
             },
             Scenario(
@@ -197,7 +197,7 @@ extension Scenarios {
                 return .loop(retaining: tokens, resetting: counter) { values in
                     for i in values { form.coalescingChanges { setAllFields(form, i) } }
                 } check: { iterations, _ in
-                    counter.count == 10 * iterations ? nil : "handlers ran \(counter.count) times, expected \(10 * iterations)"
+                    expectHandlerCalls(counter, 10 * iterations)
                 }
             },
             Scenario(
@@ -211,7 +211,7 @@ extension Scenarios {
                 return .loop(retaining: [token], resetting: counter) { values in
                     for i in values { setF0(form, i) }
                 } check: { iterations, _ in
-                    counter.count == iterations ? nil : "handler ran \(counter.count) times, expected \(iterations)"
+                    expectHandlerCalls(counter, iterations)
                 }
             },
         ]

@@ -13,6 +13,10 @@ case .compare(let old, let new, let thresholdPercent):
     compare(old: old, new: new, thresholdPercent: thresholdPercent)
 case .gate(let options):
     gate(options)
+case .contention(let options):
+    Contention.run(options)
+case .stress(let options):
+    Stress.run(options)
 case .watchDefaults(let file, let key):
     DefaultsLatency.watch(file: file, key: key)
 case .updateDefaults(let location, let key, let count):

@@ -17,18 +17,16 @@ import Musl
 /// }
 /// ```
 public enum KeyValueObservingDiagnosticCenter {
-    private static let lock = Lock()
-    // Invariant: only read and written with `lock` held.
-    nonisolated(unsafe) private static var globalHandler: (@Sendable (KeyValueObservingDiagnostic) -> Void)?
-    // Invariant: only read and written with `lock` held.
-    nonisolated(unsafe) private static var printed: Set<String> = []
+    /// The process-wide handler, and the diagnostics already printed (without a handler).
+    private static let state = Locked<(globalHandler: (@Sendable (KeyValueObservingDiagnostic) -> Void)?, printed: Set<String>)>(
+        (nil, []))
 
     @TaskLocal
     private static var scopedHandler: (@Sendable (KeyValueObservingDiagnostic) -> Void)?
 
     /// Replaces the process-wide handler; `nil` restores the default (one line on standard error).
     public static func setHandler(_ handler: (@Sendable (KeyValueObservingDiagnostic) -> Void)?) {
-        lock.withLock { globalHandler = handler }
+        state.withLock { $0.globalHandler = handler }
     }
 
     /// Runs `operation` with `handler` receiving the diagnostics raised by it (on this thread or task,
@@ -45,9 +43,9 @@ public enum KeyValueObservingDiagnosticCenter {
             handler(diagnostic)
             return
         }
-        let (handler, isFirst): ((@Sendable (KeyValueObservingDiagnostic) -> Void)?, Bool) = lock.withLock {
+        let (handler, isFirst): ((@Sendable (KeyValueObservingDiagnostic) -> Void)?, Bool) = state.withLock {
             let id = "\(diagnostic.kind)|\(diagnostic.objectType)|\(diagnostic.keyPath)"
-            return (globalHandler, printed.insert(id).inserted)
+            return ($0.globalHandler, $0.printed.insert(id).inserted)
         }
         if let handler {
             handler(diagnostic)

@@ -12,31 +12,30 @@
 /// - a path by the names of its steps, found as the path is followed;
 /// - otherwise a typed description, `"computed Int property of Car"`.
 enum _KeyNames {
-    private static let lock = Lock()
-    // Invariant: only accessed with `lock` held. Keyed by key-path equality, so key paths that are
-    // not uniqued (those of generic classes) do not grow it: it holds one entry per distinct key.
-    nonisolated(unsafe) private static var names: [AnyKeyPath: String] = [:]
+    /// Keyed by key-path equality, so key paths that are not uniqued (those of generic classes) do
+    /// not grow it: it holds one entry per distinct key.
+    private static let names = Locked<[AnyKeyPath: String]>([:])
 
     /// Records the name of the `@Observed` property `key`, whose wrapper is stored at `storageKey`
     /// (`\Car._speed`: key paths of stored properties carry their field names, on Linux too).
     static func learn(_ key: AnyKeyPath, storageKey: AnyKeyPath) {
-        guard lock.withLock({ names[key] }) == nil, let field = describedName(of: storageKey) else { return }
+        guard names.withLock({ $0[key] }) == nil, let field = describedName(of: storageKey) else { return }
         let name = String(field.hasPrefix("_") ? field.dropFirst() : Substring(field))
-        lock.withLock { names[key] = name }
+        names.withLock { $0[key] = name }
     }
 
     /// Records the name of the `@Observed` property `key`, whose storage is at `storageOffset` in
     /// instances of its root class.
     static func learn(_ key: AnyKeyPath, storageOffset: Int) {
-        guard lock.withLock({ names[key] }) == nil, explicitName(of: key) == nil,
+        guard names.withLock({ $0[key] }) == nil, explicitName(of: key) == nil,
             let name = fieldName(of: key, storageOffset: storageOffset)
         else { return }
-        lock.withLock { names[key] = name }
+        names.withLock { $0[key] = name }
     }
 
     /// Records `name` for `key` (a path, named by its steps).
     static func record(_ key: AnyKeyPath, name: String) {
-        lock.withLock { names[key] = name }
+        names.withLock { $0[key] = name }
     }
 
     /// The name of `key`; `storageOffset`, when known, finds an `@Observed` property not seen yet.
@@ -49,10 +48,10 @@ enum _KeyNames {
     /// The name of `key` if it has a real one, `nil` where only its types describe it.
     static func knownName(of key: AnyKeyPath, storageOffset: Int? = nil) -> String? {
         if let explicit = explicitName(of: key) { return explicit }
-        if let known = lock.withLock({ names[key] }) { return known }
+        if let known = names.withLock({ $0[key] }) { return known }
         if let declared = declaredName(of: key) { return declared }
         if let storageOffset, let name = fieldName(of: key, storageOffset: storageOffset) {
-            lock.withLock { names[key] = name }
+            names.withLock { $0[key] = name }
             return name
         }
         return describedName(of: key)

@@ -223,8 +223,9 @@ struct _Registration {
 /// `observe` takes its key path as an autoclosure for this: the closure of a key-path literal captures
 /// nothing, so a reader that calls it again is specialised by the optimiser (constant capture
 /// propagation) into direct calls of the getters, where `root[keyPath: keyPath]` with the key-path
-/// object would apply it at run time (about 1,000 instructions for one computed component, 3,000 for
-/// `\.track?.volume`). A closure that captures something (a key path held in a variable) or that does
+/// object would apply it at run time (several times the cost of the set, more for an optional
+/// chain such as `\.track?.volume`; `dependent-key-set` and `chain-set` in `kvo-bench gate`,
+/// Benchmarks/thresholds.json). A closure that captures something (a key path held in a variable) or that does
 /// not give the same object again (a key path built with `appending`) is not called again: the reader
 /// then applies the object it gave at registration.
 @inlinable

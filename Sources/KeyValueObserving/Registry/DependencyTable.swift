@@ -1,9 +1,8 @@
 /// The merged `keyPathsAffecting` tables, one per class, computed once.
 enum _DependencyTable {
-    private static let lock = Lock()
-    // Invariant: only accessed with `lock` held. The values hold the classes' tables, which hold
-    // their key paths; classes live for the life of the process.
-    nonisolated(unsafe) private static var tables: [Key: [AnyKeyPath: [AnyKeyPath]]] = [:]
+    /// The values hold the classes' tables, which hold their key paths; classes live for the life
+    /// of the process.
+    private static let tables = Locked<[Key: [AnyKeyPath: [AnyKeyPath]]]>([:])
 
     private struct Key: Hashable {
         let type: ObjectIdentifier
@@ -28,7 +27,7 @@ enum _DependencyTable {
         table: (KeyValueObservable.Type) -> [AnyKeyPath: [AnyKeyPath]]
     ) -> [AnyKeyPath: [AnyKeyPath]] {
         let id = Key(type: ObjectIdentifier(type), isOmissions: isOmissions)
-        if let found = lock.withLock({ tables[id] }) {
+        if let found = tables.withLock({ $0[id] }) {
             return found
         }
         // User code (the overrides) runs outside the lock.
@@ -42,7 +41,7 @@ enum _DependencyTable {
             }
             current = _getSuperclass(cls)
         }
-        lock.withLock { tables[id] = merged }
+        tables.withLock { $0[id] = merged }
         return merged
     }
 }

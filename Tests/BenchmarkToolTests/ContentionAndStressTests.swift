@@ -1,0 +1,40 @@
+import Testing
+
+/// `kvo-bench contention` and `kvo-bench stress`: what they report and that they check their
+/// results (never their figures).
+extension BenchmarkToolTests {
+    @Test func contentionTimesTheNodeTheTreeAndEveryLockAlone() throws {
+        let run = try kvoBench(["contention", "--threads", "4", "--updates", "2000", "--rounds", "2"])
+        #expect(run.status == 0, "\(run.output)\(run.error)")
+        #expect(run.output.contains("4 threads × 2000 updates, 2 rounds"))
+        #expect(run.output.contains("Progress nodes of this build use the spin lock."))
+        for row in [
+            "one node, unobserved (spin)", "one node, observed (spin)", "tree leaves, root observed (spin)", "lock alone: futex",
+            "lock alone: spin + sched_yield", "lock alone: pthread (Lock)",
+        ] {
+            #expect(run.output.contains(row), "\(row) missing from \(run.output)")
+        }
+    }
+
+    @Test func contentionRejectsACountThatIsNotPositive() throws {
+        let run = try kvoBench(["contention", "--threads", "0"])
+        #expect(run.status == 2)
+        #expect(run.error.contains("'--threads' must be a positive integer, not '0'"))
+    }
+
+    @Test func stressRunsEveryKindOfWorkAndPassesItsChecks() throws {
+        let run = try kvoBench(["stress", "--seconds", "1"])
+        #expect(run.status == 0, "\(run.output)\(run.error)")
+        #expect(run.output.contains("stress: 1 s, "))
+        for part in ["observers registered and removed", "sets", "deliveries", "progress trees", "defaults writes"] {
+            #expect(run.output.contains(part), "\(part) missing from \(run.output)")
+        }
+    }
+
+    @Test func helpDescribesContentionAndStress() throws {
+        let run = try kvoBench(["--help"])
+        #expect(run.status == 0)
+        #expect(run.output.contains("kvo-bench contention [--quick]"))
+        #expect(run.output.contains("kvo-bench stress [--quick] [--seconds N]"))
+    }
+}
