@@ -45,9 +45,7 @@ extension KeyValueObservable {
     /// reclamation, not API.
     package var retiredSetTableCount: Int {
         guard let registry = _existingRegistry else { return 0 }
-        registry.mutex.lock()
-        defer { registry.mutex.unlock() }
-        return registry.state.retiredTables.count
+        return registry.readState { $0.retiredTables.count }
     }
 
     /// How many sets are reading the set path's table on each of the two reader counters, and which

@@ -84,26 +84,32 @@ extension _ObserverRegistry {
     /// the table, and so the snapshot returned, alive until it ends, even if it is replaced meanwhile.
     @usableFromInline
     func learnOffset(_ offset: Int, key: () -> AnyKeyPath) -> Unmanaged<_ObserverSnapshot>? {
-        mutex.lock()
-        if state.needsLearning(offset: offset) {
-            mutex.unlock()
-            let key = key()
-            mutex.lock()
-            _ = state.learn(offset: offset, key: key)
-            // The mask and the state version change only when something was learned: a version
-            // bump would make every batch's shortcut take the lock again.
-            publish()
+        var learnedKey: AnyKeyPath?
+        while true {
+            let found: Unmanaged<_ObserverSnapshot>?? = withLock {
+                if state.needsLearning(offset: offset) {
+                    // The key is asked for outside the lock, then this runs again.
+                    guard let learnedKey else { return nil }
+                    _ = state.learn(offset: offset, key: learnedKey)
+                    // The mask and the state version change only when something was learned: a
+                    // version bump would make every batch's shortcut take the lock again.
+                    publish()
+                }
+                publishSetTable()
+                if let table = setTable.load(ordering: .sequentiallyConsistent),
+                    case .observers(let snapshot) = table._withUnsafeGuaranteedRef({ $0.lookUp(offset: offset) })
+                {
+                    return .some(snapshot)
+                }
+                return .some(nil)
+            }
+            guard let found else {
+                learnedKey = key()
+                continue
+            }
+            reclaimIfNeeded()
+            return found
         }
-        publishSetTable()
-        var found: Unmanaged<_ObserverSnapshot>?
-        if let table = setTable.load(ordering: .sequentiallyConsistent),
-            case .observers(let snapshot) = table._withUnsafeGuaranteedRef({ $0.lookUp(offset: offset) })
-        {
-            found = snapshot
-        }
-        mutex.unlock()
-        reclaimIfNeeded()
-        return found
     }
 
     /// Unpublishes the set table if the slots or the known offsets changed since it was built; the

@@ -91,16 +91,36 @@ final class _ObserverRegistry: @unchecked Sendable {
         slowPathFlags.load(ordering: .acquiring) & _SlowPath.anyKey != 0
     }
 
-    /// Runs `body` on the state with the lock held, then republishes the atomics that summarise it.
-    /// `body` must run no user code and release nothing that owns user code: it returns what to
-    /// release, and the caller drops it after this returns.
-    func withState<Result>(_ body: (inout State) -> Result) -> Result {
+    /// Runs `body` with the lock held: the one place the registry takes it. `body` is a transition of
+    /// the state: it runs no user code, calls no handler and releases nothing that owns user code
+    /// (entries, snapshots, user key paths); it returns, or fills in an `inout` action of the caller,
+    /// what to deliver, call or release, and the caller does that after this returns. Transitions
+    /// that reach the registry's atomics (the owner slot, the set table) use this one; the others
+    /// `withState`.
+    @inline(__always)
+    func withLock<Result>(_ body: () -> Result) -> Result {
         mutex.lock()
-        let result = body(&state)
-        publish()
-        mutex.unlock()
+        defer { mutex.unlock() }
+        return body()
+    }
+
+    /// Runs the transition `body` on the state (see `withLock`), then republishes the atomics that
+    /// summarise it (`publish()`) and, after unlocking, frees the set tables no reader can be using.
+    @inline(__always)
+    func withState<Result>(_ body: (inout State) -> Result) -> Result {
+        let result = withLock {
+            let result = body(&state)
+            publish()
+            return result
+        }
         reclaimIfNeeded()
         return result
+    }
+
+    /// Runs the read-only transition `body` on the state under the lock, publishing nothing.
+    @inline(__always)
+    func readState<Result>(_ body: (inout State) -> Result) -> Result {
+        withLock { body(&state) }
     }
 
     /// Stores `observedMask` and `slowPathFlags` from the state, and unpublishes the set table if the
