@@ -13,8 +13,12 @@ extension Observed {
     /// alone, told from the set table (`_setNotifyingAnyKeyUnlocked`), and a change the calling
     /// thread's batch can record through its shortcut (`recordInOwnedBatch`). Anything else finds
     /// what it needs under one lock (`_setSlowPathLocked`).
+    ///
+    /// Inlined into `_setObserved`, this is only the choice between the two functions that do the
+    /// work (never inlined): a function of its own in between would cost a call and a large frame
+    /// on every such set (the gate, `kvo-bench gate`: `any-key-observer-set`, `batch-of-ten-sets`).
     @inlinable
-    @inline(never)
+    @inline(__always)
     static func _setSlowPath<EnclosingSelf: KeyValueObservable>(
         _ newValue: Value,
         on object: EnclosingSelf,
@@ -26,8 +30,25 @@ extension Observed {
     ) {
         if MemoryLayout<Value>.size != 0, flags == _SlowPath.anyKey {
             _setNotifyingAnyKeyUnlocked(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry)
-            return
+        } else {
+            _setInBatchOrLocked(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry)
         }
+    }
+
+    /// The part of `_setSlowPath` that is not observers of every key alone: a change the calling
+    /// thread's batch records through its shortcut, else `_setSlowPathLocked`.
+    @inlinable
+    @inline(never)
+    static func _setInBatchOrLocked(
+        _ newValue: Value,
+        on object: KeyValueObservable,
+        storage: UnsafeMutablePointer<Observed<Value>>,
+        storageOffset: Int,
+        key: () -> AnyKeyPath,
+        registry: Unmanaged<_ObserverRegistry>
+    ) {
+        // Read again rather than passed: one argument fewer to pass on the stack.
+        let flags = registry._withUnsafeGuaranteedRef { $0.slowPathFlags.load(ordering: .acquiring) }
         // Zero-sized properties are found by key path, and a silenced setter by its key: under the lock.
         if MemoryLayout<Value>.size != 0, flags & (_SlowPath.batch | _SlowPath.silencedSetter) == _SlowPath.batch {
             let valueType = ObjectIdentifier(Value.self)

@@ -141,7 +141,12 @@ extension _ObserverRegistry {
 
     @usableFromInline
     func reclaim() {
-        mutex.lock()
+        let freed = withLock { reclaimLocked() }
+        for table in freed { table.release() }
+    }
+
+    /// The transition of `reclaim()`, with the lock held: returns the tables to free after unlocking.
+    private func reclaimLocked() -> [Unmanaged<_ObserverSetTable>] {
         let counts = readers.load(ordering: .sequentiallyConsistent)
         let quiet: UInt8 = (counts & 0xFFFF_FFFF == 0 ? 1 : 0) | (counts &>> 32 == 0 ? 2 : 0)
         var freed: [Unmanaged<_ObserverSetTable>] = []
@@ -170,8 +175,7 @@ extension _ObserverRegistry {
             }
             readerEpochShift.store(shift, ordering: .sequentiallyConsistent)
         }
-        mutex.unlock()
-        for table in freed { table.release() }
+        return freed
     }
 }
 

@@ -16,10 +16,12 @@ import Synchronization
 /// The storage is split as in swift-async-algorithms: every mutable field is in one `State` value
 /// (`ObserverRegistry+State.swift`), whose mutating methods never run user code and return what must
 /// be released or called once the lock is dropped; this class owns the lock and the atomics that
-/// setters read without it, and runs those returned actions. Each concern is in its own file:
-/// `+SetPath` (finding a set's observers), `+Registration` (adding and removing), `+Teardown`,
-/// `+AnyKey`, `+ToMany` (silencing the setter during a to-many mutation), `+Batches`,
-/// `+ManualChanges`, `+Probes`, `+Introspection`.
+/// setters read without it, and runs those returned actions. The lock is taken in one place,
+/// `withLock` (under `withState`, which also republishes the atomics, and `readState`): a
+/// transition runs inside it and the effects (handler calls, releases) after it. Each concern is in
+/// its own file: `+SetPath` (finding a set's observers), `+Registration` (adding and removing),
+/// `+Teardown`, `+AnyKey`, `+ToMany` (silencing the setter during a to-many mutation), `+Batches`
+/// and `+BatchDelivery`, `+ManualChanges`, `+Probes`, `+Introspection`.
 ///
 /// No user code runs under the lock: handlers are called by the setter after it has taken a
 /// snapshot and unlocked; entries and user key paths (which own handlers, captures and subscript
