@@ -3,43 +3,16 @@ import Synchronization
 // The set path of `Observed._setObserved` when a slow-path flag is set or the property is zero-sized.
 
 extension Observed {
-    /// The set path of everything `_setObserved` does not do itself: the object has observers of
-    /// every key (they are told before the key's own observers, with `.prior`, and after them), an
-    /// open batch (on this thread, the change is announced at the first change of the key and
-    /// delivered when the batch ends) or a silenced setter, or the property is zero-sized. `flags`
-    /// is the value of `slowPathFlags` the caller read.
-    ///
-    /// Two cases stay without the lock, because they are the common ones: observers of every key
-    /// alone, told from the set table (`_setNotifyingAnyKeyUnlocked`), and a change the calling
-    /// thread's batch can record through its shortcut (`recordInOwnedBatch`). Anything else finds
-    /// what it needs under one lock (`_setSlowPathLocked`).
-    ///
-    /// Inlined into `_setObserved`, this is only the choice between the two functions that do the
-    /// work (never inlined): a function of its own in between would cost a call and a large frame
-    /// on every such set (the gate, `kvo-bench gate`: `any-key-observer-set`, `batch-of-ten-sets`).
-    @inlinable
-    @inline(__always)
-    static func _setSlowPath<EnclosingSelf: KeyValueObservable>(
-        _ newValue: Value,
-        on object: EnclosingSelf,
-        storage: UnsafeMutablePointer<Observed<Value>>,
-        storageOffset: Int,
-        key: () -> AnyKeyPath,
-        registry: Unmanaged<_ObserverRegistry>,
-        flags: UInt8
-    ) {
-        if MemoryLayout<Value>.size != 0, flags == _SlowPath.anyKey {
-            _setNotifyingAnyKeyUnlocked(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry)
-        } else {
-            _setInBatchOrLocked(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry)
-        }
-    }
-
-    /// The part of `_setSlowPath` that is not observers of every key alone: a change the calling
-    /// thread's batch records through its shortcut, else `_setSlowPathLocked`.
+    /// The slow path of a set: everything `_setObserved` does not do itself. The object has observers
+    /// of every key together with a batch or a silenced setter (they are told before the key's own
+    /// observers, with `.prior`, and after them), an open batch (on this thread, the change is
+    /// announced at the first change of the key and delivered when the batch ends) or a silenced
+    /// setter, or the property is zero-sized. A change the calling thread's batch can record through
+    /// its shortcut (`recordInOwnedBatch`) takes no lock; anything else finds what it needs under one
+    /// lock (`_setSlowPathLocked`).
     @inlinable
     @inline(never)
-    static func _setInBatchOrLocked(
+    static func _setSlowPath(
         _ newValue: Value,
         on object: KeyValueObservable,
         storage: UnsafeMutablePointer<Observed<Value>>,
