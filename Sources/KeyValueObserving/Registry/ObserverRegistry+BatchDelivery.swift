@@ -27,7 +27,8 @@ extension _ObserverRegistry {
     /// The snapshots delivered from are not retained one by one: `pinned`, a copy of the slots array,
     /// keeps them all (a registration meanwhile copies the array before replacing one).
     struct BatchDelivery {
-        var pinned: ContiguousArray<Slot> = []
+        /// `nil` only until the transition fills it in (an empty array would cost a release there).
+        var pinned: ContiguousArray<Slot>?
         /// The observers of every key to tell at the end, if any.
         var anyKey: _AnyKeySnapshot?
         /// The changed keys, for the observers of every key, as far as they are known under the lock.
@@ -115,13 +116,14 @@ extension _ObserverRegistry {
             let extra = change.pointee.extra
             let extraKey = extra < 0 ? nil : batch.extras[extra].key
             let (slot, needsLearning) = slotIndex(ofPropertyAt: offset, key: extraKey, hint: change.pointee.slotIndex)
-            change.pointee.current = slot < 0 ? nil : Unmanaged.passUnretained(delivery.pinned[slot].snapshot)
+            change.pointee.current = slot < 0 ? nil : Unmanaged.passUnretained(delivery.pinned.unsafelyUnwrapped[slot].snapshot)
             if needsLearning { delivery.learning = (delivery.learning ?? []) + [index] }
             // A change is recorded without its key only when a slot knew its offset, which the
             // registry then remembers for good.
             if delivery.named != nil,
                 let key = extraKey
-                    ?? (slot < 0 ? state.learnedOffsets.first { $0.offset == offset }?.key : delivery.pinned[slot].keyPath)
+                    ?? (slot < 0
+                        ? state.learnedOffsets.first { $0.offset == offset }?.key : delivery.pinned.unsafelyUnwrapped[slot].keyPath)
             {
                 delivery.named!.keys.append(key)
                 delivery.named!.offsets.append(offset < 0 ? nil : offset)
@@ -154,7 +156,7 @@ extension _ObserverRegistry {
                 let extra = change.pointee.extra
                 let slot = change.pointee.slotIndex
                 // With the slot indices right, a change without a slot was recorded with its key.
-                if let key = extra < 0 ? delivery.pinned[slot].keyPath : batch.extras[extra].key {
+                if let key = extra < 0 ? delivery.pinned.unsafelyUnwrapped[slot].keyPath : batch.extras[extra].key {
                     delivery.named!.keys.append(key)
                     delivery.named!.offsets.append(change.pointee.offset < 0 ? nil : change.pointee.offset)
                 }
@@ -166,7 +168,7 @@ extension _ObserverRegistry {
             // With no observers left, the values are still taken (a box is released).
             let observers =
                 hintsAreRight
-                ? Unmanaged.passUnretained(slot < 0 ? _ObserverSnapshot.none : delivery.pinned[slot].snapshot)
+                ? Unmanaged.passUnretained(slot < 0 ? _ObserverSnapshot.none : delivery.pinned.unsafelyUnwrapped[slot].snapshot)
                 : change.pointee.current ?? Unmanaged.passUnretained(_ObserverSnapshot.none)
             change.pointee.finisher._withUnsafeGuaranteedRef { finisher in
                 observers._withUnsafeGuaranteedRef { finisher.deliver(change, $0, batch, object) }
