@@ -62,13 +62,13 @@ private final class Published: @unchecked Sendable {
         lock.lock()
         tables.publish(table)
         lock.unlock()
-        tables.reclaimIfNeeded(lock: lock)
+        if tables.needsReclaiming { tables.reclaim(lock: lock) }
     }
 
     /// Checks, inside a read section, that the published table (if any) is complete and not freed.
     func checkPublished() -> Bool {
         let reading = tables.enterReading()
-        defer { tables.exitReading(reading, lock: lock) }
+        defer { tables.exitReading(reading) { tables.reclaim(lock: lock) } }
         guard let table = tables.load() else { return true }
         return table._withUnsafeGuaranteedRef { table in
             let (id, keys) = (table.extra.id, table.extra.keys)
@@ -114,7 +114,7 @@ struct EpochPublishedTests {
             for id in 1...publications { shared.publish(id: id) }
             shared.stop.store(true, ordering: .releasing)
             for reader in readers { reader.join() }
-            shared.tables.reclaimIfNeeded(lock: shared.lock)
+            if shared.tables.needsReclaiming { shared.tables.reclaim(lock: shared.lock) }
             #expect(failures.load(ordering: .relaxed) == 0)
             #expect(reads.load(ordering: .relaxed) > 0)
             #expect(shared.retiredCount == 0, "no reader left: every replaced table is freed")
@@ -143,9 +143,9 @@ struct EpochPublishedTests {
             for _ in 0..<100 { _ = shared.checkPublished() }
         }
         other.join()
-        shared.tables.exitReading(inner, lock: shared.lock)
+        shared.tables.exitReading(inner) { shared.tables.reclaim(lock: shared.lock) }
         #expect(!freed(family).contains(1), "the outer section still reads table 1")
-        shared.tables.exitReading(outer, lock: shared.lock)
+        shared.tables.exitReading(outer) { shared.tables.reclaim(lock: shared.lock) }
         #expect(freed(family) == [1, 2])
         #expect(shared.retiredCount == 0)
     }
@@ -196,7 +196,7 @@ struct EpochPublishedTests {
                             }
                         }
                     }
-                    shared.tables.exitReading(reading, lock: shared.lock)
+                    shared.tables.exitReading(reading) { shared.tables.reclaim(lock: shared.lock) }
                 }
             }
         }
@@ -209,11 +209,11 @@ struct EpochPublishedTests {
             next.insert(Entry(hashKey: key, value: Entry.value(of: key, inTable: 0)))
             shared.tables.publish(next)
             shared.lock.unlock()
-            shared.tables.reclaimIfNeeded(lock: shared.lock)
+            if shared.tables.needsReclaiming { shared.tables.reclaim(lock: shared.lock) }
         }
         shared.stop.store(true, ordering: .releasing)
         for reader in readers { reader.join() }
-        shared.tables.reclaimIfNeeded(lock: shared.lock)
+        if shared.tables.needsReclaiming { shared.tables.reclaim(lock: shared.lock) }
         #expect(failures.load(ordering: .relaxed) == 0)
         let final = shared.tables.load()!._withUnsafeGuaranteedRef { table in
             (0..<insertions).allSatisfy { table.element(for: $0) != nil } && table.count == insertions

@@ -45,9 +45,7 @@ extension KeyValueObservable {
     /// reclamation, not API.
     package var retiredSetTableCount: Int {
         guard let registry = _existingRegistry else { return 0 }
-        registry.mutex.lock()
-        defer { registry.mutex.unlock() }
-        return registry.setTables.retiredCount
+        return registry.withLock { registry.setTables.retiredCount }
     }
 
     /// How many sets are reading the set path's table on each of the two reader counters, and which

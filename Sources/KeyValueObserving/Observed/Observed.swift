@@ -104,6 +104,14 @@ public struct Observed<Value> {
     /// The set path of an object that has a registry: find the property's observers, deliver
     /// `.prior`, store, deliver. Specialised per declaring class and value type in the client, never
     /// inlined: knowing the class lets observers registered with it be called directly.
+    ///
+    /// The fast path, with no slow-path flag and a property that is not zero-sized: the mask of the
+    /// observed offsets, then a plain store or the lock-free read section of the set table and the
+    /// delivery. Observers of every key alone are told from the same read section
+    /// (`_setNotifyingAnyKeyUnlocked`); everything else is `_setSlowPath` (`Observed+SlowPath.swift`).
+    /// The fork is here, in this order, rather than in one function that `_setSlowPath` would call:
+    /// the optimiser then lays out the fast path as it does for the plain set (the gate, `kvo-bench
+    /// gate`, measured a few instructions more per set, and a call more per slow set, otherwise).
     @inlinable
     @inline(never)
     static func _setObserved<EnclosingSelf: KeyValueObservable>(
@@ -126,16 +134,13 @@ public struct Observed<Value> {
                     newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry)
                 return
             }
-            _setNotifyingAnyKey(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry)
+            _setSlowPath(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry)
             return
         }
         if MemoryLayout<Value>.size == 0 {
-            // Zero-sized properties may share their offset with another property: found by key path,
-            // under the lock.
-            let snapshot = registry._withUnsafeGuaranteedRef { $0.snapshot(forZeroSizedKey: key()) }
-            withExtendedLifetime(snapshot) {
-                _deliver(newValue, to: snapshot.map { Unmanaged.passUnretained($0) }, storage: storage, on: object)
-            }
+            // Zero-sized properties may share their offset with another property: they are found by
+            // key path, on the slow path.
+            _setSlowPath(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry)
             return
         }
         guard registry._withUnsafeGuaranteedRef({ $0.mayHaveObservers(atOffset: storageOffset) }) else {
@@ -148,70 +153,6 @@ public struct Observed<Value> {
         let found = registry._withUnsafeGuaranteedRef { $0.observersInReadSection(atOffset: storageOffset, key: key) }
         _deliver(newValue, to: found, storage: storage, on: object)
         registry._withUnsafeGuaranteedRef { $0.exitReading(reading) }
-    }
-
-    /// The set path when the object has observers of every key and neither a batch nor a silenced
-    /// setter: in one read section of the set table (`ObserverRegistry+ReadPath.swift`), with no lock
-    /// and no retain, the observers of every key (`.prior`), the key's own observers around the
-    /// store, then the observers of every key again. The table gives the key and, for a key without
-    /// observers of its own, whether its class lets a set notify.
-    ///
-    /// The first set of a property the table does not know yet teaches the registry its key (`key`)
-    /// and asks `automaticallyNotifiesObservers(for:)` once, outside the lock; the set then goes on
-    /// here, with the table published meanwhile (or, if that one cannot tell either, on the locked
-    /// path).
-    @inlinable
-    @inline(never)
-    static func _setNotifyingAnyKeyUnlocked<EnclosingSelf: KeyValueObservable>(
-        _ newValue: Value,
-        on object: EnclosingSelf,
-        storage: UnsafeMutablePointer<Observed<Value>>,
-        storageOffset: Int,
-        key: () -> AnyKeyPath,
-        registry: Unmanaged<_ObserverRegistry>
-    ) {
-        var hasLearned = false
-        while true {
-            let reading = registry._withUnsafeGuaranteedRef { $0.enterReading() }
-            if let (element, anyKey) = registry._withUnsafeGuaranteedRef({ $0.knownElementInReadSection(atOffset: storageOffset) }) {
-                _deliver(newValue, to: element, anyKey: anyKey, storage: storage, storageOffset: storageOffset, on: object)
-                registry._withUnsafeGuaranteedRef { $0.exitReading(reading) }
-                return
-            }
-            registry._withUnsafeGuaranteedRef { $0.exitReading(reading) }
-            if hasLearned { break }
-            hasLearned = true
-            registry._withUnsafeGuaranteedRef {
-                $0.learnForAnyKeyObservers(offset: storageOffset, key: key) { type(of: object).automaticallyNotifiesObservers(for: $0) }
-            }
-        }
-        _setNotifyingAnyKey(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry)
-    }
-
-    /// The body of `_setNotifyingAnyKeyUnlocked`, inside its read section: `element` and `anyKey`
-    /// are borrowed from the set table.
-    @inlinable
-    @inline(__always)
-    static func _deliver<EnclosingSelf: KeyValueObservable>(
-        _ newValue: Value,
-        to element: _ObserverSetTable.Element,
-        anyKey: Unmanaged<_AnyKeySnapshot>?,
-        storage: UnsafeMutablePointer<Observed<Value>>,
-        storageOffset: Int,
-        on object: EnclosingSelf
-    ) {
-        // A key with observers of its own: its snapshot says whether a set notifies; else the table
-        // has the class's answer (`knownElement` checked it is there).
-        let notifies = element.snapshot.map { $0._withUnsafeGuaranteedRef { $0.notifiesAutomatically } } ?? element.notifiesAutomatically
-        guard notifies == true, let key = element.key else {
-            storage.pointee._value = newValue
-            return
-        }
-        key._withUnsafeGuaranteedRef { key in
-            anyKey?._withUnsafeGuaranteedRef { $0.willChange(object, key, storageOffset: storageOffset) }
-            _deliver(newValue, to: element.snapshot, storage: storage, on: object)
-            anyKey?._withUnsafeGuaranteedRef { $0.didChange(object, borrowing: key, storageOffset: storageOffset) }
-        }
     }
 
     /// Stores `newValue` and notifies the observers of `found` around the store. `found` is
@@ -243,197 +184,6 @@ public struct Observed<Value> {
             storage.pointee._value = newValue
             snapshot.didChange(newValue, oldValue: oldValue, pending: pending, on: object)
         }
-    }
-
-    /// The set path when the object has observers of every key (they are told before the key's own
-    /// observers, with `.prior`, and after them), an open batch (on this thread, the change is
-    /// announced at the first change of the key and delivered when the batch ends) or a silenced
-    /// setter. A change the calling thread's batch can record without the lock is recorded here
-    /// (`recordInOwnedBatch`); anything else goes on to `_setNotifyingAnyKeyLocked`.
-    @inlinable
-    @inline(never)
-    static func _setNotifyingAnyKey(
-        _ newValue: Value,
-        on object: KeyValueObservable,
-        storage: UnsafeMutablePointer<Observed<Value>>,
-        storageOffset: Int,
-        key: () -> AnyKeyPath,
-        registry: Unmanaged<_ObserverRegistry>
-    ) {
-        let flags = registry._withUnsafeGuaranteedRef { $0.slowPathFlags.load(ordering: .acquiring) }
-        // Zero-sized properties are found by key path, and a silenced setter by its key: under the lock.
-        if MemoryLayout<Value>.size != 0, flags & (_SlowPath.batch | _SlowPath.silencedSetter) == _SlowPath.batch {
-            let valueType = ObjectIdentifier(Value.self)
-            let trivialSize = _ValueCell.trivialSize(Value.self)
-            let rawStorage = UnsafeMutableRawPointer(storage)
-            let recorded = registry._withUnsafeGuaranteedRef {
-                $0.recordInOwnedBatch(offset: storageOffset, storage: rawStorage, valueType: valueType, trivialSize: trivialSize)
-            }
-            switch recorded {
-            case .unavailable:
-                break
-            case .repeated:
-                storage.pointee._value = newValue
-                return
-            case .recorded(let change):
-                withUnsafeMutablePointer(to: &change.pointee.oldValue) { _ValueCell.store(storage.pointee._value, in: $0) }
-                storage.pointee._value = newValue
-                return
-            case .recordWithKey(let batch, let slot, let version):
-                _recordInBatchWithKey(
-                    newValue, on: object, storage: storage, storageOffset: storageOffset, slot: slot, version: version, key: key,
-                    batch: batch)
-                return
-            }
-        }
-        _setNotifyingAnyKeyLocked(
-            newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry, flags: flags)
-    }
-
-    /// Records a change in the calling thread's batch, through its shortcut, with its key when no
-    /// observer's slot names it (then the class decides whether the key notifies automatically).
-    @inlinable
-    @inline(never)
-    static func _recordInBatchWithKey(
-        _ newValue: Value,
-        on object: KeyValueObservable,
-        storage: UnsafeMutablePointer<Observed<Value>>,
-        storageOffset: Int,
-        slot: Int,
-        version: UInt,
-        key: () -> AnyKeyPath,
-        batch: Unmanaged<_BatchState>
-    ) {
-        var changedKey: AnyKeyPath?
-        if slot < 0 {
-            let key = key()
-            guard type(of: object).automaticallyNotifiesObservers(for: key) else {
-                storage.pointee._value = newValue
-                return
-            }
-            changedKey = key
-        }
-        batch._withUnsafeGuaranteedRef { batch in
-            _ = _recordBatchedChange(in: batch, offset: storageOffset, storage: storage, slotIndex: slot, version: version, key: changedKey)
-        }
-        storage.pointee._value = newValue
-    }
-
-    /// The rest of `_setNotifyingAnyKey`: everything the set needs, found under one lock
-    /// (`slowPathLookup`). `key` is only called when no slot names the property.
-    @inlinable
-    @inline(never)
-    static func _setNotifyingAnyKeyLocked(
-        _ newValue: Value,
-        on object: KeyValueObservable,
-        storage: UnsafeMutablePointer<Observed<Value>>,
-        storageOffset: Int,
-        key: () -> AnyKeyPath,
-        registry: Unmanaged<_ObserverRegistry>,
-        flags: UInt8
-    ) {
-        let isZeroSized = MemoryLayout<Value>.size == 0
-        // Zero-sized properties may share their offset with another property: they are found by key
-        // path, as a silenced setter is recognised. No storage is at offset -1.
-        let offset = isZeroSized ? -1 : storageOffset
-        let namingOffset: Int? = isZeroSized ? nil : storageOffset
-        var changedKey: AnyKeyPath? = isZeroSized || flags & _SlowPath.silencedSetter != 0 ? key() : nil
-        var snapshot: _ObserverSnapshot?
-        var anyKey: _AnyKeySnapshot?
-        let found = registry._withUnsafeGuaranteedRef {
-            $0.slowPathLookup(offset: offset, flags: flags, key: &changedKey, snapshot: &snapshot, anyKey: &anyKey)
-        }
-        if found.storesOnly {
-            storage.pointee._value = newValue
-            return
-        }
-        if found.needsLearning {
-            snapshot = registry._withUnsafeGuaranteedRef { $0.snapshot(forStorageAt: storageOffset, key: key) }
-        }
-        let keyPath = changedKey ?? key()
-        let automatic = snapshot?.notifiesAutomatically ?? type(of: object).automaticallyNotifiesObservers(for: keyPath)
-        guard automatic else {
-            storage.pointee._value = newValue
-            return
-        }
-        if let batch = found.batch {
-            batch._withUnsafeGuaranteedRef { batch in
-                // Observers of every key hear of the batch's first change only.
-                let isFirst = !batch.anyKeyPriorSent
-                let extra = _recordBatchedChange(
-                    in: batch, offset: offset, storage: storage, slotIndex: found.slotIndex, version: found.version, key: keyPath)
-                if isFirst { anyKey?.willChange(object, keyPath, storageOffset: namingOffset) }
-                if let snapshot, snapshot.needsWillChange {
-                    if let values = snapshot.willChange(on: object, oldValue: storage.pointee._value, batch: batch), extra >= 0 {
-                        batch.extras[extra].pending = _BatchedPending(observers: snapshot, values: values)
-                    }
-                }
-            }
-            storage.pointee._value = newValue
-            return
-        }
-        anyKey?.willChange(object, keyPath, storageOffset: namingOffset)
-        if let snapshot {
-            let oldValue: Value? = snapshot.needsOld ? storage.pointee._value : nil
-            let pending = snapshot.willChange(on: object, oldValue: oldValue, newValue: newValue)
-            storage.pointee._value = newValue
-            snapshot.didChange(newValue, oldValue: oldValue, pending: pending, on: object)
-        } else {
-            storage.pointee._value = newValue
-        }
-        anyKey?.didChange(object, keyPath, storageOffset: namingOffset)
-    }
-
-    /// Appends a change of this property, with its value now as the value before the batch, to
-    /// `batch`; returns the index of its `_BatchedExtra` (-1 if it has none: no key to keep).
-    /// `slotIndex` is right at the registry's `stateVersion` `version` (`.max`: unknown).
-    @inlinable
-    static func _recordBatchedChange(
-        in batch: _BatchState,
-        offset: Int,
-        storage: UnsafeMutablePointer<Observed<Value>>,
-        slotIndex: Int,
-        version: UInt,
-        key: AnyKeyPath?
-    ) -> Int {
-        let finisher =
-            batch.finisher(for: ObjectIdentifier(Value.self))
-            ?? batch.addFinisher(
-                _BatchFinisher(
-                    type: ObjectIdentifier(Value.self),
-                    readFinalValue: { change in
-                        let value = change.pointee.storage.assumingMemoryBound(to: Observed<Value>.self).pointee._value
-                        withUnsafeMutablePointer(to: &change.pointee.finalValue) { _ValueCell.store(value, in: $0) }
-                    },
-                    deliver: { change, observers, batch, object in _deliverBatchedChange(change, to: observers, batch: batch, on: object) }
-                ))
-        let extra = key.map { batch.addExtra(key: $0) } ?? -1
-        let change = batch.append(
-            offset: offset, storage: UnsafeMutableRawPointer(storage), slotIndex: slotIndex, version: version, finisher: finisher,
-            extra: extra, trivialSize: _ValueCell.trivialSize(Value.self))
-        withUnsafeMutablePointer(to: &change.pointee.oldValue) { _ValueCell.store(storage.pointee._value, in: $0) }
-        return extra
-    }
-
-    /// Notifies `observers`, the key's observers at the end of the batch, of a batched change of this
-    /// property (`_BatchFinisher.deliver`), and takes its values out.
-    @inlinable
-    @inline(__always)
-    static func _deliverBatchedChange(
-        _ change: UnsafeMutablePointer<_BatchedChange>,
-        to observers: _ObserverSnapshot,
-        batch: _BatchState,
-        on object: AnyObject
-    ) {
-        let oldValue = withUnsafeMutablePointer(to: &change.pointee.oldValue) { _ValueCell.take(Value.self, from: $0) }
-        let finalValue = withUnsafeMutablePointer(to: &change.pointee.finalValue) { _ValueCell.take(Value.self, from: $0) }
-        if observers.isPlain {
-            observers.deliverPlain(finalValue, on: object)
-            return
-        }
-        let extra = change.pointee.extra
-        let pending = extra < 0 ? nil : batch.extras[extra].pending?.values(for: observers)
-        observers.didChange(finalValue, oldValue: oldValue, pending: pending, on: object, batch: batch)
     }
 
     /// The byte offset of the property's storage in `object`: what identifies an `@Observed`

@@ -50,7 +50,7 @@ enum _ObservedKeyCache {
     /// Whether the property is zero-sized, if `keyPath` is a known `@Observed` key of `type`; else `nil`.
     static func isZeroSized(_ keyPath: AnyKeyPath, in type: AnyClass) -> Bool? {
         let reading = storage.tables.enterReading()
-        defer { storage.tables.exitReading(reading, lock: storage.lock) }
+        defer { storage.tables.exitReading(reading) { storage.tables.reclaim(lock: storage.lock) } }
         return storage.tables.load()?._withUnsafeGuaranteedRef { $0.element(for: key(keyPath, type))?.isZeroSized }
     }
 
@@ -66,6 +66,6 @@ enum _ObservedKeyCache {
             keyPaths.append(keyPath)
         }
         storage.lock.unlock()
-        storage.tables.reclaimIfNeeded(lock: storage.lock)
+        if storage.tables.needsReclaiming { storage.tables.reclaim(lock: storage.lock) }
     }
 }

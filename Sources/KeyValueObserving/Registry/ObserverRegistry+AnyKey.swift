@@ -19,9 +19,7 @@ extension _ObserverRegistry {
     @usableFromInline
     func anyKeySnapshot() -> _AnyKeySnapshot? {
         guard hasAnyKeyObservers else { return nil }
-        mutex.lock()
-        defer { mutex.unlock() }
-        return state.anyKeyObservers.observers.isEmpty ? nil : state.anyKeyObservers
+        return readState { $0.anyKeyObservers.observers.isEmpty ? nil : $0.anyKeyObservers }
     }
 }
 
@@ -53,25 +51,10 @@ extension _ObserverRegistry {
         // The set table is built on demand (`ObserverRegistry+ReadPath.swift`): the set that called
         // this finds it published, unless a registration meanwhile made it stale again.
         defer {
-            mutex.lock()
-            publishSetTable()
-            mutex.unlock()
+            withLock { publishSetTable() }
             reclaimIfNeeded()
         }
-        mutex.lock()
-        var known: AnyKeyPath?
-        var isDecided = false
-        // By index, reading only the fields needed: copying a slot would retain its key and snapshot.
-        for index in state.slots.indices where state.slots[index].kind == .storage && state.slots[index].offset == offset {
-            // A key with observers of its own: its snapshot says whether it notifies.
-            known = state.slots[index].keyPath
-            isDecided = true
-        }
-        if known == nil {
-            known = state.learnedOffsets.first { $0.offset == offset }?.key
-            isDecided = state.automaticNotification.contains { $0.offset == offset }
-        }
-        mutex.unlock()
+        let (known, isDecided) = readState { $0.knowledge(ofOffset: offset) }
         let keyPath: AnyKeyPath
         if let known {
             keyPath = known
@@ -87,5 +70,17 @@ extension _ObserverRegistry {
             guard !state.automaticNotification.contains(where: { $0.offset == offset }) else { return }
             state.automaticNotification.append((offset, decision))
         }
+    }
+}
+
+extension _ObserverRegistry.State {
+    /// What the registry knows of the `@Observed` property stored at `offset`: its key, and whether
+    /// it is decided if a set of it notifies (a key with observers of its own: its snapshot says).
+    mutating func knowledge(ofOffset offset: Int) -> (key: AnyKeyPath?, isDecided: Bool) {
+        // By index, reading only the fields needed: copying a slot would retain its key and snapshot.
+        for index in slots.indices where slots[index].kind == .storage && slots[index].offset == offset {
+            return (slots[index].keyPath, true)
+        }
+        return (learnedOffsets.first { $0.offset == offset }?.key, automaticNotification.contains { $0.offset == offset })
     }
 }

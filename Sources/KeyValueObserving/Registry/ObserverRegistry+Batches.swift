@@ -109,10 +109,20 @@ extension _ObserverRegistry {
         snapshot: inout _ObserverSnapshot?,
         anyKey: inout _AnyKeySnapshot?
     ) -> _SlowPathLookup {
-        var found = _SlowPathLookup()
         let thread: pthread_t? = flags & (_SlowPath.batch | _SlowPath.silencedSetter) != 0 ? pthread_self() : nil
-        mutex.lock()
-        defer { mutex.unlock() }
+        return withLock { slowPathLookupLocked(offset: offset, thread: thread, key: &key, snapshot: &snapshot, anyKey: &anyKey) }
+    }
+
+    /// The transition of `slowPathLookup`, with the lock held.
+    @inline(__always)
+    private func slowPathLookupLocked(
+        offset: Int,
+        thread: pthread_t?,
+        key: inout AnyKeyPath?,
+        snapshot: inout _ObserverSnapshot?,
+        anyKey: inout _AnyKeySnapshot?
+    ) -> _SlowPathLookup {
+        var found = _SlowPathLookup()
         if let thread {
             var batch = ownedBatch(of: thread)?.takeUnretainedValue()
             if let record = state.threads.firstIndex(where: { pthread_equal($0.thread, thread) != 0 }) {
@@ -149,7 +159,7 @@ extension _ObserverRegistry {
     }
 
     /// With the lock held: the batch in the owner slot if `thread` holds it (the slot keeps it).
-    private func ownedBatch(of thread: pthread_t) -> Unmanaged<_BatchState>? {
+    func ownedBatch(of thread: pthread_t) -> Unmanaged<_BatchState>? {
         guard batchOwner.load(ordering: .relaxed) == _threadID(thread), let pointer = ownedBatch.load(ordering: .relaxed) else {
             return nil
         }
@@ -157,7 +167,7 @@ extension _ObserverRegistry {
     }
 
     /// With the lock held: the batch in the record of `thread`, if it has one.
-    private func recordedBatch(of thread: pthread_t) -> _BatchState? {
+    func recordedBatch(of thread: pthread_t) -> _BatchState? {
         guard !state.threads.isEmpty, let record = state.threads.firstIndex(where: { pthread_equal($0.thread, thread) != 0 }) else {
             return nil
         }
@@ -189,7 +199,7 @@ extension _ObserverRegistry {
     /// By index, reading only the fields needed: copying a slot, or calling a method of `State`,
     /// would retain what it holds.
     @inline(__always)
-    private func slotIndex(ofPropertyAt offset: Int, key: AnyKeyPath?, hint: Int) -> (index: Int, needsLearning: Bool) {
+    func slotIndex(ofPropertyAt offset: Int, key: AnyKeyPath?, hint: Int) -> (index: Int, needsLearning: Bool) {
         if offset < 0 {
             guard let key else { return (-1, false) }
             for index in state.slots.indices where state.slots[index].kind == .zeroSizedStorage {
@@ -212,8 +222,12 @@ extension _ObserverRegistry {
     func beginBatch() {
         let thread = pthread_self()
         let me = _threadID(thread)
-        mutex.lock()
-        defer { mutex.unlock() }
+        withLock { beginBatchLocked(thread: thread, me: me) }
+    }
+
+    /// The transition of `beginBatch`, with the lock held.
+    @inline(__always)
+    private func beginBatchLocked(thread: pthread_t, me: UInt) {
         let owner = batchOwner.load(ordering: .relaxed)
         if owner == me, let batch = ownedBatch(of: thread) {
             batch._withUnsafeGuaranteedRef { $0.depth += 1 }
@@ -257,133 +271,6 @@ extension _ObserverRegistry {
         slowPathFlags.store(slowPathFlags.load(ordering: .relaxed) | _SlowPath.batch, ordering: .releasing)
     }
 
-    func endBatch(on object: AnyObject) {
-        let thread = pthread_self()
-        mutex.lock()
-        if let owned = ownedBatch(of: thread) {
-            let isDone = owned._withUnsafeGuaranteedRef { batch in
-                batch.depth -= 1
-                guard batch.depth == 0 else { return false }
-                // Until its delivery is over, the next batch takes another one.
-                batch.isDelivering.store(true, ordering: .relaxed)
-                return true
-            }
-            guard isDone else {
-                mutex.unlock()
-                return
-            }
-            batchOwner.store(0, ordering: .relaxed)
-            publishSlowPathFlags()
-            // The registry keeps the slot's batch (`State.slotBatch`).
-            owned._withUnsafeGuaranteedRef { deliverAndUnlock($0, on: object) }
-            let isKept = owned._withUnsafeGuaranteedRef { $0.reset() }
-            if !isKept {
-                mutex.lock()
-                let dropped = state.slotBatch
-                if state.slotBatch === owned.takeUnretainedValue() {
-                    state.slotBatch = nil
-                    ownedBatch.store(nil, ordering: .relaxed)
-                }
-                mutex.unlock()
-                withExtendedLifetime(dropped) {}
-            }
-            owned._withUnsafeGuaranteedRef { $0.isDelivering.store(false, ordering: .releasing) }
-            return
-        }
-        let finished: _BatchState? = state.withRecord(of: thread) { record in
-            guard let batch = record.batch else { return nil }
-            batch.depth -= 1
-            guard batch.depth == 0 else { return nil }
-            record.batch = nil
-            return batch
-        }
-        guard let finished else {
-            mutex.unlock()
-            return
-        }
-        publishSlowPathFlags()
-        deliverAndUnlock(finished, on: object)
-        _ = finished.reset()
-    }
-
-    /// Called with the lock held, which it releases: delivers the changes of `batch`, which is closed
-    /// (changes made by handlers notify as usual) and reachable from the caller only. The observers
-    /// notified are those of the end of the batch (one may have registered meanwhile), and every final
-    /// value is read before any handler runs: a trivial one under the lock, by copying its bytes (no
-    /// user code), the others after unlocking.
-    ///
-    /// The snapshots delivered from are not retained one by one: a copy of the slots array keeps them
-    /// all (a registration meanwhile copies the array before replacing one).
-    private func deliverAndUnlock(_ batch: _BatchState, on object: AnyObject) {
-        let pinned = state.slots
-        var learned: [_ObserverSnapshot]?
-        defer { withExtendedLifetime((pinned, learned)) {} }
-        let count = batch.changeCount
-        let anyKey = count == 0 || state.anyKeyObservers.observers.isEmpty ? nil : state.anyKeyObservers
-        var named: (keys: [AnyKeyPath], offsets: [Int?])? = anyKey == nil ? nil : ([], [])
-        // Unless the observers changed since the changes were recorded, their slot indices are right:
-        // then `pinned` has what the end needs, and it is read after unlocking.
-        let hintsAreRight = batch.slotIndicesVersion == stateVersion.load(ordering: .relaxed)
-        var learning: [Int]?
-        if !hintsAreRight {
-            for index in 0..<count {
-                let change = batch.changes + index
-                let offset = change.pointee.offset
-                let extra = change.pointee.extra
-                let extraKey = extra < 0 ? nil : batch.extras[extra].key
-                let (slot, needsLearning) = slotIndex(ofPropertyAt: offset, key: extraKey, hint: change.pointee.slotIndex)
-                change.pointee.current = slot < 0 ? nil : Unmanaged.passUnretained(pinned[slot].snapshot)
-                if needsLearning { learning = (learning ?? []) + [index] }
-                // A change is recorded without its key only when a slot knew its offset, which the
-                // registry then remembers for good.
-                if named != nil,
-                    let key = extraKey ?? (slot < 0 ? state.learnedOffsets.first { $0.offset == offset }?.key : pinned[slot].keyPath)
-                {
-                    named!.keys.append(key)
-                    named!.offsets.append(offset < 0 ? nil : offset)
-                }
-            }
-        }
-        mutex.unlock()
-        for index in learning ?? [] {
-            // Only changes recorded with their key can be waiting to be learned.
-            let change = batch.changes + index
-            guard change.pointee.extra >= 0, let key = batch.extras[change.pointee.extra].key else { continue }
-            guard let snapshot = snapshot(forStorageAt: change.pointee.offset, key: { key }) else { continue }
-            learned = (learned ?? []) + [snapshot]
-            change.pointee.current = Unmanaged.passUnretained(snapshot)
-        }
-        // Every final value is read before any handler runs; a trivial one by copying its bytes.
-        for index in 0..<count {
-            let change = batch.changes + index
-            if !change.pointee.finalValue.copyTrivialValue(from: change.pointee.storage, size: change.pointee.trivialSize) {
-                change.pointee.finisher._withUnsafeGuaranteedRef { $0.readFinalValue(change) }
-            }
-            if hintsAreRight, named != nil {
-                let extra = change.pointee.extra
-                let slot = change.pointee.slotIndex
-                // With the slot indices right, a change without a slot was recorded with its key.
-                if let key = extra < 0 ? pinned[slot].keyPath : batch.extras[extra].key {
-                    named!.keys.append(key)
-                    named!.offsets.append(change.pointee.offset < 0 ? nil : change.pointee.offset)
-                }
-            }
-        }
-        for index in 0..<count {
-            let change = batch.changes + index
-            let slot = change.pointee.slotIndex
-            // With no observers left, the values are still taken (a box is released).
-            let observers =
-                hintsAreRight
-                ? Unmanaged.passUnretained(slot < 0 ? _ObserverSnapshot.none : pinned[slot].snapshot)
-                : change.pointee.current ?? Unmanaged.passUnretained(_ObserverSnapshot.none)
-            change.pointee.finisher._withUnsafeGuaranteedRef { finisher in
-                observers._withUnsafeGuaranteedRef { finisher.deliver(change, $0, batch, object) }
-            }
-        }
-        if let anyKey, let named { anyKey.didChange(object, named.keys, storageOffsets: .many(named.offsets)) }
-    }
-
     /// The `slowPathFlags` bit of the batch in the owner slot, which no thread record shows. Called
     /// with the lock held.
     var ownedBatchFlags: UInt8 {
@@ -392,7 +279,7 @@ extension _ObserverRegistry {
 
     /// Stores `slowPathFlags` after a batch opened or closed: only its batch bit can change, and no
     /// observer did, so `stateVersion` stays. Called with the lock held.
-    private func publishSlowPathFlags() {
+    func publishSlowPathFlags() {
         var hasBatch = batchOwner.load(ordering: .relaxed) != 0
         if !hasBatch, state.threads.isEmpty {
             slowPathFlags.store(slowPathFlags.load(ordering: .relaxed) & ~_SlowPath.batch, ordering: .releasing)
@@ -410,8 +297,6 @@ extension _ObserverRegistry {
     func currentBatch() -> _BatchState? {
         guard slowPathFlags.load(ordering: .acquiring) & _SlowPath.batch != 0 else { return nil }
         let thread = pthread_self()
-        mutex.lock()
-        defer { mutex.unlock() }
-        return ownedBatch(of: thread)?.takeUnretainedValue() ?? recordedBatch(of: thread)
+        return withLock { ownedBatch(of: thread)?.takeUnretainedValue() ?? recordedBatch(of: thread) }
     }
 }

@@ -35,8 +35,6 @@ extension _ObserverRegistry {
     /// input; the internal observers that follow dependent keys' paths through other objects do not
     /// count.
     func observerCounts() -> (keys: [(key: AnyKeyPath, storageOffset: Int?, count: Int)], anyKey: Int, followers: Set<UInt64>) {
-        mutex.lock()
-        defer { mutex.unlock() }
-        return state.observerCounts()
+        readState { $0.observerCounts() }
     }
 }

@@ -28,9 +28,7 @@ extension _ObserverRegistry {
     /// The innermost pending change of this thread, left in place.
     func innermostPendingChange() -> PendingChange? {
         let thread = pthread_self()
-        mutex.lock()
-        defer { mutex.unlock() }
-        return state.record(of: thread)?.pendingChanges.last
+        return readState { $0.record(of: thread)?.pendingChanges.last }
     }
 
     /// Removes the innermost pending change of this thread (the one `innermostPendingChange()` returned).

@@ -55,12 +55,12 @@ extension _ObserverRegistry {
             _KeyNames.learn(key, storageOffset: storageOffset)
         }
         let thread = pthread_self()
-        mutex.lock()
-        if let index = state.threads.firstIndex(where: { pthread_equal($0.thread, thread) != 0 }),
-            !state.threads[index].probes.isEmpty
-        {
-            state.threads[index].probes[state.threads[index].probes.endIndex - 1].append(read)
+        readState { state in
+            if let index = state.threads.firstIndex(where: { pthread_equal($0.thread, thread) != 0 }),
+                !state.threads[index].probes.isEmpty
+            {
+                state.threads[index].probes[state.threads[index].probes.endIndex - 1].append(read)
+            }
         }
-        mutex.unlock()
     }
 }

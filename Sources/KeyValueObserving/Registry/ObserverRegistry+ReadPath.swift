@@ -24,7 +24,7 @@ extension _ObserverRegistry {
     @inlinable
     @inline(__always)
     func exitReading(_ unit: Int) {
-        setTables.exitReading(unit, lock: mutex)
+        setTables.exitReading(unit) { reclaim() }
     }
 
     /// The observers of the `@Observed` property stored at `offset`, unretained, or `nil` if it has
@@ -63,26 +63,32 @@ extension _ObserverRegistry {
     /// the table, and so the snapshot returned, alive until it ends, even if it is replaced meanwhile.
     @usableFromInline
     func learnOffset(_ offset: Int, key: () -> AnyKeyPath) -> Unmanaged<_ObserverSnapshot>? {
-        mutex.lock()
-        if state.needsLearning(offset: offset) {
-            mutex.unlock()
-            let key = key()
-            mutex.lock()
-            _ = state.learn(offset: offset, key: key)
-            // The mask and the state version change only when something was learned: a version
-            // bump would make every batch's shortcut take the lock again.
-            publish()
+        var learnedKey: AnyKeyPath?
+        while true {
+            let found: Unmanaged<_ObserverSnapshot>?? = withLock {
+                if state.needsLearning(offset: offset) {
+                    // The key is asked for outside the lock, then this runs again.
+                    guard let learnedKey else { return nil }
+                    _ = state.learn(offset: offset, key: learnedKey)
+                    // The mask and the state version change only when something was learned: a
+                    // version bump would make every batch's shortcut take the lock again.
+                    publish()
+                }
+                publishSetTable()
+                if let table = setTables.load(),
+                    case .observers(let snapshot) = table._withUnsafeGuaranteedRef({ $0.lookUp(offset: offset) })
+                {
+                    return .some(snapshot)
+                }
+                return .some(nil)
+            }
+            guard let found else {
+                learnedKey = key()
+                continue
+            }
+            reclaimIfNeeded()
+            return found
         }
-        publishSetTable()
-        var found: Unmanaged<_ObserverSnapshot>?
-        if let table = setTables.load(),
-            case .observers(let snapshot) = table._withUnsafeGuaranteedRef({ $0.lookUp(offset: offset) })
-        {
-            found = snapshot
-        }
-        mutex.unlock()
-        reclaimIfNeeded()
-        return found
     }
 
     /// Unpublishes the set table if the slots or the known offsets changed since it was built; the
@@ -102,7 +108,15 @@ extension _ObserverRegistry {
 
     /// Frees the replaced set tables no reader can be using, if any wait. Called without the lock.
     func reclaimIfNeeded() {
-        setTables.reclaimIfNeeded(lock: mutex)
+        if setTables.needsReclaiming { reclaim() }
+    }
+
+    /// Frees the replaced set tables no reader can be using: the transition under the lock
+    /// (`takeReclaimable()`), the releases after it.
+    @usableFromInline
+    func reclaim() {
+        let freed = withLock { setTables.takeReclaimable() }
+        for table in freed { table.release() }
     }
 }
 

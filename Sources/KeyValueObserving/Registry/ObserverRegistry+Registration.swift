@@ -33,6 +33,15 @@ extension _ObserverRegistry.State {
         slots.firstIndex { $0.kind == .keyPath && $0.keyPath === match }
     }
 
+    /// How an addition went.
+    enum Addition {
+        case added
+        /// The object is gone: nothing was added.
+        case objectGone
+        /// The slots of keys that are not `@Observed` changed since they were compared outside the lock.
+        case compareAgain
+    }
+
     /// What `remove(id:into:)` took out, to release after unlocking: their deinit may run user code
     /// that registers or invalidates.
     struct Removed {
@@ -98,52 +107,45 @@ extension _ObserverRegistry {
     /// Adds `entry` to the observers of `key`. Returns `false` if the object is already gone.
     func add(_ entry: _ObserverEntry, for key: _SlotKey, notifiesAutomatically: Bool = true) -> Bool {
         while true {
-            let old: _ObserverSnapshot?
+            // What the transition replaced, released after unlocking.
+            var old: _ObserverSnapshot?
+            let outcome: State.Addition
             switch key {
             case .observedProperty(let keyPath, let isZeroSized):
-                mutex.lock()
-                guard !state.isTornDown else {
-                    mutex.unlock()
-                    return false
+                outcome = withState { state in
+                    guard !state.isTornDown else { return .objectGone }
+                    old = state.add(
+                        entry,
+                        toSlotAt: state.observedPropertySlotIndex(keyPath, isZeroSized: isZeroSized),
+                        kind: isZeroSized ? .zeroSizedStorage : .storage,
+                        keyPath: keyPath,
+                        notifiesAutomatically: notifiesAutomatically
+                    )
+                    return .added
                 }
-                old = state.add(
-                    entry,
-                    toSlotAt: state.observedPropertySlotIndex(keyPath, isZeroSized: isZeroSized),
-                    kind: isZeroSized ? .zeroSizedStorage : .storage,
-                    keyPath: keyPath,
-                    notifiesAutomatically: notifiesAutomatically
-                )
             case .keyPath(let keyPath):
                 let (match, version) = matchKeyPathSlot(keyPath)
-                mutex.lock()
-                guard !state.isTornDown else {
-                    mutex.unlock()
-                    return false
+                outcome = withState { state in
+                    guard !state.isTornDown else { return .objectGone }
+                    // The slots of such keys changed since they were compared: compare again.
+                    guard state.keyPathSlotsVersion == version else { return .compareAgain }
+                    old = state.add(
+                        entry,
+                        toSlotAt: match.flatMap { state.keyPathSlotIndex(identicalTo: $0) },
+                        kind: .keyPath,
+                        keyPath: keyPath,
+                        notifiesAutomatically: notifiesAutomatically
+                    )
+                    return .added
                 }
-                // The slots of such keys changed since they were compared: compare again.
-                guard state.keyPathSlotsVersion == version else {
-                    mutex.unlock()
-                    withExtendedLifetime(match) {}
-                    continue
-                }
-                old = state.add(
-                    entry,
-                    toSlotAt: match.flatMap { state.keyPathSlotIndex(identicalTo: $0) },
-                    kind: .keyPath,
-                    keyPath: keyPath,
-                    notifiesAutomatically: notifiesAutomatically
-                )
-                publish()
-                mutex.unlock()
-                reclaimIfNeeded()
-                withExtendedLifetime((old, match)) {}
-                return true
+                withExtendedLifetime(match) {}
             }
-            publish()
-            mutex.unlock()
-            reclaimIfNeeded()
             withExtendedLifetime(old) {}
-            return true
+            switch outcome {
+            case .added: return true
+            case .objectGone: return false
+            case .compareAgain: continue
+            }
         }
     }
 
@@ -152,10 +154,7 @@ extension _ObserverRegistry {
     /// compared, and released, outside it, because a user's key path may have subscript arguments,
     /// whose `==` and deinit are user code. The caller re-checks the version under the lock.
     private func matchKeyPathSlot(_ keyPath: AnyKeyPath) -> (match: AnyKeyPath?, version: Int) {
-        mutex.lock()
-        let version = state.keyPathSlotsVersion
-        let candidates = state.keyPathSlotKeys
-        mutex.unlock()
+        let (version, candidates) = readState { ($0.keyPathSlotsVersion, $0.keyPathSlotKeys) }
         return (candidates.first { $0 == keyPath }, version)
     }
 
@@ -163,17 +162,17 @@ extension _ObserverRegistry {
     func snapshot(for key: _SlotKey) -> _ObserverSnapshot? {
         switch key {
         case .observedProperty(let keyPath, let isZeroSized):
-            mutex.lock()
-            defer { mutex.unlock() }
-            return state.observedPropertySlotIndex(keyPath, isZeroSized: isZeroSized).map { state.slots[$0].snapshot }
+            return readState { state in
+                state.observedPropertySlotIndex(keyPath, isZeroSized: isZeroSized).map { state.slots[$0].snapshot }
+            }
         case .keyPath(let keyPath):
             while true {
                 let (match, version) = matchKeyPathSlot(keyPath)
                 guard let match else { return nil }
-                mutex.lock()
-                let isCurrent = state.keyPathSlotsVersion == version
-                let snapshot = isCurrent ? state.keyPathSlotIndex(identicalTo: match).map { state.slots[$0].snapshot } : nil
-                mutex.unlock()
+                let (isCurrent, snapshot) = readState { state -> (Bool, _ObserverSnapshot?) in
+                    guard state.keyPathSlotsVersion == version else { return (false, nil) }
+                    return (true, state.keyPathSlotIndex(identicalTo: match).map { state.slots[$0].snapshot })
+                }
                 withExtendedLifetime(match) {}
                 if isCurrent { return snapshot }
             }
@@ -183,12 +182,9 @@ extension _ObserverRegistry {
     /// Removes the registration `id`, if it is still there. After this returns, the entry is inactive:
     /// no delivery to it starts any more.
     func remove(id: UInt64) {
+        // The action, filled in place: returned through `withState`'s generic result it would cost a copy.
         var removed = State.Removed()
-        mutex.lock()
-        state.remove(id: id, into: &removed)
-        publish()
-        mutex.unlock()
-        reclaimIfNeeded()
+        withState { $0.remove(id: id, into: &removed) }
         // The handler, what it captured and the slots' key paths are released here, outside the lock.
         withExtendedLifetime(removed) {}
     }
@@ -196,10 +192,10 @@ extension _ObserverRegistry {
     /// Calls `handler` when the object is deallocated, unless registration `id` is removed first.
     /// Returns `false` (and does not keep `handler`) if the object is already gone.
     func onObjectDeinit(id: UInt64, _ handler: @escaping @Sendable () -> Void) -> Bool {
-        mutex.lock()
-        defer { mutex.unlock() }
-        guard !state.isTornDown else { return false }
-        state.deinitHandlers.append((id, handler))
-        return true
+        readState { state in
+            guard !state.isTornDown else { return false }
+            state.deinitHandlers.append((id, handler))
+            return true
+        }
     }
 }

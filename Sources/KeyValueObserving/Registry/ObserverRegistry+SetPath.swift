@@ -23,6 +23,19 @@ extension _ObserverRegistry.State {
         return nil
     }
 
+    /// The observers of the `@Observed` property stored at `offset`, or whether a set of it must
+    /// reveal its key (some slot waits to learn its offset, and this one may be it).
+    mutating func snapshot(forStorageAt offset: Int) -> (snapshot: _ObserverSnapshot?, needsLearning: Bool) {
+        var needsLearning = false
+        // By index, reading only the fields needed: copying a slot would retain its key and snapshot.
+        for index in slots.indices where slots[index].kind == .storage {
+            let slotOffset = slots[index].offset
+            if slotOffset == offset { return (slots[index].snapshot, false) }
+            needsLearning = needsLearning || slotOffset == nil
+        }
+        return (nil, needsLearning && !learnedOffsets.contains { $0.offset == offset })
+    }
+
     /// The slot of the `@Observed` property `keyPath`.
     mutating func observedPropertySlotIndex(_ keyPath: AnyKeyPath, isZeroSized: Bool) -> Int? {
         let kind: _ObserverRegistry.Slot.Kind = isZeroSized ? .zeroSizedStorage : .storage
@@ -43,33 +56,10 @@ extension _ObserverRegistry {
     /// - Complexity: O(*k*) in the number of observed keys of this object, by integer comparison.
     @usableFromInline
     func snapshot(forStorageAt offset: Int, key: () -> AnyKeyPath) -> _ObserverSnapshot? {
-        mutex.lock()
-        var needsLearning = false
-        // Here rather than in a method of `State`, which would copy the state (retaining every field)
-        // on this path. By index, reading only the fields needed: copying a slot would retain its
-        // key and snapshot.
-        for index in state.slots.indices where state.slots[index].kind == .storage {
-            let slotOffset = state.slots[index].offset
-            if slotOffset == offset {
-                let snapshot = state.slots[index].snapshot
-                mutex.unlock()
-                return snapshot
-            }
-            needsLearning = needsLearning || slotOffset == nil
-        }
-        needsLearning = needsLearning && !state.learnedOffsets.contains { $0.offset == offset }
-        mutex.unlock()
-        guard needsLearning else { return nil }
+        let (found, needsLearning) = readState { $0.snapshot(forStorageAt: offset) }
+        guard needsLearning else { return found }
         let key = key()
         return withState { $0.learn(offset: offset, key: key) }
-    }
-
-    /// The observers of a zero-sized `@Observed` property, found by key path.
-    @usableFromInline
-    func snapshot(forZeroSizedKey key: AnyKeyPath) -> _ObserverSnapshot? {
-        mutex.lock()
-        defer { mutex.unlock() }
-        return state.observedPropertySlotIndex(key, isZeroSized: true).map { state.slots[$0].snapshot }
     }
 
     /// Records that the explicitly notified key `key` (see `_ExplicitlyNotifiedKeys`) is found at

@@ -27,9 +27,7 @@ extension _ObserverRegistry {
     func isSilenced(_ key: AnyKeyPath) -> Bool {
         guard slowPathFlags.load(ordering: .acquiring) & _SlowPath.silencedSetter != 0 else { return false }
         let thread = pthread_self()
-        mutex.lock()
-        defer { mutex.unlock() }
         // Wrapper key paths are plain property key paths: comparing them runs no user code.
-        return state.record(of: thread)?.silencedKeys.contains { _sameKey($0, key) } ?? false
+        return readState { $0.record(of: thread)?.silencedKeys.contains { _sameKey($0, key) } ?? false }
     }
 }

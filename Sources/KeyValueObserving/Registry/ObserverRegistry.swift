@@ -16,10 +16,12 @@ import Synchronization
 /// The storage is split as in swift-async-algorithms: every mutable field is in one `State` value
 /// (`ObserverRegistry+State.swift`), whose mutating methods never run user code and return what must
 /// be released or called once the lock is dropped; this class owns the lock and the atomics that
-/// setters read without it, and runs those returned actions. Each concern is in its own file:
-/// `+SetPath` (finding a set's observers), `+Registration` (adding and removing), `+Teardown`,
-/// `+AnyKey`, `+ToMany` (silencing the setter during a to-many mutation), `+Batches`,
-/// `+ManualChanges`, `+Probes`, `+Introspection`.
+/// setters read without it, and runs those returned actions. The lock is taken in one place,
+/// `withLock` (under `withState`, which also republishes the atomics, and `readState`): a
+/// transition runs inside it and the effects (handler calls, releases) after it. Each concern is in
+/// its own file: `+SetPath` (finding a set's observers), `+Registration` (adding and removing),
+/// `+Teardown`, `+AnyKey`, `+ToMany` (silencing the setter during a to-many mutation), `+Batches`
+/// and `+BatchDelivery`, `+ManualChanges`, `+Probes`, `+Introspection`.
 ///
 /// No user code runs under the lock: handlers are called by the setter after it has taken a
 /// snapshot and unlocked; entries and user key paths (which own handlers, captures and subscript
@@ -83,16 +85,36 @@ final class _ObserverRegistry: @unchecked Sendable {
         slowPathFlags.load(ordering: .acquiring) & _SlowPath.anyKey != 0
     }
 
-    /// Runs `body` on the state with the lock held, then republishes the atomics that summarise it.
-    /// `body` must run no user code and release nothing that owns user code: it returns what to
-    /// release, and the caller drops it after this returns.
-    func withState<Result>(_ body: (inout State) -> Result) -> Result {
+    /// Runs `body` with the lock held: the one place the registry takes it. `body` is a transition of
+    /// the state: it runs no user code, calls no handler and releases nothing that owns user code
+    /// (entries, snapshots, user key paths); it returns, or fills in an `inout` action of the caller,
+    /// what to deliver, call or release, and the caller does that after this returns. Transitions
+    /// that reach the registry's atomics (the owner slot, the set table) use this one; the others
+    /// `withState`.
+    @inline(__always)
+    func withLock<Result>(_ body: () -> Result) -> Result {
         mutex.lock()
-        let result = body(&state)
-        publish()
-        mutex.unlock()
+        defer { mutex.unlock() }
+        return body()
+    }
+
+    /// Runs the transition `body` on the state (see `withLock`), then republishes the atomics that
+    /// summarise it (`publish()`) and, after unlocking, frees the set tables no reader can be using.
+    @inline(__always)
+    func withState<Result>(_ body: (inout State) -> Result) -> Result {
+        let result = withLock {
+            let result = body(&state)
+            publish()
+            return result
+        }
         reclaimIfNeeded()
         return result
+    }
+
+    /// Runs the read-only transition `body` on the state under the lock, publishing nothing.
+    @inline(__always)
+    func readState<Result>(_ body: (inout State) -> Result) -> Result {
+        withLock { body(&state) }
     }
 
     /// Stores `observedMask` and `slowPathFlags` from the state, and unpublishes the set table if the

@@ -1,6 +1,9 @@
 /// The observers of one key at one moment, immutable. The registry replaces a key's snapshot on every
-/// registration and removal; a setter takes the current one under the lock (one retain) and delivers
-/// from it after unlocking, so handlers never run under the lock and may register or invalidate.
+/// registration and removal. A setter borrows the current one from the published set table, with no
+/// lock and no retain, for the time of its read section (`ObserverRegistry+ReadPath.swift`); the slow
+/// path (`Observed+SlowPath.swift`) and a batch's end take it under the lock (a retain, or the copy of
+/// the slots array that holds it) and deliver from it after unlocking. Either way handlers never run
+/// under the lock and may register or invalidate.
 ///
 /// The entries are tail-allocated, in registration order: a snapshot is one allocation, and freeing
 /// it releases its entries directly (an array would be a second allocation, destroyed through the

@@ -94,22 +94,23 @@ package struct _EpochPublished<Table: AnyObject>: ~Copyable, @unchecked Sendable
         current.load(ordering: .acquiring)
     }
 
-    /// Leaves a read section: after this, nothing loaded in it may be used. Frees the retired tables
-    /// this was the last reader of (taking `lock`).
+    /// Leaves a read section: after this, nothing loaded in it may be used. If this was the last
+    /// reader some retired table waited for, calls `reclaim` (the owner's: it takes its lock and
+    /// runs `takeReclaimable()`, then releases what that returned; see `reclaim(lock:)`).
     @inlinable
     @inline(__always)
-    package func exitReading(_ unit: Int, lock: @autoclosure () -> LockPrimitive) {
+    package func exitReading(_ unit: Int, reclaim: () -> Void) {
         let remaining = readers.wrappingSubtract(unit, ordering: .acquiringAndReleasing).newValue
-        // This counter's 32 bits: `unit` times 0xFFFF_FFFF. The lock is only looked up here.
+        // This counter's 32 bits: `unit` times 0xFFFF_FFFF.
         if _slowPath(remaining & (unit &* 0xFFFF_FFFF) == 0 && hasRetiredTables.load(ordering: .acquiring)) {
-            reclaim(lock: lock())
+            reclaim()
         }
     }
 
     // MARK: Writers
 
     /// Publishes `table` (or none) in place of the current one, which is retired: freed once no
-    /// reader can be using it. Lock held; call `reclaimIfNeeded(lock:)` after unlocking.
+    /// reader can be using it. Lock held; reclaim after unlocking (`needsReclaiming`).
     @inline(__always)
     package func publish(_ table: Table?) {
         let new = table.map { Unmanaged.passRetained($0) }
@@ -126,16 +127,27 @@ package struct _EpochPublished<Table: AnyObject>: ~Copyable, @unchecked Sendable
         hasRetiredTables.store(true, ordering: .releasing)
     }
 
-    /// Frees the retired tables no reader can be using, if any wait. Called without the lock.
+    /// Whether retired tables wait to be freed: the owner then reclaims (`takeReclaimable()` with its
+    /// lock held, the releases after unlocking). Called without the lock.
     @inlinable
     @inline(__always)
-    package func reclaimIfNeeded(lock: @autoclosure () -> LockPrimitive) {
-        if hasRetiredTables.load(ordering: .acquiring) { reclaim(lock: lock()) }
+    package var needsReclaiming: Bool {
+        hasRetiredTables.load(ordering: .acquiring)
     }
 
-    @usableFromInline
+    /// Frees the retired tables no reader can be using, taking `lock` for `takeReclaimable()`: for an
+    /// owner whose lock is only this table's (the registry takes its own, in one place).
     package func reclaim(lock: LockPrimitive) {
         lock.lock()
+        let freed = takeReclaimable()
+        lock.unlock()
+        for table in freed { table.release() }
+    }
+
+    /// The transition of a reclamation, with the owner's lock held: takes the retired tables no
+    /// reader can be using out of the queue and returns them, to be released after unlocking
+    /// (releasing a table may run user code).
+    package func takeReclaimable() -> [Unmanaged<Table>] {
         // A read-modify-write, not a load (see the proof above).
         let counts = readers.wrappingAdd(0, ordering: .acquiringAndReleasing).oldValue
         let quiet: UInt8 = (counts & 0xFFFF_FFFF == 0 ? 1 : 0) | (counts &>> 32 == 0 ? 2 : 0)
@@ -165,8 +177,7 @@ package struct _EpochPublished<Table: AnyObject>: ~Copyable, @unchecked Sendable
             }
             readerEpochShift.store(shift, ordering: .releasing)
         }
-        lock.unlock()
-        for table in freed { table.release() }
+        return freed
     }
 
     // MARK: Introspection (tests)
