@@ -92,6 +92,7 @@ package struct _ExplicitKeyObservers {
     /// with `object` of its own class (`Root`), observers registered on that class get the change
     /// from one call of their handler.
     @inlinable
+    @inline(__always)
     package func notify<Root: AnyObject, Value>(
         _ object: Root, from oldValue: Value, to newValue: Value, phases: _ExplicitNotificationPhases
     ) {

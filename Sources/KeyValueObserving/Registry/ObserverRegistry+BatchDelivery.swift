@@ -29,15 +29,21 @@ extension _ObserverRegistry {
     struct BatchDelivery {
         /// `nil` only until the transition fills it in (an empty array would cost a release there).
         var pinned: ContiguousArray<Slot>?
-        /// The observers of every key to tell at the end, if any.
-        var anyKey: _AnyKeySnapshot?
-        /// The changed keys, for the observers of every key, as far as they are known under the lock.
-        var named: (keys: [AnyKeyPath], offsets: [Int?])?
+        /// What only some batches need (observers of every key, slot indices gone stale), in one
+        /// reference: a batch without them then has one `nil` to destroy, not four.
+        var rare: Rare?
         /// Whether the slot indices the changes were recorded with are still right: then `pinned` has
         /// what the end needs, and it is read after unlocking.
         var hintsAreRight = true
-        /// The changes whose property may be the one a slot waits to learn.
-        var learning: [Int]?
+
+        final class Rare {
+            /// The observers of every key to tell at the end, if any.
+            var anyKey: _AnyKeySnapshot?
+            /// The changed keys, for the observers of every key, as far as they are known under the lock.
+            var named: (keys: [AnyKeyPath], offsets: [Int?])?
+            /// The changes whose property may be the one a slot waits to learn.
+            var learning: [Int]?
+        }
     }
 
     func endBatch(on object: AnyObject) {
@@ -105,11 +111,17 @@ extension _ObserverRegistry {
     private func prepareDelivery(of batch: _BatchState, into delivery: inout BatchDelivery) {
         delivery.pinned = state.slots
         let count = batch.changeCount
-        delivery.anyKey = count == 0 || state.anyKeyObservers.observers.isEmpty ? nil : state.anyKeyObservers
-        if delivery.anyKey != nil { delivery.named = ([], []) }
+        if count != 0, !state.anyKeyObservers.observers.isEmpty {
+            let rare = BatchDelivery.Rare()
+            rare.anyKey = state.anyKeyObservers
+            rare.named = ([], [])
+            delivery.rare = rare
+        }
         // Unless the observers changed since the changes were recorded, their slot indices are right.
         delivery.hintsAreRight = batch.slotIndicesVersion == stateVersion.load(ordering: .relaxed)
         guard !delivery.hintsAreRight else { return }
+        let rare = delivery.rare ?? BatchDelivery.Rare()
+        delivery.rare = rare
         for index in 0..<count {
             let change = batch.changes + index
             let offset = change.pointee.offset
@@ -117,16 +129,16 @@ extension _ObserverRegistry {
             let extraKey = extra < 0 ? nil : batch.extras[extra].key
             let (slot, needsLearning) = slotIndex(ofPropertyAt: offset, key: extraKey, hint: change.pointee.slotIndex)
             change.pointee.current = slot < 0 ? nil : Unmanaged.passUnretained(delivery.pinned.unsafelyUnwrapped[slot].snapshot)
-            if needsLearning { delivery.learning = (delivery.learning ?? []) + [index] }
+            if needsLearning { rare.learning = (rare.learning ?? []) + [index] }
             // A change is recorded without its key only when a slot knew its offset, which the
             // registry then remembers for good.
-            if delivery.named != nil,
+            if rare.named != nil,
                 let key = extraKey
                     ?? (slot < 0
                         ? state.learnedOffsets.first { $0.offset == offset }?.key : delivery.pinned.unsafelyUnwrapped[slot].keyPath)
             {
-                delivery.named!.keys.append(key)
-                delivery.named!.offsets.append(offset < 0 ? nil : offset)
+                rare.named!.keys.append(key)
+                rare.named!.offsets.append(offset < 0 ? nil : offset)
             }
         }
     }
@@ -138,7 +150,8 @@ extension _ObserverRegistry {
         var learned: [_ObserverSnapshot]?
         defer { withExtendedLifetime(learned) {} }
         let count = batch.changeCount
-        for index in delivery.learning ?? [] {
+        let rare = delivery.rare
+        for index in rare?.learning ?? [] {
             // Only changes recorded with their key can be waiting to be learned.
             let change = batch.changes + index
             guard change.pointee.extra >= 0, let key = batch.extras[change.pointee.extra].key else { continue }
@@ -152,13 +165,13 @@ extension _ObserverRegistry {
             if !change.pointee.finalValue.copyTrivialValue(from: change.pointee.storage, size: change.pointee.trivialSize) {
                 change.pointee.finisher._withUnsafeGuaranteedRef { $0.readFinalValue(change) }
             }
-            if hintsAreRight, delivery.named != nil {
+            if hintsAreRight, let rare, rare.named != nil {
                 let extra = change.pointee.extra
                 let slot = change.pointee.slotIndex
                 // With the slot indices right, a change without a slot was recorded with its key.
                 if let key = extra < 0 ? delivery.pinned.unsafelyUnwrapped[slot].keyPath : batch.extras[extra].key {
-                    delivery.named!.keys.append(key)
-                    delivery.named!.offsets.append(change.pointee.offset < 0 ? nil : change.pointee.offset)
+                    rare.named!.keys.append(key)
+                    rare.named!.offsets.append(change.pointee.offset < 0 ? nil : change.pointee.offset)
                 }
             }
         }
@@ -174,7 +187,7 @@ extension _ObserverRegistry {
                 observers._withUnsafeGuaranteedRef { finisher.deliver(change, $0, batch, object) }
             }
         }
-        if let anyKey = delivery.anyKey, let named = delivery.named {
+        if let anyKey = rare?.anyKey, let named = rare?.named {
             anyKey.didChange(object, named.keys, storageOffsets: .many(named.offsets))
         }
     }
