@@ -94,6 +94,7 @@ enum Stress {
             { thread in setKeys(player, tally, thread: thread) },
             { _ in updateTrees(tally) },
             { _ in writeDefaults(directory.appendingPathComponent("stress.json"), tally) },
+            { _ in dropLargeBatches(tally) },
         ]
         Contention.wallNanoseconds(threads: workers.count) { thread in
             repeat { workers[thread](thread) } while DispatchTime.now().uptimeNanoseconds < deadline

@@ -65,7 +65,11 @@ extension _ObserverRegistry {
                     }
                     return dropped
                 }
+                // Cleared before the release: the batch may be freed with it (no slot holds it now,
+                // so no later batch can wait for the flag).
+                owned._withUnsafeGuaranteedRef { $0.isDelivering.store(false, ordering: .releasing) }
                 withExtendedLifetime(dropped) {}
+                return
             }
             owned._withUnsafeGuaranteedRef { $0.isDelivering.store(false, ordering: .releasing) }
         case .record(let finished):
