@@ -104,14 +104,16 @@ enum Stress {
     }
 
     /// Registers observers of several kinds (a key, a chain through an optional, any key, a
-    /// sequence) and removes them at once or after a few sets of the other threads.
+    /// sequence) and removes them at once or after a few sets of the other threads. A property's
+    /// value is not thread-safe (only the registry is, see ThreadingAndSendable): a registration
+    /// that reads a value (the chain reads `item`) holds `Stress.references`, as its setters do.
     static func registerAndRemove(_ player: StressPlayer, _ tally: Tally) {
         for round in 0..<50 {
             let tokens = [
-                player.observe(\.volume, options: round.isMultiple(of: 2) ? [.new, .prior] : [.initial]) { _, _ in
+                player.observe(\.volume, options: round.isMultiple(of: 2) ? [.new, .prior] : [.old]) { _, _ in
                     tally.add(tally.deliveries)
                 },
-                player.observe(\.item?.title, options: [.old]) { _, _ in tally.add(tally.deliveries) },
+                references.withLock { _ in player.observe(\.item?.title, options: [.old]) { _, _ in tally.add(tally.deliveries) } },
                 player.observe(\.rate) { _, _ in tally.add(tally.deliveries) },
             ]
             tally.add(tally.registrations, tokens.count)
@@ -120,23 +122,28 @@ enum Stress {
         }
     }
 
+    /// Serialises what reads or writes `StressPlayer.item` and its title across threads.
+    static let references = Locked<Void>(())
+
     /// Sets observed keys one at a time, in batches, and through a chain whose intermediate is
-    /// replaced (the old one's observers are moved to the new).
+    /// replaced (the old one's observers are moved to the new). Each setter thread owns one of the
+    /// two integer keys (`thread` even: `volume`, odd: `rate`); the references are set under
+    /// `references`.
     static func setKeys(_ player: StressPlayer, _ tally: Tally, thread: Int) {
+        let own: ReferenceWritableKeyPath<StressPlayer, Int> = thread.isMultiple(of: 2) ? \.volume : \.rate
         for i in 0..<200 {
             switch i % 4 {
             case 0:
-                player.volume = i + thread
+                player[keyPath: own] = i + thread
             case 1:
                 player.coalescingChanges {
-                    player.volume = -i
-                    player.rate = i
-                    player.volume = i
+                    player[keyPath: own] = -i
+                    player[keyPath: own] = i
                 }
             case 2:
-                player.item?.title = String(i)
+                references.withLock { _ in player.item?.title = String(i) }
             default:
-                player.item = i.isMultiple(of: 8) ? nil : StressItem()
+                references.withLock { _ in player.item = i.isMultiple(of: 8) ? nil : StressItem() }
             }
         }
         tally.add(tally.sets, 200)
