@@ -84,6 +84,8 @@ enum Stress {
         let steady = [
             player.observe(\.volume, options: [.new, .old]) { _, _ in tally.add(tally.deliveries) },
             player.observe(\.item?.title, options: [.new]) { _, _ in tally.add(tally.deliveries) },
+            // Registered here first: a key path's first registration reads its value.
+            player.observe(\.rate) { _, _ in tally.add(tally.deliveries) },
             player.observeAnyKey { _, _ in tally.add(tally.deliveries) },
         ]
         let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(options.seconds) * 1_000_000_000
@@ -113,7 +115,7 @@ enum Stress {
                 player.observe(\.volume, options: round.isMultiple(of: 2) ? [.new, .prior] : [.old]) { _, _ in
                     tally.add(tally.deliveries)
                 },
-                references.withLock { _ in player.observe(\.item?.title, options: [.old]) { _, _ in tally.add(tally.deliveries) } },
+                references.withLock { player.observe(\.item?.title, options: [.old]) { _, _ in tally.add(tally.deliveries) } },
                 player.observe(\.rate) { _, _ in tally.add(tally.deliveries) },
             ]
             tally.add(tally.registrations, tokens.count)
@@ -123,7 +125,7 @@ enum Stress {
     }
 
     /// Serialises what reads or writes `StressPlayer.item` and its title across threads.
-    static let references = Locked<Void>(())
+    static let references = Lock()
 
     /// Sets observed keys one at a time, in batches, and through a chain whose intermediate is
     /// replaced (the old one's observers are moved to the new). Each setter thread owns one of the
@@ -141,9 +143,9 @@ enum Stress {
                     player[keyPath: own] = i
                 }
             case 2:
-                references.withLock { _ in player.item?.title = String(i) }
+                references.withLock { player.item?.title = String(i) }
             default:
-                references.withLock { _ in player.item = i.isMultiple(of: 8) ? nil : StressItem() }
+                references.withLock { player.item = i.isMultiple(of: 8) ? nil : StressItem() }
             }
         }
         tally.add(tally.sets, 200)
