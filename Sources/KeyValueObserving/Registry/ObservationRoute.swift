@@ -355,14 +355,13 @@ enum _ObservationRoute {
 
 /// The dependent keys whose declared inputs have been checked (`checkDeclaredInputs`), per class.
 enum _CheckedDependencies {
-    private static let lock = Lock()
-    // Invariant: only accessed with `lock` held. Holds the key paths it identifies (the tables' own
-    // literals, alive for the life of the process anyway); classes live as long.
-    nonisolated(unsafe) private static var checked: [ObjectIdentifier: [AnyKeyPath]] = [:]
+    /// The keys checked, per class. Holds the key paths it identifies (the tables' own literals,
+    /// alive for the life of the process anyway); classes live as long.
+    private static let checked = Locked<[ObjectIdentifier: [AnyKeyPath]]>([:])
 
     /// `true` the first time it is asked for `key` in `type`.
     static func firstCheck(of key: AnyKeyPath, in type: AnyClass) -> Bool {
-        lock.withLock {
+        checked.withLock { checked in
             let id = ObjectIdentifier(type)
             if checked[id, default: []].contains(where: { $0 === key }) { return false }
             checked[id, default: []].append(key)

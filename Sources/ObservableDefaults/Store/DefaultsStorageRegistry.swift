@@ -20,11 +20,8 @@ package enum DefaultsStorageRegistry {
         }
     }
 
-    private static let lock = Lock()
-    // Invariant: only accessed with `lock` held.
-    nonisolated(unsafe) private static var storages: [String: WeakStorage] = [:]
-    // Invariant: only accessed with `lock` held.
-    nonisolated(unsafe) private static var isExitHookInstalled = false
+    /// The storages by identity, and whether the exit hook that flushes them is installed.
+    private static let table = Locked<(storages: [String: WeakStorage], isExitHookInstalled: Bool)>(([:], false))
 
     /// The storage for `identity`: the live one if there is one (passed to `reuse`), else the one
     /// `make` builds (outside the registry's lock: it may do I/O), published unless another thread
@@ -41,21 +38,21 @@ package enum DefaultsStorageRegistry {
         make: () throws(Failure) -> (DefaultsStorage, [DefaultsError]),
         reuse: (DefaultsStorage) -> Void = { _ in }
     ) throws(Failure) -> (DefaultsStorage, [DefaultsError]) {
-        if let existing = lock.withLock({ storages[identity]?.storage }) {
+        if let existing = table.withLock({ $0.storages[identity]?.storage }) {
             reuse(existing)
             return (existing, [])
         }
         let (candidate, problems) = try make()
-        let storage: DefaultsStorage = lock.withLock {
-            if !isExitHookInstalled {
-                isExitHookInstalled = true
+        let storage: DefaultsStorage = table.withLock { table in
+            if !table.isExitHookInstalled {
+                table.isExitHookInstalled = true
                 // Writes are batched off the caller's thread; a process that exits right after a
                 // set still makes it durable.
                 atexit { DefaultsStorageRegistry.flushAll() }
             }
-            if let existing = storages[identity]?.storage { return existing }
-            storages = storages.filter { $0.value.storage != nil }
-            storages[identity] = WeakStorage(candidate)
+            if let existing = table.storages[identity]?.storage { return existing }
+            table.storages = table.storages.filter { $0.value.storage != nil }
+            table.storages[identity] = WeakStorage(candidate)
             return candidate
         }
         guard storage === candidate else {
@@ -93,7 +90,7 @@ package enum DefaultsStorageRegistry {
             free(resolved)
         }
         if !prefix.hasSuffix("/") { prefix += "/" }
-        let live = lock.withLock { storages.values.compactMap(\.storage) }
+        let live = table.withLock { $0.storages.values.compactMap(\.storage) }
         for storage in live {
             guard let backend = storage.fileBackend, backend.file.path.hasPrefix(prefix), !backend.isOnQueue else { continue }
             try? storage.flush()
@@ -106,7 +103,7 @@ package enum DefaultsStorageRegistry {
     /// handler: its changes of the last few milliseconds are lost unless it called `flush()`.
     /// `matching` limits it to some storages (for tests, which share the process).
     static func flushAll(matching: (DefaultsStorage) -> Bool = { _ in true }) {
-        let live = lock.withLock { storages.values.compactMap(\.storage) }
+        let live = table.withLock { $0.storages.values.compactMap(\.storage) }
         for storage in live where matching(storage) {
             storage.backend.flushAtExit(storage)
         }
