@@ -39,7 +39,7 @@ final class _ObserverRegistry: @unchecked Sendable {
     // `mutex` is destroyed in deinit, when no one else can reach `self`. The mutex makes every
     // access to `state` exclusive, so the dynamic exclusivity checks (a thread-local access set, on
     // every set of an observed property) are redundant: `@exclusivity(unchecked)`.
-    @usableFromInline let mutex = LockPrimitive()
+    private let mutex = LockPrimitive()
     @exclusivity(unchecked) var state = State()
 
     /// One bit per storage offset class (`_maskBit(forOffset:)`) that may have observers; all bits

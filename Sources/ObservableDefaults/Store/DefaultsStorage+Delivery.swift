@@ -144,8 +144,7 @@ extension DefaultsStorage: _ExplicitlyNotifiedKeys {
         for delivery in deliveries {
             switch delivery {
             case .key(let old, let new, let isPrior):
-                notifyKey(
-                    new.name, offset: DefaultsKeyNames.existingOffset(of: new.name), from: old, to: new, phases: isPrior ? .prior : .change)
+                notifyKey(offset: DefaultsKeyNames.existingOffset(of: new.name), from: old, to: new, phases: isPrior ? .prior : .change)
             case .change(let record):
                 notifyStore(record)
             }
@@ -154,7 +153,7 @@ extension DefaultsStorage: _ExplicitlyNotifiedKeys {
 
     /// Notifies the observers of the key at `offset` (none if it has none: never interned) and
     /// those of every key.
-    func notifyKey(_ name: String, offset: Int?, from old: KeyValue, to new: KeyValue, phases: _ExplicitNotificationPhases) {
+    func notifyKey(offset: Int?, from old: KeyValue, to new: KeyValue, phases: _ExplicitNotificationPhases) {
         withObservers(of: offset) { $0.notify(self, from: old, to: new, phases: phases) }
         notifyAnyKey(from: old, to: new, phases: phases)
     }
@@ -199,7 +198,7 @@ extension DefaultsStorage: _ExplicitlyNotifiedKeys {
         }
         for (change, old) in zip(changes, olds) {
             notifyKey(
-                change.key, offset: change.offset, from: KeyValue(name: change.key, entry: old, origin: .thisProcess),
+                offset: change.offset, from: KeyValue(name: change.key, entry: old, origin: .thisProcess),
                 to: KeyValue(name: change.key, entry: change.entry, origin: .thisProcess), phases: .prior)
         }
     }

@@ -96,7 +96,7 @@ extension DefaultsStorage {
         if needsWrite { backend.writeSoon(self) }
         for ((key, entry, _), (old, offset)) in zip(changes, zip(olds, offsets)) {
             notifyKey(
-                key, offset: offset, from: KeyValue(name: key, entry: old, origin: .thisProcess),
+                offset: offset, from: KeyValue(name: key, entry: old, origin: .thisProcess),
                 to: KeyValue(name: key, entry: entry, origin: .thisProcess), phases: .change)
         }
         if let change { notifyStore(change) }
