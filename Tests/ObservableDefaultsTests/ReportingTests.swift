@@ -31,6 +31,20 @@ struct ReportingTests {
         #expect(result.output.contains("flush threw: \(path): not usable as a defaults file"))
     }
 
+    /// The exit's flush can hold the last reference to the storage (under load, the retry's queue
+    /// still holds it when `exit` runs): the loss it tells is not told again by the release.
+    @Test func aLossToldAtExitIsNotToldAgainWhenTheStorageIsReleased() throws {
+        let path = directory.file("d.json").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        let result = try runTool(
+            ["errors", path, "--handler", "--flush", "--wait-for-retry", "--drop", "--release-after-exit-flush", "x", "1"],
+            executable: testToolPath)
+        #expect(result.status == 0, "\(result.error)")
+        let printed = result.error.split(separator: "\n")
+        #expect(printed.count == 1, "\(result.error)")
+        #expect(printed.first?.contains("the process exits with 1 change not written (key 'x'), now lost") == true, "\(result.error)")
+    }
+
     /// Kept until exit: the cause is not told again; the loss of the pending change is a cause of
     /// its own, told once, to the handler.
     @Test func atExitOnlyTheLossIsNewAndItGoesToTheHandler() throws {

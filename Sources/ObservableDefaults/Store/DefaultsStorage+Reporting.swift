@@ -98,7 +98,11 @@ extension DefaultsStorage {
     /// At exit, after the last write failed with `cause`: reports once that the changes still
     /// pending are lost (how many, which keys, why), a cause of its own. Nothing if none is pending.
     package func reportLostChanges(because cause: DefaultsError) {
-        let keys = lock.withLock { state.dirty.keys.sorted() }
+        let keys = lock.withLock {
+            let keys = state.dirty.keys.sorted()
+            state.keysReportedLost.formUnion(keys)
+            return keys
+        }
         guard !keys.isEmpty else { return }
         reportOnce(Self.lostChanges(keys, location: backend.location, cause: cause))
     }
@@ -119,9 +123,10 @@ extension DefaultsStorage {
 
     /// Called by deinit: changes still pending when the last store is let go (their write failed
     /// and nothing holds the storage for a retry) are lost; say so, on standard error (no store is
-    /// left to have a handler), rather than lose them silently.
+    /// left to have a handler), rather than lose them silently. Keys whose loss the exit told
+    /// already (the exit's flush can hold the last reference) are not told again.
     func reportChangesLostAtRelease() {
-        let keys = state.dirty.keys.sorted()
+        let keys = state.dirty.keys.filter { !state.keysReportedLost.contains($0) }.sorted()
         guard !keys.isEmpty, fileBackend != nil else { return }
         DefaultsStorage.printToStandardError(Self.lostChanges(keys, location: backend.location, cause: nil))
     }

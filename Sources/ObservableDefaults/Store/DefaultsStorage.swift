@@ -69,6 +69,9 @@ package final class DefaultsStorage: KeyValueObservable, @unchecked Sendable {
         /// The causes reported, or thrown to a caller, and not forgotten since (see
         /// `DefaultsStorage+Reporting`).
         var reportedCauses: Set<Cause> = []
+        /// Keys whose loss was told at exit (`reportLostChanges(because:)`): the release that can
+        /// follow during exit does not tell it a second time.
+        var keysReportedLost: Set<String> = []
         /// How many live stores on this storage were created without an error handler, and whether
         /// one was ever created with one (who hears of a problem no handler is left for).
         var storesWithoutHandler = 0
