@@ -95,6 +95,7 @@ final class Values {
 @inline(never) func setVolume(_ player: ObservablePlayer, _ value: Double) { player.volume = value }
 @inline(never) func setVolume(_ player: Player, _ value: Double) { player.volume = value }
 @inline(never) func setOther(_ player: Player, _ value: Int) { player.other = value }
+@inline(never) func getVolume(_ player: Player) -> Double { player.volume }
 @inline(never) func setX(_ sub: Sub, _ value: Int) { sub.x = value }
 @inline(never) func setVolume(_ player: LabelledPlayer, _ value: Double) { player.volume = value }
 @inline(never) func setTrack(_ deck: Deck, _ track: Player?) { deck.track = track }
@@ -206,6 +207,21 @@ enum Scenarios {
                     for i in values { setVolume(player, Double(i)) }
                 } check: { iterations, last in
                     expectVolume(player.volume, last: last)
+                }
+            },
+            Scenario(
+                name: "unobserved-get", group: .setPath,
+                summary: "@Observed get, no observer ever registered on the object"
+            ) {
+                let player = opaque(Player())
+                setVolume(player, 0.25)
+                var sum = 0.0
+                return .loop { values in
+                    var total = 0.0
+                    for _ in values { total += getVolume(player) }
+                    sum = total
+                } check: { iterations, _ in
+                    sum == 0.25 * Double(iterations) ? nil : "the reads summed to \(sum), expected \(0.25 * Double(iterations))"
                 }
             },
             observedSet(
