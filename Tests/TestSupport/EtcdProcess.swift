@@ -200,8 +200,22 @@ package final class EtcdCluster: @unchecked Sendable {
     /// Freezes member `index` with SIGSTOP, as a hung process or a stalled machine would be: its
     /// sockets stay open and the kernel still accepts connections, but nothing is answered (and it
     /// takes no part in Raft) until `thaw(member:)`. `stop()` (and deinit) kill a frozen member too.
+    /// Returns once the kernel shows the member stopped (Linux): `kill` only queues the signal, and a
+    /// member still running on another CPU could otherwise take a request sent right after.
     package func freeze(member index: Int) {
         signal(member: index, SIGSTOP, frozen: true)
+        #if os(Linux)
+        guard let pid = lock.withLock({ processes[index]?.pid }) else { return }
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            // The state is the first field after the command's closing parenthesis: T when stopped.
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                let end = stat.lastIndex(of: ")")
+            else { return }
+            if stat[stat.index(after: end)...].trimmingCharacters(in: .whitespaces).hasPrefix("T") { return }
+            usleep(1_000)
+        }
+        #endif
     }
 
     /// Continues member `index` after `freeze(member:)` (SIGCONT).
