@@ -34,6 +34,10 @@ final class TrackedRoster: KeyValueObservable, @unchecked Sendable {
     @Observed var people: [TrackedPerson] = []
 }
 
+final class TrackedDirectory: KeyValueObservable, @unchecked Sendable {
+    @Observed var byID: [String: TrackedPerson] = [:]
+}
+
 /// A root whose only observable property is a child object.
 final class TrackedHolder: KeyValueObservable, @unchecked Sendable {
     @Observed var meter = TrackedMeter()
@@ -132,6 +136,55 @@ struct TrackedObservationTests {
                 trackedChange(["Eve", "Bea", "Cy", "Di"], ["Eva", "Bea", "Cy", "Di"]),
                 trackedChange(["Eva", "Bea", "Cy", "Di"], ["Eva", "Bea", "Cyd", "Di"]),
             ])
+        token.invalidate()
+    }
+
+    // MARK: Reads through optionals, dictionaries and computed properties
+
+    @Test func readsThroughOptionalsAndComputedPropertiesAreTracked() {
+        let player = MediaPlayer()
+        let person = Person()
+        let durations = Locked<[Double?]>([])
+        let names = Locked<[String]>([])
+        let tokens = [
+            player.observeTracking(options: [.new]) {
+                $0.currentItem?.asset?.duration
+            } changeHandler: { _, change in
+                durations.append(change.newValue ?? nil)
+            },
+            // `fullName` declares no dependencies: what its getter reads is what is tracked.
+            person.observeTracking(options: [.new]) {
+                $0.fullName
+            } changeHandler: { _, change in
+                names.append(change.newValue!)
+            },
+        ]
+        let item = PlayerItem()
+        player.currentItem = item
+        item.asset = Asset(duration: 3)
+        item.asset?.duration = 4
+        player.currentItem = nil
+        item.asset?.duration = 5  // no longer reached
+        person.lastName = "Byron"
+        person.firstName = "Augusta"
+        #expect(durations.current == [nil, 3, 4, nil])
+        #expect(names.current == ["Ada Byron", "Augusta Byron"])
+        tokens.forEach { $0.invalidate() }
+    }
+
+    @Test func readsThroughADictionaryAreTracked() {
+        let directory = TrackedDirectory()
+        let ada = TrackedPerson("Ada")
+        let changes = Locked<[KeyValueObservedChange<String>]>([])
+        let token = directory.observeTracking(options: [.old, .new]) {
+            $0.byID["a"]?.name ?? "none"
+        } changeHandler: { _, change in
+            changes.append(change)
+        }
+        directory.byID["b"] = TrackedPerson("Bob")  // a setting of the dictionary: evaluated, same value
+        directory.byID["a"] = ada
+        ada.name = "Ava"
+        #expect(changes.current == [trackedChange("none", "none"), trackedChange("none", "Ada"), trackedChange("Ada", "Ava")])
         token.invalidate()
     }
 
