@@ -136,7 +136,8 @@ extension Observed {
         withoutActuallyEscaping(key) { key in
             _ReadRecorder.recordOnThisThread(
                 _ObservableRead(
-                    object: object, offset: storageOffset, key: key, storageType: Observed<Value>.self, valueType: Value.self,
+                    // Zero-sized properties may share their offset: their key path tells them apart.
+                    object: object, offset: MemoryLayout<Value>.size == 0 ? nil : storageOffset, key: key, storageType: Observed<Value>.self, valueType: Value.self,
                     isZeroSized: MemoryLayout<Value>.size == 0, isExplicit: false, storageKey: storageKey,
                     makeDirectInput: { id, tracker in _TrackedDirectInput<Value>(id: id, tracker: tracker) }))
         }
