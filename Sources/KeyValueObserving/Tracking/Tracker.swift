@@ -115,9 +115,6 @@ class _TrackerCore: _Invalidatable, @unchecked Sendable {
     // MARK: Changes of the inputs
 
     final func inputWillChange() {
-        if let deferral = _TrackingDeferral.current {
-            guard deferral.notePrior(of: self) else { return }
-        }
         switch acquire() {
         case .owner, .nested:
             evaluateAndDeliver(prior: true)
@@ -219,6 +216,9 @@ final class _Tracker<Root: AnyObject, Value>: _TrackerCore, @unchecked Sendable 
     private let isDuplicate: (@Sendable (Value, Value) -> Bool)?
     private let options: KeyValueObservingOptions
     private var value: Value?
+    /// Whether a `.prior` notification was sent and its change not delivered yet: a batch sends
+    /// `.prior` at the first change of each key, the observation once.
+    private var isPriorSent = false
     private lazy var recorder = _TrackingRecorder(tracker: self)
     /// Called once when the observation goes quiet because its root died (sequences finish). Set
     /// before `start`, then never written.
@@ -271,7 +271,8 @@ final class _Tracker<Root: AnyObject, Value>: _TrackerCore, @unchecked Sendable 
     override func evaluateAndDeliver(prior: Bool) {
         guard let root else { return }
         if prior {
-            guard isActive.load(ordering: .acquiring) else { return }
+            guard !isPriorSent, isActive.load(ordering: .acquiring) else { return }
+            isPriorSent = true
             handler(root, KeyValueObservedChange(settingNew: nil, old: options.contains(.old) ? value : nil, isPrior: true))
             return
         }
@@ -284,6 +285,7 @@ final class _Tracker<Root: AnyObject, Value>: _TrackerCore, @unchecked Sendable 
         let new = evaluate(root)
         let old = value
         value = new
+        isPriorSent = false
         if let isDuplicate, let old, isDuplicate(old, new) { return }
         guard isActive.load(ordering: .acquiring) else { return }
         handler(root, KeyValueObservedChange(settingNew: options.contains(.new) ? new : nil, old: options.contains(.old) ? old : nil))

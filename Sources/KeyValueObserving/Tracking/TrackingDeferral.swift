@@ -2,14 +2,13 @@ import _KeyValueObservingShims
 
 /// While a batch's changes are delivered (`coalescingChanges`), the tracked observations among
 /// their observers are not evaluated at each change: this thread's deferral collects them, and
-/// each is evaluated and delivered once when the batch's delivery is over. Its `.prior`
-/// notification, likewise, is sent once.
+/// each is evaluated and delivered once when the batch's delivery is over (its `.prior`
+/// notification, sent at the batch's first change of each key, is sent once: see `_Tracker`).
 ///
 /// Not thread-safe: a deferral is used by its own thread only (`_kvo_thread_deferral`).
 final class _TrackingDeferral {
     private var trackers: [_TrackerCore] = []
     private var seen: Set<ObjectIdentifier> = []
-    private var priors: Set<ObjectIdentifier> = []
 
     /// This thread's deferral, if it is delivering a batch.
     @inline(__always)
@@ -39,10 +38,5 @@ final class _TrackingDeferral {
 
     func add(_ tracker: _TrackerCore) {
         if seen.insert(ObjectIdentifier(tracker)).inserted { trackers.append(tracker) }
-    }
-
-    /// Whether `tracker`'s prior notification is still to be sent in this batch.
-    func notePrior(of tracker: _TrackerCore) -> Bool {
-        priors.insert(ObjectIdentifier(tracker)).inserted
     }
 }
