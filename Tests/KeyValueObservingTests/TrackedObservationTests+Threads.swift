@@ -54,6 +54,33 @@ struct TrackedLifetimeAndThreadsTests {
 
     // MARK: Invalidation
 
+    @Test func invalidatingReleasesTheClosuresAndWhatTheyCaptured() {
+        // KVO's rule for a token: `invalidate()` releases the handler (and what it captured), even
+        // while the token itself is kept.
+        let meter = TrackedMeter()
+        weak var weakInExpression: Canary?
+        weak var weakInHandler: Canary?
+        let token: KeyValueObservation
+        do {
+            let inExpression = Canary()
+            let inHandler = Canary()
+            weakInExpression = inExpression
+            weakInHandler = inHandler
+            token = meter.observeTracking { meter in
+                _ = inExpression
+                return meter.x
+            } changeHandler: { _, _ in
+                _ = inHandler
+            }
+        }
+        #expect(weakInExpression != nil)
+        #expect(weakInHandler != nil)
+        token.invalidate()
+        #expect(weakInExpression == nil)
+        #expect(weakInHandler == nil)
+        withExtendedLifetime(token) {}
+    }
+
     @Test func aHandlerMayInvalidateItsOwnToken() {
         let meter = TrackedMeter()
         let calls = Counter(0)

@@ -281,7 +281,7 @@ struct TrackedObservationTests {
     @Test func anExpressionThatReadsNothingObservableIsReportedOnceWithItsFileAndLine() {
         let meter = TrackedMeter()
         var token: KeyValueObservation?
-        let line: UInt = #line + 1
+        let line: UInt = #line + 2  // the line of the call
         let reported = diagnostics {
             token = meter.observeTracking {
                 $0.plain
@@ -305,7 +305,7 @@ struct TrackedObservationTests {
     @Test func aFreeFormExpressionThatReadsNothingObservableIsReported() {
         let meter = TrackedMeter()
         var token: KeyValueObservation?
-        let line: UInt = #line + 1
+        let line: UInt = #line + 2  // the line of the call
         let reported = diagnostics {
             token = KeyValueObservation.tracking {
                 meter.plain + 1
