@@ -146,6 +146,26 @@ struct TrackedOptionsAndBatchesTests {
         token.invalidate()
     }
 
+    @Test func aBatchSendsOnePriorBeforeItsFirstStoreThenOneDelivery() {
+        let meter = TrackedMeter()
+        let log = Locked<[KeyValueObservedChange<Int>]>([])
+        let storedDuringPrior = Locked<[[Int]]>([])
+        let token = meter.observeTracking(options: [.prior, .old, .new]) {
+            $0.x + $0.y
+        } changeHandler: { meter, change in
+            log.append(change)
+            if change.isPrior { storedDuringPrior.append([meter.x, meter.y]) }
+        }
+        meter.coalescingChanges {
+            meter.x = 1
+            meter.y = 2
+            meter.x = 3
+        }
+        #expect(log.current == [KeyValueObservedChange(oldValue: 0, isPrior: true), trackedChange(0, 5)])
+        #expect(storedDuringPrior.current == [[0, 0]])
+        token.invalidate()
+    }
+
     @Test func aBatchOnAChildObjectCoalescesItsInputs() {
         let holder = TrackedHolder(TrackedMeter())
         let changes = Locked<[KeyValueObservedChange<Int>]>([])
