@@ -55,7 +55,9 @@ extension _ObserverRegistry {
             return
         case .ownerSlot(let owned):
             // Tracked observations among the observers are evaluated once, at the end.
-            _TrackingDeferral.deferringTrackedChanges { owned._withUnsafeGuaranteedRef { deliver($0, &delivery, on: object) } }
+            let deferral = _TrackingDeferral.begin()
+            owned._withUnsafeGuaranteedRef { deliver($0, &delivery, on: object) }
+            deferral?.end()
             let isKept = owned._withUnsafeGuaranteedRef { $0.reset() }
             if !isKept {
                 let dropped: _BatchState? = withLock {
@@ -74,7 +76,9 @@ extension _ObserverRegistry {
             }
             owned._withUnsafeGuaranteedRef { $0.isDelivering.store(false, ordering: .releasing) }
         case .record(let finished):
-            _TrackingDeferral.deferringTrackedChanges { deliver(finished, &delivery, on: object) }
+            let deferral = _TrackingDeferral.begin()
+            deliver(finished, &delivery, on: object)
+            deferral?.end()
             _ = finished.reset()
         }
     }

@@ -17,23 +17,29 @@ final class _TrackingDeferral {
         return Unmanaged<_TrackingDeferral>.fromOpaque(pointer).takeUnretainedValue()
     }
 
-    /// Runs `deliver` (a batch's delivery) with changes of tracked inputs deferred to its end. While
-    /// no tracked observation exists in the process, or when a deferral runs already on this thread
-    /// (it evaluates at its own end), just runs it.
+    /// Starts deferring this thread's changes of tracked inputs, for a batch's delivery: the
+    /// returned deferral's `end()` evaluates each tracked observation they touched once. `nil` (and
+    /// nothing to end) while no tracked observation exists in the process, or when a deferral runs
+    /// already on this thread (it evaluates at its own end).
     @inline(__always)
-    static func deferringTrackedChanges(_ deliver: () -> Void) {
-        guard _kvo_has_live_trackers() != 0, _kvo_get_thread_deferral() == nil else { return deliver() }
-        runDeferring(deliver)
+    static func begin() -> _TrackingDeferral? {
+        guard _kvo_has_live_trackers() != 0 else { return nil }
+        return beginDeferring()
     }
 
     @inline(never)
-    private static func runDeferring(_ deliver: () -> Void) {
+    private static func beginDeferring() -> _TrackingDeferral? {
+        guard _kvo_get_thread_deferral() == nil else { return nil }
         let deferral = _TrackingDeferral()
         _kvo_set_thread_deferral(Unmanaged.passUnretained(deferral).toOpaque())
-        deliver()
+        return deferral
+    }
+
+    /// Stops deferring and evaluates the tracked observations whose inputs changed meanwhile.
+    func end() {
         _kvo_set_thread_deferral(nil)
         // Changes the handlers make from here on are delivered as usual, nested.
-        for tracker in deferral.trackers { tracker.inputDidChange() }
+        for tracker in trackers { tracker.inputDidChange() }
     }
 
     func add(_ tracker: _TrackerCore) {
