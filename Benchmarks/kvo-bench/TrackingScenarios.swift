@@ -4,6 +4,9 @@ import Observation
 
 // MARK: Classes for the tracked-observation scenarios (issue 21)
 //
+// Every `x` starts at -1: the scenarios set 0, 1, 2, … and Observation does not notify an
+// assignment of the value already stored.
+//
 // The observed properties are of types no gated scenario observes (`Int32`, `[Int]`): identical
 // specialisations of the accessors would be merged with the gated ones, behind a thunk the gated
 // path would pay for (see StressWide.swift).
@@ -15,7 +18,7 @@ import Observation
 /// `@unchecked Sendable`: the async scenario changes it on one thread while a consumer task waits
 /// for the value, one at a time (see `PingPong`); the others use it on the main thread only.
 final class TrackedRoot: KeyValueObservable, @unchecked Sendable {
-    @Observed var x: Int32 = 0
+    @Observed var x: Int32 = -1
     let b = TrackedChild()
     @Observed var c: [Int] = [1, 2, 3]
 }
@@ -29,7 +32,7 @@ final class TrackedChild: KeyValueObservable, @unchecked Sendable {
 /// time; `withObservationTracking`'s `onChange` is `@Sendable`.
 @Observable
 final class ObservableTrackedRoot: @unchecked Sendable {
-    var x: Int32 = 0
+    var x: Int32 = -1
     let b = ObservableTrackedChild()
     var c: [Int] = [1, 2, 3]
 }
@@ -45,7 +48,7 @@ final class ObservableTrackedChild: @unchecked Sendable {
 /// `observations-handoff`). `@unchecked Sendable`: see `PingPong`.
 @Observable
 final class ObservableTrackedDoubleRoot: @unchecked Sendable {
-    var x = 0.0
+    var x = -1.0
     let b = ObservableTrackedChild()
     var c: [Int] = [1, 2, 3]
 }
