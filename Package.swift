@@ -14,7 +14,10 @@ let package = Package(
     ],
     dependencies: [],
     targets: [
-        .target(name: "KeyValueObserving"),
+        // A process-wide word and thread-local pointers that the @Observed getter, inlined into
+        // clients, reads with one load (see its header).
+        .target(name: "_KeyValueObservingShims"),
+        .target(name: "KeyValueObserving", dependencies: ["_KeyValueObservingShims"]),
         .target(name: "ObservableProgress", dependencies: ["KeyValueObserving"]),
         .target(name: "ObservableDefaults", dependencies: ["KeyValueObserving"]),
         // The etcd backend: its own product, so that users of the file store do not carry it. It

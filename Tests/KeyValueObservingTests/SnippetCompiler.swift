@@ -39,6 +39,15 @@ enum SnippetCompiler {
         return executable.deletingLastPathComponent()
     }
 
+    /// The flags that let a client find the package's modules: the Swift modules, and the module map
+    /// of the C module the `@Observed` getter reads its process-wide word from.
+    static var moduleFlags: [String] {
+        [
+            "-I", buildFolder.appendingPathComponent("Modules").path,
+            "-Xcc", "-fmodule-map-file=" + buildFolder.appendingPathComponent("_KeyValueObservingShims.build/module.modulemap").path,
+        ]
+    }
+
     /// Type-checks `source` as a client of `KeyValueObserving`.
     static func typecheck(_ source: String) throws -> Output {
         let folder = try temporaryFolder()
@@ -48,8 +57,7 @@ enum SnippetCompiler {
             "/usr/bin/env",
             [
                 "swiftc", "-typecheck", "-swift-version", "6",
-                "-I", buildFolder.appendingPathComponent("Modules").path, file.path,
-            ])
+            ] + moduleFlags + [file.path])
     }
 
     /// Compiles `source` as the `main.swift` of a program linked with `modules` (the package's
@@ -70,9 +78,8 @@ enum SnippetCompiler {
         let executable = folder.appendingPathComponent("snippet").path
         var arguments =
             [
-                "swiftc", "-swift-version", "6", "-I", buildFolder.appendingPathComponent("Modules").path,
-                file.path,
-            ] + objects + ["-o", executable]
+                "swiftc", "-swift-version", "6",
+            ] + moduleFlags + [file.path] + objects + ["-o", executable]
         if isThreadSanitized { arguments.append("-sanitize=thread") }
         let build = try run("/usr/bin/env", arguments)
         guard build.status == 0 else {

@@ -33,6 +33,10 @@ public struct KeyValueObservingDiagnostic: @unchecked Sendable, CustomStringConv
         /// not for the innermost pending key: no notification is sent for it.
         public static let unbalancedChangeNotification = Kind(name: "unbalancedChangeNotification")
 
+        /// A tracked observation (`observeTracking`, `KeyValueObservation.tracking`) whose expression
+        /// read nothing observable when it was registered: it can never notify.
+        public static let untrackedExpression = Kind(name: "untrackedExpression")
+
         public var description: String { name }
     }
 
@@ -136,6 +140,8 @@ public struct KeyValueObservingDiagnostic: @unchecked Sendable, CustomStringConv
                 + "It is usually a mistake. What is delivered: a change of any key of the cycle notifies the "
                 + "observers of every key of the cycle exactly once (the edge back to the first key adds "
                 + "nothing). Fix: remove one of these dependencies, unless that is what you want."
+        case .untrackedExpression:
+            return "\(site): tracked observation of \(objectType): \(detail ?? kind.description)"
         default:
             return "\(site): \(key) on \(objectType): \(detail ?? kind.description)"
         }

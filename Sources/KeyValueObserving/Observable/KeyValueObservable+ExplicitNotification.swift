@@ -1,4 +1,5 @@
 import Synchronization
+import _KeyValueObservingShims
 
 /// A class of this package whose observable keys are not `@Observed` properties but state it keeps
 /// behind its own lock (`ObservableProgress`). It notifies them itself, after unlocking, with the old
@@ -36,22 +37,12 @@ extension KeyValueObservable {
         _notifyExplicitKey(offset: offset, key: key, from: oldValue, to: newValue, phases: [.prior, .change])
     }
 
-    /// Called by the getter of an explicitly notified key: while a registration probe runs on this
-    /// object (a key-path chain or a dependent key finding what a path reads), reports the read as
-    /// if the key were an `@Observed` property, so paths through this object are followed. Costs one
-    /// atomic load otherwise.
+    /// Called by the getter of an explicitly notified key: while its thread records its reads (a
+    /// registration probe finding what a path reads, a tracked observation's evaluation), reports the
+    /// read as if the key were an `@Observed` property. Costs one load and one test otherwise.
     @inlinable
     package final func _reportExplicitRead<Value>(offset: Int, key: () -> AnyKeyPath, of _: Value.Type) {
-        guard let registry = _kvoRegistry.load(ordering: .acquiring) else { return }
-        registry._withUnsafeGuaranteedRef { registry in
-            if _slowPath(registry.probeCount.load(ordering: .relaxed) != 0) {
-                let keyPath = key()
-                registry.declareOffset(offset, for: keyPath)
-                registry.recordRead(
-                    key: { keyPath }, storageType: Value.self, valueType: Value.self, isZeroSized: false, storageKey: nil,
-                    storageOffset: nil)
-            }
-        }
+        if _slowPath(_kvo_is_recording() != 0) { _recordExplicitRead(offset: offset, key: key, of: Value.self) }
     }
 
     /// Whether anything observes this object: a registry exists. `false` is definite; a progress

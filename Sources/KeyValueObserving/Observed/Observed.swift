@@ -1,4 +1,5 @@
 import Synchronization
+import _KeyValueObservingShims
 
 /// Marks a stored property of a `KeyValueObservable` subclass as observable: every assignment
 /// notifies its observers, synchronously, on the assigning thread (the `@objc dynamic` of this
@@ -47,36 +48,21 @@ public struct Observed<Value> {
         @inline(__always) get {
             // Neither key-path object may be used directly here. The wrapped key path is handed over
             // in a closure, which the optimiser specialises so that the object is only created when
-            // a registration probe runs; a direct use would make every read create it
-            // (`swift_getKeyPath`, ~100 instructions). The storage key path must not escape at all:
-            // then the optimiser drops the dynamic exclusivity checks on the storage.
-            if let registry = object._kvoRegistry.load(ordering: .acquiring) {
-                registry._withUnsafeGuaranteedRef { registry in
-                    if _slowPath(registry.probeCount.load(ordering: .relaxed) != 0) {
-                        // The storage names the property. In an optimised build its offset is a
-                        // constant, found with no access at all; using the storage key path as a
-                        // value there would make every set create it and check exclusivity
-                        // dynamically (15 → 113 instructions per set). In a debug build the
-                        // offset is a real modifying access, which would race with other threads'
-                        // reads of the property: there the key path's description names it
-                        // (`\Car._speed`).
-                        #if DEBUG
-                        let storageKey: AnyKeyPath? = storageKeyPath
-                        let offset: Int? = nil
-                        #else
-                        let storageKey: AnyKeyPath? = nil
-                        let offset: Int? = _storageOffset(object, storageKeyPath)
-                        #endif
-                        registry.recordRead(
-                            key: { wrappedKeyPath },
-                            storageType: Observed<Value>.self,
-                            valueType: Value.self,
-                            isZeroSized: MemoryLayout<Value>.size == 0,
-                            storageKey: storageKey,
-                            storageOffset: offset
-                        )
-                    }
-                }
+            // a recorder asks for it (a direct use would make every read create it,
+            // `swift_getKeyPath`, ~100 instructions). The storage key path must not escape at all:
+            // then the optimiser drops the dynamic exclusivity checks on the storage. While no
+            // thread records its reads (a tracked observation's evaluation, a registration's probe),
+            // this is one load of a process-wide word and a test.
+            if _slowPath(_kvo_is_recording() != 0) {
+                // The storage names the property. In an optimised build its offset is a constant,
+                // found with no access at all; in a debug build the offset is a real modifying
+                // access, which would race with other threads' reads of the property: there the key
+                // path's description names it (`\Car._speed`).
+                #if DEBUG
+                _recordRead(of: object, storageOffset: nil, storageKey: storageKeyPath, key: { wrappedKeyPath })
+                #else
+                _recordRead(of: object, storageOffset: _storageOffset(object, storageKeyPath), storageKey: nil, key: { wrappedKeyPath })
+                #endif
             }
             return object[keyPath: storageKeyPath]._value
         }

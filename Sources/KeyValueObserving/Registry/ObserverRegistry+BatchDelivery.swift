@@ -54,7 +54,8 @@ extension _ObserverRegistry {
         case .nested:
             return
         case .ownerSlot(let owned):
-            owned._withUnsafeGuaranteedRef { deliver($0, &delivery, on: object) }
+            // Tracked observations among the observers are evaluated once, at the end.
+            _TrackingDeferral.deferringTrackedChanges { owned._withUnsafeGuaranteedRef { deliver($0, &delivery, on: object) } }
             let isKept = owned._withUnsafeGuaranteedRef { $0.reset() }
             if !isKept {
                 let dropped: _BatchState? = withLock {
@@ -73,7 +74,7 @@ extension _ObserverRegistry {
             }
             owned._withUnsafeGuaranteedRef { $0.isDelivering.store(false, ordering: .releasing) }
         case .record(let finished):
-            deliver(finished, &delivery, on: object)
+            _TrackingDeferral.deferringTrackedChanges { deliver(finished, &delivery, on: object) }
             _ = finished.reset()
         }
     }

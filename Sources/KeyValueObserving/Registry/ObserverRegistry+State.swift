@@ -43,7 +43,7 @@ extension _ObserverRegistry {
         /// What to call when the object is deallocated (async sequences finish), by registration id.
         var deinitHandlers: [(id: UInt64, handler: @Sendable () -> Void)] = []
         /// What each thread is in the middle of on this object (silenced setters, a batch, manual
-        /// changes, probes); a thread has a record only while it is in the middle of something.
+        /// changes); a thread has a record only while it is in the middle of something.
         var threads: [ThreadRecord] = []
         /// The batch of the owner slot (`_ObserverRegistry.ownedBatch` points to it), kept between
         /// batches for reuse (`ObserverRegistry+Batches.swift`).
@@ -127,15 +127,13 @@ extension _ObserverRegistry {
         var batch: _BatchState?
         /// `willChangeValue(for:)` calls waiting for their `didChangeValue(for:)`, innermost last.
         var pendingChanges: [PendingChange] = []
-        /// The reads of the running registration probes, innermost last.
-        var probes: [[ProbedRead]] = []
 
         init(thread: pthread_t) {
             self.thread = thread
         }
 
         var isEmpty: Bool {
-            silencedKeys.isEmpty && batch == nil && pendingChanges.isEmpty && probes.isEmpty
+            silencedKeys.isEmpty && batch == nil && pendingChanges.isEmpty
         }
     }
 }

@@ -32,7 +32,7 @@ final class _ObserverRegistry: @unchecked Sendable {
     // Invariant: `state` is only accessed with `mutex` held (and in deinit, when no one else can
     // reach `self`). Every other stored property is an atomic: `observedMask`, `slowPathFlags` and
     // `stateVersion` are only written with `mutex` held, right after the `state` change they
-    // summarise (releasing), and read without it (acquiring); `probeCount` and `nextID` are counters;
+    // summarise (releasing), and read without it (acquiring); `nextID` is a counter;
     // `setTables` publishes the set table to lock-free readers (`_EpochPublished`; writers hold
     // `mutex`, the lock it guards its retired tables with); `batchOwner` and `ownedBatch` are changed
     // with `mutex` held and read without it only by the owning thread (`ObserverRegistry+Batches.swift`).
@@ -49,9 +49,6 @@ final class _ObserverRegistry: @unchecked Sendable {
     /// Why a set must take the slow path (`_SlowPath` bits: observers of every key, an open
     /// batch, a silenced setter), or 0. One load for all three on the set path.
     @usableFromInline let slowPathFlags = Atomic<UInt8>(0)
-    /// How many registration probes are running on this object, on any thread. The `@Observed`
-    /// getter reads it (relaxed) and only takes the lock when it is non-zero.
-    @usableFromInline let probeCount = Atomic<Int>(0)
     private let nextID = Atomic<UInt64>(1)
     /// The observers of the `@Observed` properties by storage offset, as the set path reads them
     /// without the lock (`ObserverRegistry+ReadPath.swift`): no table until a set needs it after a

@@ -210,3 +210,12 @@ extension Equatable {
         (other as? Self) == self
     }
 }
+
+extension DefaultsStorage {
+    /// The key path the observers of the key at `offset` are registered under, for a tracked
+    /// observation's record of a read (`DefaultsStore.value(for:)`).
+    @usableFromInline
+    static func _keyPath(at offset: Int) -> AnyKeyPath {
+        DefaultsKeyNames.keyPath(at: offset)
+    }
+}

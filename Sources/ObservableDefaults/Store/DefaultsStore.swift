@@ -198,12 +198,15 @@ public final class DefaultsStore: Sendable {
     /// does not decode as `Value` (reported to the error handler).
     @inlinable
     public func value<Value>(for key: DefaultsKey<Value>) -> Value {
-        storage.value(of: storage.entry(for: key.name), for: key, caching: true)
+        // A tracked observation's evaluation records the read (one load and a test otherwise).
+        storage._reportExplicitRead(offset: key.offset, key: { DefaultsStorage._keyPath(at: key.offset) }, of: Void.self)
+        return storage.value(of: storage.entry(for: key.name), for: key, caching: true)
     }
 
     /// Whether the key has a value (set here or found in the file), as opposed to reading its default.
     public func hasValue<Value>(for key: DefaultsKey<Value>) -> Bool {
-        storage.entry(for: key.name) != nil
+        storage._reportExplicitRead(offset: key.offset, key: { DefaultsStorage._keyPath(at: key.offset) }, of: Void.self)
+        return storage.entry(for: key.name) != nil
     }
 
     /// Sets the value of `key`. The observers of `key` in this process (through any store on the

@@ -1,0 +1,163 @@
+import _KeyValueObservingShims
+
+/// One observable read, as the getter of an `@Observed` property or of an explicitly notified key
+/// reports it while its thread records (`_ReadRecorder`).
+@usableFromInline
+struct _ObservableRead {
+    /// The object read.
+    let object: KeyValueObservable
+    /// The property's storage offset (`@Observed`, in an optimised build) or the key's made-up
+    /// offset (explicitly notified keys); `nil` where the offset is unknown (a debug build's
+    /// `@Observed` getter), then the key path identifies the property.
+    let offset: Int?
+    /// The key path the accessor received (`\Root.property`), made only when it is needed.
+    let key: () -> AnyKeyPath
+    /// `Observed<Value>` for an `@Observed` property, the value type for an explicit key.
+    let storageType: Any.Type
+    let valueType: Any.Type
+    let isZeroSized: Bool
+    /// Whether the key is notified by its class, with explicit values (`_ExplicitlyNotifiedKeys`).
+    let isExplicit: Bool
+    /// A debug build's storage key path (`\Car._speed`), which names the property.
+    let storageKey: AnyKeyPath?
+    /// Makes a direct observer of the property's value type for a tracked observation (the
+    /// cheapest kind on the set path).
+    let makeDirectInput: (_ id: UInt64, _ tracker: _TrackerCore) -> _ObserverEntry
+}
+
+/// A thread's recorder of the observable reads it makes: a registration's probe (which `@Observed`
+/// keys of one object reading a key path touches) or a tracked observation's evaluation. Recorders
+/// nest per thread (`_kvo_thread_recorder` points at the innermost, each at the one it replaced);
+/// `_kvo_recording_threads` counts the threads that have one, so that a getter whose thread
+/// records nothing pays one load and one test.
+///
+/// Not thread-safe: a recorder is used by its own thread only, between `begin()` and `end()`.
+@usableFromInline
+class _ReadRecorder {
+    /// The recorder this one replaced on its thread.
+    private var outer: UnsafeMutableRawPointer?
+
+    /// Makes this the thread's innermost recorder.
+    final func begin() {
+        outer = _kvo_get_thread_recorder()
+        if outer == nil { _kvo_add_recording_threads(1) }
+        _kvo_set_thread_recorder(Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    /// Puts back the recorder `begin()` replaced.
+    final func end() {
+        _kvo_set_thread_recorder(outer)
+        if outer == nil { _kvo_add_recording_threads(-1) }
+        outer = nil
+    }
+
+    /// Records `read` if it is for this recorder; returns `false` to let the next recorder out
+    /// have it.
+    func record(_ read: _ObservableRead) -> Bool {
+        false
+    }
+
+    /// Hands `read` to the innermost recorder of this thread that takes it.
+    static func recordOnThisThread(_ read: _ObservableRead) {
+        var next = _kvo_get_thread_recorder()
+        while let pointer = next {
+            let recorder = Unmanaged<_ReadRecorder>.fromOpaque(pointer).takeUnretainedValue()
+            if recorder.record(read) { return }
+            next = recorder.outer
+        }
+    }
+}
+
+/// A registration probe's recorder: the `@Observed` keys of one object (its registry) that a read
+/// touches, in order, duplicates included.
+final class _ProbeRecorder: _ReadRecorder {
+    private let registry: _ObserverRegistry
+    private(set) var reads: [_ObserverRegistry.ProbedRead] = []
+
+    init(registry: _ObserverRegistry) {
+        self.registry = registry
+    }
+
+    override func record(_ read: _ObservableRead) -> Bool {
+        guard read.object._kvoRegistry.load(ordering: .acquiring)?.toOpaque() == Unmanaged.passUnretained(registry).toOpaque()
+        else { return false }
+        let key = read.key()
+        if read.isExplicit {
+            if let offset = read.offset { registry.declareOffset(offset, for: key) }
+        } else if let storageKey = read.storageKey {
+            // An `@Observed` property is named after its storage (explicitly notified keys are
+            // named by their class).
+            _KeyNames.learn(key, storageKey: storageKey)
+        } else if let offset = read.offset, !read.isZeroSized {
+            _KeyNames.learn(key, storageOffset: offset)
+        }
+        reads.append(
+            _ObserverRegistry.ProbedRead(key: key, storageType: read.storageType, valueType: read.valueType, isZeroSized: read.isZeroSized))
+        return true
+    }
+}
+
+extension _ObserverRegistry {
+    /// An `@Observed` property read during a probe: the key path its accessor received, the type of
+    /// its storage (`Observed<Value>`) and of its value, and whether that is zero-sized.
+    struct ProbedRead {
+        let key: AnyKeyPath
+        let storageType: Any.Type
+        let valueType: Any.Type
+        let isZeroSized: Bool
+
+        /// Whether the value is an observable object (or an optional one): a path may continue
+        /// through it.
+        var holdsObservableObject: Bool {
+            _unwrapped(valueType) is KeyValueObservable.Type
+        }
+    }
+
+    /// Runs `read` (which reads the observed key once) and returns the `@Observed` keys of this object
+    /// that it read on this thread, in order, duplicates included.
+    func probe(_ read: () -> Void) -> [ProbedRead] {
+        let recorder = _ProbeRecorder(registry: self)
+        recorder.begin()
+        read()
+        recorder.end()
+        return recorder.reads
+    }
+}
+
+extension Observed {
+    /// The `@Observed` getter's report of a read while its thread records (`_kvo_is_recording()`):
+    /// out of line, so that the getter stays a load, a test and the read.
+    @usableFromInline
+    @inline(never)
+    static func _recordRead<EnclosingSelf: KeyValueObservable>(
+        of object: EnclosingSelf, storageOffset: Int?, storageKey: AnyKeyPath?, key: () -> AnyKeyPath
+    ) {
+        guard _kvo_get_thread_recorder() != nil else { return }
+        withoutActuallyEscaping(key) { key in
+            _ReadRecorder.recordOnThisThread(
+                _ObservableRead(
+                    // Zero-sized properties may share their offset: their key path tells them apart.
+                    object: object, offset: MemoryLayout<Value>.size == 0 ? nil : storageOffset, key: key, storageType: Observed<Value>.self, valueType: Value.self,
+                    isZeroSized: MemoryLayout<Value>.size == 0, isExplicit: false, storageKey: storageKey,
+                    makeDirectInput: { id, tracker in _TrackedDirectInput<Value>(id: id, tracker: tracker) }))
+        }
+    }
+}
+
+extension KeyValueObservable {
+    /// The explicit key getter's report of a read while its thread records (see `_reportExplicitRead`).
+    @usableFromInline
+    @inline(never)
+    final func _recordExplicitRead<Value>(offset: Int, key: () -> AnyKeyPath, of _: Value.Type) {
+        guard _kvo_get_thread_recorder() != nil else { return }
+        withoutActuallyEscaping(key) { key in
+            _ReadRecorder.recordOnThisThread(
+                _ObservableRead(
+                    object: self, offset: offset, key: key, storageType: Value.self, valueType: Value.self, isZeroSized: false,
+                    isExplicit: true, storageKey: nil,
+                    // An explicit key's notifier may pass values of another type than its getter's
+                    // (a defaults key's entry): its inputs are signal entries, which take none.
+                    makeDirectInput: { id, tracker in _TrackedSignalInput(id: id, tracker: tracker) }))
+        }
+    }
+}

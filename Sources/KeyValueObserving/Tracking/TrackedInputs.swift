@@ -1,0 +1,217 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// One input of a tracked observation: an observable key of one object that its last evaluation
+/// read, and the observer that tells the tracker of its changes.
+struct _TrackedInput {
+    /// The object, held strongly while it is read, so that its identity cannot be reused by another
+    /// object; `nil` for the observation's root, which is held weakly (KVO's rule: the token keeps
+    /// no model alive).
+    let object: KeyValueObservable?
+    let objectID: ObjectIdentifier
+    /// The storage offset (`@Observed`, optimised build) or explicit key offset; `nil` when only the
+    /// key path identifies the property (a debug build's `@Observed` getter).
+    let offset: Int?
+    let key: AnyKeyPath?
+    let registry: _ObserverRegistry
+    let id: UInt64
+
+    /// Whether `read` is a read of this input.
+    @inline(__always)
+    func matches(_ read: _ObservableRead) -> Bool {
+        guard objectID == ObjectIdentifier(read.object), offset == read.offset else { return false }
+        return offset != nil || key == read.key()
+    }
+
+    /// The observer's registration: ids are unique per registry only.
+    var registration: RegistrationID {
+        RegistrationID(registry: ObjectIdentifier(registry), id: id)
+    }
+
+    struct RegistrationID: Hashable {
+        let registry: ObjectIdentifier
+        let id: UInt64
+    }
+
+    var identity: _TrackedInputKey {
+        _TrackedInputKey(objectID: objectID, offset: offset ?? -1, key: offset == nil ? key : nil)
+    }
+}
+
+/// What identifies an input among many (an evaluation that reads a thousand elements' names).
+struct _TrackedInputKey: Hashable {
+    let objectID: ObjectIdentifier
+    let offset: Int
+    let key: AnyKeyPath?
+
+    init(objectID: ObjectIdentifier, offset: Int, key: AnyKeyPath?) {
+        self.objectID = objectID
+        self.offset = offset
+        self.key = key
+    }
+
+    init(_ read: _ObservableRead) {
+        self.init(objectID: ObjectIdentifier(read.object), offset: read.offset ?? -1, key: read.offset == nil ? read.key() : nil)
+    }
+}
+
+/// The observer a tracked observation keeps on an `@Observed` input: a direct observer of the
+/// property's type that ignores the value (with no other kind of observer there, a set takes the
+/// plain delivery, the cheapest), told of the change after the store, and before it too when the
+/// observation wants `.prior`.
+final class _TrackedDirectInput<Value>: _DirectObserver<Value>, @unchecked Sendable {
+    // Invariant: immutable after init (see `_ObserverEntry`); the tracker is thread-safe.
+    /// Held strongly (a weak reference would cost a weak load per change): the cycle through the
+    /// tracker's inputs ends when the input is removed, which invalidation and the root's death do
+    /// to all of them.
+    private let tracker: _TrackerCore
+
+    init(id: UInt64, tracker: _TrackerCore) {
+        self.tracker = tracker
+        super.init(id: id, options: tracker.wantsPrior ? [.prior] : [], isDuplicate: nil, rootType: nil, isPathFollower: true)
+    }
+
+    override func handler(_ object: AnyObject, _ change: KeyValueObservedChange<Value>) {
+        guard isActive else { return }
+        if change.isPrior {
+            tracker.inputWillChange()
+        } else {
+            tracker.inputDidChange()
+        }
+    }
+}
+
+/// The observer a tracked observation keeps on an explicitly notified input (a progress key, a
+/// defaults key), whose notifier may pass values of another type than its getter returns: told
+/// that the key is about to change (if the observation wants `.prior`) and has changed, with no
+/// value.
+final class _TrackedSignalInput: _ObserverEntry, @unchecked Sendable {
+    // Invariant: immutable after init (see `_ObserverEntry`); the tracker is thread-safe.
+    /// Held strongly, as `_TrackedDirectInput` holds it.
+    private let tracker: _TrackerCore
+
+    init(id: UInt64, tracker: _TrackerCore) {
+        self.tracker = tracker
+        super.init(id: id, options: tracker.wantsPrior ? [.prior] : [], isDirect: false, isPathFollower: true)
+    }
+
+    override func willChange(_ object: AnyObject, valueHasChanged: Bool) -> Any? {
+        if isActive { tracker.inputWillChange() }
+        return nil
+    }
+
+    override func didChange(_ object: AnyObject, old: Any?) {
+        if isActive { tracker.inputDidChange() }
+    }
+}
+
+/// The recorder of one evaluation of a tracked observation: compares each read with the inputs of
+/// the previous evaluation, in order, and while they match does nothing else (a change of an
+/// input's value that leaves the expression reading the same keys re-registers nothing). From the
+/// first read that differs, reads are looked up among the previous inputs (kept) or observed at
+/// once, before the getter returns the value: a change another thread makes after the read is
+/// then seen, and delivered after this evaluation.
+///
+/// Used by the tracker's owning thread only (see `_TrackerCore`).
+final class _TrackingRecorder: _ReadRecorder {
+    unowned(unsafe) let tracker: _TrackerCore
+    private var previous: [_TrackedInput] = []
+    private var matched = 0
+    private var diverged = false
+    private var current: [_TrackedInput] = []
+    private var currentKeys: Set<_TrackedInputKey> = []
+    private var previousIndex: [_TrackedInputKey: Int]?
+    /// The root's identity: its input holds no reference.
+    private var rootID: ObjectIdentifier?
+    /// Whether the recorder is between `start` and `finish` (an expression that starts its own
+    /// evaluation again is not recorded twice).
+    private(set) var isRecording = false
+
+    init(tracker: _TrackerCore) {
+        self.tracker = tracker
+    }
+
+    func start(previous inputs: [_TrackedInput], root: AnyObject?) {
+        previous = inputs
+        matched = 0
+        diverged = false
+        rootID = root.map(ObjectIdentifier.init)
+        isRecording = true
+        begin()
+    }
+
+    /// Ends the evaluation: the inputs it read, or `nil` if they are the previous ones, and the
+    /// previous inputs it no longer reads (to remove).
+    func finish() -> (inputs: [_TrackedInput]?, removed: [_TrackedInput]) {
+        end()
+        isRecording = false
+        defer {
+            previous = []
+            current = []
+            currentKeys = []
+            previousIndex = nil
+        }
+        guard diverged || matched != previous.count else { return (nil, []) }
+        let inputs = diverged ? current : Array(previous[..<matched])
+        // Ids are per registry.
+        let kept = Set(inputs.map(\.registration))
+        return (inputs, previous.filter { !kept.contains($0.registration) })
+    }
+
+    override func record(_ read: _ObservableRead) -> Bool {
+        if !diverged {
+            if matched < previous.count, previous[matched].matches(read) {
+                matched += 1
+                return true
+            }
+            // Read again (`a.x + a.x`): no difference.
+            if previous[..<matched].contains(where: { $0.matches(read) }) { return true }
+            diverged = true
+            current = Array(previous[..<matched])
+            currentKeys = Set(current.map(\.identity))
+        }
+        let key = _TrackedInputKey(read)
+        guard currentKeys.insert(key).inserted else { return true }
+        if previousIndex == nil {
+            previousIndex = Dictionary(previous.enumerated().map { ($1.identity, $0) }, uniquingKeysWith: { first, _ in first })
+        }
+        if let index = previousIndex?[key] {
+            current.append(previous[index])
+        } else if let input = tracker.observe(read, isRoot: rootID == ObjectIdentifier(read.object)) {
+            current.append(input)
+        }
+        return true
+    }
+}
+
+extension _TrackerCore {
+    /// Observes `read` for this tracker, or returns `nil` if its object is going away.
+    func observe(_ read: _ObservableRead, isRoot: Bool) -> _TrackedInput? {
+        let object = read.object
+        let registry = object._registryCreatingIfNeeded()
+        let id = registry.makeID()
+        let key = read.key()
+        let notifiesAutomatically: Bool
+        if read.isExplicit {
+            if let offset = read.offset { registry.declareOffset(offset, for: key) }
+            notifiesAutomatically = true
+        } else {
+            if let storageKey = read.storageKey {
+                _KeyNames.learn(key, storageKey: storageKey)
+            } else if let offset = read.offset, !read.isZeroSized {
+                _KeyNames.learn(key, storageOffset: offset)
+            }
+            notifiesAutomatically = type(of: object).automaticallyNotifiesObservers(for: key)
+        }
+        let entry = read.isExplicit ? _TrackedSignalInput(id: id, tracker: self) : read.makeDirectInput(id, self)
+        guard registry.add(entry, for: .observedProperty(key, isZeroSized: read.isZeroSized), notifiesAutomatically: notifiesAutomatically)
+        else { return nil }
+        return _TrackedInput(
+            object: isRoot ? nil : object, objectID: ObjectIdentifier(object), offset: read.offset, key: key, registry: registry, id: id)
+    }
+}
