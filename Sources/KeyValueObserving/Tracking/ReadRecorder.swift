@@ -137,7 +137,8 @@ extension Observed {
             _ReadRecorder.recordOnThisThread(
                 _ObservableRead(
                     // Zero-sized properties may share their offset: their key path tells them apart.
-                    object: object, offset: MemoryLayout<Value>.size == 0 ? nil : storageOffset, key: key, storageType: Observed<Value>.self, valueType: Value.self,
+                    object: object, offset: MemoryLayout<Value>.size == 0 ? nil : storageOffset, key: key,
+                    storageType: Observed<Value>.self, valueType: Value.self,
                     isZeroSized: MemoryLayout<Value>.size == 0, isExplicit: false, storageKey: storageKey,
                     makeDirectInput: { id, tracker in _TrackedDirectInput<Value>(id: id, tracker: tracker) }))
         }

@@ -173,19 +173,40 @@ final class _TrackingRecorder: _ReadRecorder {
             if previous[..<matched].contains(where: { $0.matches(read) }) { return true }
             diverged = true
             current = Array(previous[..<matched])
-            currentKeys = Set(current.map(\.identity))
         }
-        let key = _TrackedInputKey(read)
-        guard currentKeys.insert(key).inserted else { return true }
-        if previousIndex == nil {
-            previousIndex = Dictionary(previous.enumerated().map { ($1.identity, $0) }, uniquingKeysWith: { first, _ in first })
-        }
-        if let index = previousIndex?[key] {
+        if isKnown(read) { return true }
+        if let index = indexInPrevious(of: read) {
             current.append(previous[index])
         } else if let input = tracker.observe(read, isRoot: rootID == ObjectIdentifier(read.object)) {
             current.append(input)
         }
         return true
+    }
+
+    /// Up to this many inputs are searched one by one; beyond, through a hash table.
+    private static let linearSearchLimit = 8
+
+    /// Whether this evaluation read `read` already.
+    private func isKnown(_ read: _ObservableRead) -> Bool {
+        if current.count <= Self.linearSearchLimit {
+            return current.contains { $0.matches(read) }
+        }
+        if currentKeys.isEmpty { currentKeys = Set(current.map(\.identity)) }
+        let key = _TrackedInputKey(read)
+        if currentKeys.contains(key) { return true }
+        currentKeys.insert(key)
+        return false
+    }
+
+    /// Where the previous evaluation's inputs have `read`, if they do.
+    private func indexInPrevious(of read: _ObservableRead) -> Int? {
+        if previous.count <= Self.linearSearchLimit {
+            return previous.firstIndex { $0.matches(read) }
+        }
+        if previousIndex == nil {
+            previousIndex = Dictionary(previous.enumerated().map { ($1.identity, $0) }, uniquingKeysWith: { first, _ in first })
+        }
+        return previousIndex?[_TrackedInputKey(read)]
     }
 }
 
@@ -196,18 +217,10 @@ extension _TrackerCore {
         let registry = object._registryCreatingIfNeeded()
         let id = registry.makeID()
         let key = read.key()
-        let notifiesAutomatically: Bool
-        if read.isExplicit {
-            if let offset = read.offset { registry.declareOffset(offset, for: key) }
-            notifiesAutomatically = true
-        } else {
-            if let storageKey = read.storageKey {
-                _KeyNames.learn(key, storageKey: storageKey)
-            } else if let offset = read.offset, !read.isZeroSized {
-                _KeyNames.learn(key, storageOffset: offset)
-            }
-            notifiesAutomatically = type(of: object).automaticallyNotifiesObservers(for: key)
-        }
+        // An explicit key's slot is resolved from the start, as its registrations' are; an
+        // `@Observed` one learns its offset at the first set, as a registration's does.
+        if read.isExplicit, let offset = read.offset { registry.declareOffset(offset, for: key) }
+        let notifiesAutomatically = read.isExplicit || type(of: object).automaticallyNotifiesObservers(for: key)
         let entry = read.isExplicit ? _TrackedSignalInput(id: id, tracker: self) : read.makeDirectInput(id, self)
         guard registry.add(entry, for: .observedProperty(key, isZeroSized: read.isZeroSized), notifiesAutomatically: notifiesAutomatically)
         else { return nil }
