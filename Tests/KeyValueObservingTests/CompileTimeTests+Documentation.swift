@@ -53,4 +53,59 @@ extension CompileTimeTests {
         #expect(output.status == 0, "\(output.standardError)")
         #expect(output.standardOutput == "0.5\n0.7\n")
     }
+
+    private static let trackedObservationArticle = "Sources/KeyValueObserving/KeyValueObserving.docc/TrackedObservation.md"
+
+    /// The text after `//` on each line of `code` that has a comment, trimmed, without quotes around it.
+    private static func trailingComments(in code: String) -> [String] {
+        code.split(separator: "\n").compactMap { line -> String? in
+            guard let range = line.range(of: "//") else { return nil }
+            let comment = line[range.upperBound...].trimmingCharacters(in: .whitespaces)
+            return comment.hasPrefix("\"") && comment.hasSuffix("\"") ? String(comment.dropFirst().dropLast()) : comment
+        }
+    }
+
+    @Test func theTrackedObservationArticlesFirstSampleFollowsTheObjectThatReplacedTheSettings() throws {
+        let section = try Self.section(of: Self.trackedObservationArticle, after: "## Overview")
+        let code = try #require(Self.fencedBlock("swift", in: section))
+        #expect(code.contains("$0.settings.username"))
+        let expected = ["- → anna", "anna → ben", "ben → dora"]
+        // The sentence after the sample states what it prints.
+        #expect(section.contains("It prints `- → anna`, `anna → ben` and `ben → dora`."))
+        let output = try SnippetCompiler.compileAndRun(code)
+        #expect(output.status == 0, "\(output.standardError)")
+        #expect(output.standardOutput == expected.map { $0 + "\n" }.joined())
+    }
+
+    @Test func theTrackedObservationArticlesArraySamplePrintsWhatItsCommentsSay() throws {
+        let section = try Self.section(of: Self.trackedObservationArticle, after: "An array of observable objects works the same way")
+        var code = try #require(Self.fencedBlock("swift", in: section))
+        #expect(code.contains("$0.people.map(\\.name)"))
+        // `.new` only: no call at registration, then one per commented line, printing the comment.
+        let expected = Self.trailingComments(in: code)
+        #expect(expected == [#"["Ada Lovelace", "Grace"]"#, #"["Ada Lovelace", "Grace", "Edsger"]"#, #"["Grace", "Edsger"]"#])
+        if !code.contains("import KeyValueObserving") { code = "import KeyValueObserving\n\n" + code }
+        let output = try SnippetCompiler.compileAndRun(code)
+        #expect(output.status == 0, "\(output.standardError)")
+        #expect(output.standardOutput == expected.map { $0 + "\n" }.joined())
+    }
+
+    @Test func theTrackedObservationArticlesRootlessSampleCombinesProgressAndDefaults() throws {
+        let section = try Self.section(of: Self.trackedObservationArticle, after: "takes no\nroot")
+        let code = try #require(Self.fencedBlock("swift", in: section))
+        #expect(code.contains("KeyValueObservation.tracking("))
+        // The `.initial` call, then one per commented line, printing the comment.
+        let expected = ["backup: 0%"] + Self.trailingComments(in: code)
+        #expect(expected == ["backup: 0%", "backup: 50%", "archive: 50%"])
+        #expect(section.contains("It prints `backup: 0%` (`.initial`), `backup: 50%` and `archive: 50%`."))
+        // The suite's file goes to a folder of its own, which does not exist yet.
+        let configuration = FileManager.default.temporaryDirectory.appendingPathComponent("kvo-tracked-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: configuration) }
+        var environment = ProcessInfo.processInfo.environment
+        environment["XDG_CONFIG_HOME"] = configuration.path
+        let output = try SnippetCompiler.compileAndRun(
+            code, linking: ["KeyValueObserving", "ObservableProgress", "ObservableDefaults"], environment: environment)
+        #expect(output.status == 0, "\(output.standardError)")
+        #expect(output.standardOutput == expected.map { $0 + "\n" }.joined())
+    }
 }

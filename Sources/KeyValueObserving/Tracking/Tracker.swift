@@ -176,12 +176,17 @@ class _TrackerCore: _Invalidatable, @unchecked Sendable {
         didGoQuiet()
     }
 
-    /// Owner only: removes every input's observer, outside any lock of the tracker.
+    /// Owner only, once the observation ended: removes every input's observer (outside any lock of
+    /// the tracker) and releases the expression and the handler, with what they captured.
     final func removeInputs() {
         let removed = inputs
         inputs = []
         for input in removed { input.registry.remove(id: input.id) }
+        releaseClosures()
     }
+
+    /// Owner only: drops the expression and the handler (the observation ended).
+    func releaseClosures() {}
 
     /// Reports, once, an evaluation that read nothing observable: it could never notify.
     final func reportReadNothing(objectType: Any.Type) {
@@ -211,8 +216,9 @@ final class _Tracker<Root: AnyObject, Value>: _TrackerCore, @unchecked Sendable 
     // Invariant: see `_TrackerCore`; `value` and `recorder` are the owner's; `root` is a weak
     // reference, loaded atomically; the closures are `@Sendable` and immutable.
     private weak let root: Root?
-    private let expression: @Sendable (Root) -> Value
-    private let handler: @Sendable (Root, KeyValueObservedChange<Value>) -> Void
+    /// The owner's, like `value`: `nil` once the observation ended (invalidation releases them).
+    private var expression: (@Sendable (Root) -> Value)?
+    private var handler: (@Sendable (Root, KeyValueObservedChange<Value>) -> Void)?
     private let isDuplicate: (@Sendable (Value, Value) -> Bool)?
     private let options: KeyValueObservingOptions
     private var value: Value?
@@ -250,7 +256,8 @@ final class _Tracker<Root: AnyObject, Value>: _TrackerCore, @unchecked Sendable 
             let id = registry.makeID()
             if registry.onObjectDeinit(id: id, { [weak self] in self?.rootDidDeinit() }) { rootDeinit = (registry, id) }
         }
-        let first = evaluate(root)
+        guard let expression, let handler else { return release() }
+        let first = evaluate(root, expression)
         value = first
         if inputs.isEmpty { reportReadNothing(objectType: Root.self) }
         if options.contains(.initial) {
@@ -259,7 +266,7 @@ final class _Tracker<Root: AnyObject, Value>: _TrackerCore, @unchecked Sendable 
         release()
     }
 
-    private func evaluate(_ root: Root) -> Value {
+    private func evaluate(_ root: Root, _ expression: (Root) -> Value) -> Value {
         recorder.start(previous: inputs, root: root)
         let new = expression(root)
         let (found, removed) = recorder.finish()
@@ -269,7 +276,7 @@ final class _Tracker<Root: AnyObject, Value>: _TrackerCore, @unchecked Sendable 
     }
 
     override func evaluateAndDeliver(prior: Bool) {
-        guard let root else { return }
+        guard let root, let expression, let handler else { return }
         if prior {
             guard !isPriorSent, isActive.load(ordering: .acquiring) else { return }
             isPriorSent = true
@@ -282,13 +289,18 @@ final class _Tracker<Root: AnyObject, Value>: _TrackerCore, @unchecked Sendable 
             owner.bitwiseOr(1, ordering: .releasing)
             return
         }
-        let new = evaluate(root)
+        let new = evaluate(root, expression)
         let old = value
         value = new
         isPriorSent = false
         if let isDuplicate, let old, isDuplicate(old, new) { return }
         guard isActive.load(ordering: .acquiring) else { return }
         handler(root, KeyValueObservedChange(settingNew: options.contains(.new) ? new : nil, old: options.contains(.old) ? old : nil))
+    }
+
+    override func releaseClosures() {
+        expression = nil
+        handler = nil
     }
 
     override func didGoQuiet() {

@@ -1,0 +1,160 @@
+import Foundation
+import KeyValueObserving
+import ObservableDefaults
+import ObservableProgress
+import Testing
+import TestSupport
+
+/// A defaults store on a file of its own, removed at the end.
+private final class TemporaryDefaults {
+    let directory: URL
+    let store: DefaultsStore
+
+    init() {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("tracked-\(UUID().uuidString)")
+        try! FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        store = DefaultsStore(fileURL: directory.appendingPathComponent("store.json"))
+    }
+
+    deinit {
+        try? store.flush()
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+/// What the threaded expression reads: a tree's fraction, one child's count and a defaults key.
+private struct Reading: Equatable, Sendable, CustomStringConvertible {
+    var fraction: Double
+    var firstCompleted: Int64
+    var last: Int64
+
+    var description: String { "(\(fraction), \(firstCompleted), \(last))" }
+}
+
+@Suite("Tracked observation across kinds of key: progress and defaults in one expression")
+struct TrackedAcrossKindsTests {
+    @Test func aProgressTreesFractionCombinedWithADefaultsKey() {
+        let defaults = TemporaryDefaults()
+        let store = defaults.store
+        let label = DefaultsKey<String>("tracked.label", default: "copying")
+        let unread = DefaultsKey<Int64>("tracked.unread", default: 0)
+        let overall = ObservableProgress(totalUnitCount: 2)
+        let download = ObservableProgress(totalUnitCount: 4, parent: overall, pendingUnitCount: 1)
+        let install = ObservableProgress(totalUnitCount: 4, parent: overall, pendingUnitCount: 1)
+        let changes = Locked<[KeyValueObservedChange<String>]>([])
+        let token = overall.observeTracking(options: [.initial, .old, .new]) {
+            "\(store[label]) \($0.fractionCompleted)"
+        } changeHandler: {
+            _, change in
+            changes.append(change)
+        }
+        download.completedUnitCount = 2  // a child's units: the root's fraction
+        store[label] = "installing"  // the defaults key
+        install.completedUnitCount = 1
+        store[unread] = 5  // a key the expression does not read
+        token.invalidate()
+        download.completedUnitCount = 3
+        store[label] = "ignored"
+        #expect(
+            changes.current == [
+                KeyValueObservedChange(newValue: "copying 0.0"),
+                KeyValueObservedChange(newValue: "copying 0.25", oldValue: "copying 0.0"),
+                KeyValueObservedChange(newValue: "installing 0.25", oldValue: "copying 0.25"),
+                KeyValueObservedChange(newValue: "installing 0.375", oldValue: "installing 0.25"),
+            ])
+    }
+
+    @Test func eightThreadsChangingProgressAndDefaultsKeysGiveAnExactChain() {
+        let iterations: Int64 = 2_000
+        let defaults = TemporaryDefaults()
+        let store = defaults.store
+        let key = DefaultsKey<Int64>("tracked.last", default: 0)
+        let overall = ObservableProgress(totalUnitCount: 4)
+        let parts = (0..<4).map { _ in ObservableProgress(totalUnitCount: 2 * iterations, parent: overall, pendingUnitCount: 1) }
+        let read: @Sendable () -> Reading = {
+            Reading(fraction: overall.fractionCompleted, firstCompleted: parts[0].completedUnitCount, last: store[key])
+        }
+        let before = read()
+        let deliveries = Locked<[(old: Reading, new: Reading)]>([])
+        let running = Locked(0)
+        let overlapped = Locked(false)
+        let token = KeyValueObservation.tracking(options: [.old, .new], read) { change in
+            if running.withLock({
+                $0 += 1; return $0
+            }) > 1 {
+                overlapped.withLock { $0 = true }
+            }
+            deliveries.append((change.oldValue!, change.newValue!))
+            running.withLock { $0 -= 1 }
+        }
+        TestThread.run(8) { index in
+            if index < 4 {
+                for _ in 0..<iterations { parts[index].completedUnitCount += 1 }
+            } else {
+                for step in 1...iterations { store[key] = Int64(index) * 1_000_000 + step }
+            }
+        }
+        token.invalidate()
+        let after = read()
+        let seen = deliveries.current
+        #expect(!overlapped.current, "two deliveries ran at once")
+        #expect(parts.allSatisfy { $0.completedUnitCount == iterations })
+        #expect((4..<8).map { Int64($0) * 1_000_000 + iterations }.contains(after.last))
+        #expect(abs(after.fraction - 0.5) < 1e-9)
+        #expect(!seen.isEmpty)
+        #expect(seen.first?.old == before)
+        // Each delivery's old value is the previous delivery's new one.
+        let broken = seen.indices.dropFirst().first { seen[$0].old != seen[$0 - 1].new }
+        if let broken {
+            Issue.record("delivery \(broken) of \(seen.count): old \(seen[broken].old) != previous new \(seen[broken - 1].new)")
+        }
+        #expect(seen.last?.new == after)
+    }
+
+    @Test(arguments: [CrossThreadInput.progress, .defaults])
+    func aChangeArrivingDuringADeliveryIsDeliveredAfterItByTheDeliveringThread(_ input: CrossThreadInput) {
+        // The handler of the first change holds the main thread until another thread has made two
+        // changes (it does not wait for their delivery); both are then delivered by the main thread
+        // in one delivery, after the handler returns, without `.prior`.
+        let defaults = TemporaryDefaults()
+        let store = defaults.store
+        let key = DefaultsKey<Int64>("tracked.cross", default: 0)
+        let progress = ObservableProgress(totalUnitCount: 100)
+        let isProgress = input == .progress
+        let get: @Sendable () -> Int64 = { isProgress ? progress.completedUnitCount : store[key] }
+        let set: @Sendable (Int64) -> Void = { value in
+            if isProgress { progress.completedUnitCount = value } else { store[key] = value }
+        }
+        let main = currentThreadID()
+        let log = Locked<[String]>([])
+        let inHandler = Locked(false)
+        let writerDone = Locked(false)
+        let token = KeyValueObservation.tracking(options: [.prior, .old, .new], get) { change in
+            let values = "\(change.oldValue.map(String.init) ?? "-")→\(change.newValue.map(String.init) ?? "-")"
+            log.append("\(change.isPrior ? "prior " : "")\(values)\(currentThreadID() == main ? "" : " elsewhere")")
+            guard !change.isPrior, change.newValue == 1 else { return }
+            inHandler.withLock { $0 = true }
+            // A guard against a writer that waits for the delivery (a deadlock), not a timing check.
+            let deadline = ContinuousClock.now + .seconds(60)
+            while !writerDone.current, ContinuousClock.now < deadline {}
+        }
+        let writer = TestThread {
+            while !inHandler.current {}
+            set(2)
+            set(3)
+            writerDone.withLock { $0 = true }
+        }
+        set(1)
+        writer.join()
+        #expect(writerDone.current)
+        #expect(log.current == ["prior 0→-", "0→1", "1→3"])
+        #expect(get() == 3)
+        token.invalidate()
+    }
+}
+
+enum CrossThreadInput: String, Sendable, CustomTestStringConvertible {
+    case progress, defaults
+
+    var testDescription: String { rawValue }
+}
