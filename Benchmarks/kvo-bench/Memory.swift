@@ -224,6 +224,44 @@ extension Scenarios {
                 else { return nil }
                 return (tenKeys - oneKey) / 9
             },
+            MemoryScenario(
+                name: "memory-tracked-observation",
+                summary: "one observeTracking([.new]) { a.x + a.b.y + a.c.count } (3 reads, 2 objects never observed before): "
+                    + "the objects' registries, the recorded inputs and the token",
+                unit: "observation", count: objects, baseline: "memory-observation-tracking-3-reads"
+            ) { count in
+                let roots = (0..<count + warmUpUnits).map { _ in TrackedRoot() }
+                let counter = Counter()
+                return bytesOfUnits(count) { index in observeTrackedSum(roots[index], counter) }
+            },
+            MemoryScenario(
+                name: "memory-further-tracked-observation",
+                summary: "one more observeTracking of the same 3-read expression on objects it already tracks",
+                unit: "observation", count: 1_000, baseline: "memory-observer"
+            ) { count in
+                let root = TrackedRoot()
+                let counter = Counter()
+                let first = observeTrackedSum(root, counter)
+                return withExtendedLifetime(first) {
+                    bytesOfUnits(count) { _ in observeTrackedSum(root, counter) }
+                }
+            },
+            MemoryScenario(
+                name: "memory-observation-tracking-3-reads",
+                summary: "baseline: one withObservationTracking { x + b.y + c.count } registration on @Observable objects",
+                unit: "observation", count: objects
+            ) { count in
+                // As memory-observation-tracking: keep the objects and never set them while measuring.
+                let models = (0..<count + warmUpUnits).map { _ in ObservableTrackedRoot() }
+                return withExtendedLifetime(models) {
+                    bytesOfUnits(count) { index in
+                        withObservationTracking {
+                            _ = trackedSum(models[index])
+                        } onChange: {
+                        }
+                    }
+                }
+            },
         ]
     }
 }

@@ -346,7 +346,7 @@ enum Scenarios {
                     return deliveries.count == 0 ? nil : "an invalidated handler ran \(deliveries.count) times"
                 }
             }
-        ] + defaultsScenarios
+        ] + defaultsScenarios + trackingScenarios
     }
 
     /// `observers` handlers with `options` on `Player.volume`, counting calls and recording the

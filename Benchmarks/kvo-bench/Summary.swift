@@ -42,6 +42,9 @@ func summaryLines(_ rows: [ReportRow], memory: [MemoryFigure]?, latency: Latency
             p50["plain-set"].map { speedPhrase(mine / $0, than: "a plain stored property") }
         })
     add(
+        "KeyValueObserving, tracked observation (3 reads)",
+        against("tracked-set-3-reads", [("tracked-rearmed-observation", "Observation re-armed (withObservationTracking)")]))
+    add(
         "KeyValueObserving, async values(for:)",
         against(
             "values-handoff",
