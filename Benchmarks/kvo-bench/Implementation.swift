@@ -21,6 +21,7 @@ enum Implementation: String, CaseIterable {
         ("plain-", .plainSwift), ("didset-", .plainSwift),
         ("notificationcenter-", .notificationCenter),
         ("observation-", .observation), ("observations-", .observation), ("observable-", .observation),
+        ("tracked-rearmed-observation", .observation), ("tracked-observations-", .observation),
         ("asyncstream-", .asyncStream),
         ("foundation-progress-", .foundationProgress),
         ("userdefaults-", .userDefaults),

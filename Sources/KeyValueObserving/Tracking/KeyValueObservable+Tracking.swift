@@ -34,6 +34,7 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     ///   `KeyValueObservingDiagnosticCenter` (`.untrackedExpression`), naming `fileID` and `line`.
     ///
     /// - Returns: The token. Keep it: the observation ends when it is invalidated or deallocated.
+    @inlinable
     public func observeTracking<Value>(
         options: KeyValueObservingOptions = [],
         fileID: String = #fileID,
@@ -47,6 +48,7 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     /// `observeTracking(options:_:changeHandler:)`, but a result equal to the previous one is not
     /// delivered (a `.prior` notification is still sent before the change that turns out to change
     /// nothing).
+    @inlinable
     public func observeTracking<Value: Equatable & SendableMetatype>(
         options: KeyValueObservingOptions = [],
         removingDuplicates: Bool,
@@ -115,6 +117,7 @@ extension KeyValueObservation {
     ///     print(change.newValue!)
     /// }
     /// ```
+    @inlinable
     public static func tracking<Value>(
         options: KeyValueObservingOptions = [],
         fileID: String = #fileID,
@@ -129,6 +132,7 @@ extension KeyValueObservation {
     }
 
     /// `tracking(options:_:changeHandler:)`, but a result equal to the previous one is not delivered.
+    @inlinable
     public static func tracking<Value: Equatable & SendableMetatype>(
         options: KeyValueObservingOptions = [],
         removingDuplicates: Bool,
@@ -145,12 +149,15 @@ extension KeyValueObservation {
 }
 
 /// The comparison of `removingDuplicates`, if it is asked for.
+@inlinable
 func _equality<Value: Equatable & SendableMetatype>(_ removingDuplicates: Bool) -> (@Sendable (Value, Value) -> Bool)? {
     guard removingDuplicates else { return nil }
     return { (old: Value, new: Value) in old == new }
 }
 
-/// Makes, starts and returns a tracked observation and its token.
+/// Makes, starts and returns a tracked observation and its token. Inlinable: the closure that
+/// evaluates and delivers is built here, in the client, specialised for `Root` and `Value`.
+@inlinable
 func _track<Root: AnyObject, Value>(
     _ root: Root,
     isRooted: Bool,
@@ -162,9 +169,10 @@ func _track<Root: AnyObject, Value>(
     _ handler: @escaping @Sendable (Root, KeyValueObservedChange<Value>) -> Void,
     onQuiet: (@Sendable () -> Void)? = nil
 ) -> (token: KeyValueObservation, tracker: _TrackerCore) {
-    let tracker = _Tracker(
-        root: root, options: options, isDuplicate: isDuplicate, fileID: fileID, line: line, expression: expression, handler: handler)
-    tracker.onQuiet = onQuiet
-    tracker.start(root: root, isRooted: isRooted)
+    let state = _TrackedState(root: root, options: options, isDuplicate: isDuplicate, expression: expression, handler: handler)
+    let tracker = _TrackerCore(wantsPrior: options.contains(.prior), fileID: fileID, line: line)
+    tracker.step = { core, step in state.step(core, step) }
+    tracker._setOnQuiet(onQuiet)
+    tracker.start(root: isRooted ? root as? KeyValueObservable : nil)
     return (KeyValueObservation(invalidating: tracker), tracker)
 }

@@ -12,17 +12,13 @@ struct _ObservableRead {
     let offset: Int?
     /// The key path the accessor received (`\Root.property`), made only when it is needed.
     let key: () -> AnyKeyPath
-    /// `Observed<Value>` for an `@Observed` property, the value type for an explicit key.
-    let storageType: Any.Type
+    /// The property's value type.
     let valueType: Any.Type
     let isZeroSized: Bool
     /// Whether the key is notified by its class, with explicit values (`_ExplicitlyNotifiedKeys`).
     let isExplicit: Bool
     /// A debug build's storage key path (`\Car._speed`), which names the property.
     let storageKey: AnyKeyPath?
-    /// Makes a direct observer of the property's value type for a tracked observation (the
-    /// cheapest kind on the set path).
-    let makeDirectInput: (_ id: UInt64, _ tracker: _TrackerCore) -> _ObserverEntry
 }
 
 /// A thread's recorder of the observable reads it makes: a registration's probe (which `@Observed`
@@ -34,8 +30,8 @@ struct _ObservableRead {
 /// Not thread-safe: a recorder is used by its own thread only, between `begin()` and `end()`.
 @usableFromInline
 class _ReadRecorder {
-    /// The recorder this one replaced on its thread.
-    private var outer: UnsafeMutableRawPointer?
+    /// The recorder this one replaced on its thread. Its own thread's only (no overlapping access).
+    @exclusivity(unchecked) private var outer: UnsafeMutableRawPointer?
 
     /// Makes this the thread's innermost recorder.
     final func begin() {
@@ -55,6 +51,22 @@ class _ReadRecorder {
     /// have it.
     func record(_ read: _ObservableRead) -> Bool {
         false
+    }
+
+    /// What a tracking recorder does with a read of the input it expects next: counts it, and
+    /// returns `true`. Nothing else is looked at (no metadata, no key path): a re-evaluation that
+    /// reads what the previous one read costs a comparison per read.
+    func recordIfExpected(_ object: AnyObject, offset: Int) -> Bool {
+        false
+    }
+
+    /// Whether a read of `object`'s key at `offset` needs nothing more: this thread records
+    /// nothing (another thread does), or its recorder expected exactly that read.
+    @inline(__always)
+    static func isExpectedOnThisThread(_ object: AnyObject, offset: Int?) -> Bool {
+        guard let pointer = _kvo_get_thread_recorder() else { return true }
+        guard let offset else { return false }
+        return Unmanaged<_ReadRecorder>.fromOpaque(pointer).takeUnretainedValue().recordIfExpected(object, offset: offset)
     }
 
     /// Hands `read` to the innermost recorder of this thread that takes it.
@@ -92,17 +104,16 @@ final class _ProbeRecorder: _ReadRecorder {
             _KeyNames.learn(key, storageOffset: offset)
         }
         reads.append(
-            _ObserverRegistry.ProbedRead(key: key, storageType: read.storageType, valueType: read.valueType, isZeroSized: read.isZeroSized))
+            _ObserverRegistry.ProbedRead(key: key, valueType: read.valueType, isZeroSized: read.isZeroSized))
         return true
     }
 }
 
 extension _ObserverRegistry {
     /// An `@Observed` property read during a probe: the key path its accessor received, the type of
-    /// its storage (`Observed<Value>`) and of its value, and whether that is zero-sized.
+    /// its value, and whether that is zero-sized.
     struct ProbedRead {
         let key: AnyKeyPath
-        let storageType: Any.Type
         let valueType: Any.Type
         let isZeroSized: Bool
 
@@ -132,15 +143,15 @@ extension Observed {
     static func _recordRead<EnclosingSelf: KeyValueObservable>(
         of object: EnclosingSelf, storageOffset: Int?, storageKey: AnyKeyPath?, key: () -> AnyKeyPath
     ) {
-        guard _kvo_get_thread_recorder() != nil else { return }
+        // Before anything generic: `Observed<Value>`'s metadata is a run-time look-up.
+        if _ReadRecorder.isExpectedOnThisThread(object, offset: MemoryLayout<Value>.size == 0 ? nil : storageOffset) { return }
         withoutActuallyEscaping(key) { key in
             _ReadRecorder.recordOnThisThread(
                 _ObservableRead(
                     // Zero-sized properties may share their offset: their key path tells them apart.
                     object: object, offset: MemoryLayout<Value>.size == 0 ? nil : storageOffset, key: key,
-                    storageType: Observed<Value>.self, valueType: Value.self,
-                    isZeroSized: MemoryLayout<Value>.size == 0, isExplicit: false, storageKey: storageKey,
-                    makeDirectInput: { id, tracker in _TrackedDirectInput<Value>(id: id, tracker: tracker) }))
+                    valueType: Value.self,
+                    isZeroSized: MemoryLayout<Value>.size == 0, isExplicit: false, storageKey: storageKey))
         }
     }
 }
@@ -150,15 +161,12 @@ extension KeyValueObservable {
     @usableFromInline
     @inline(never)
     final func _recordExplicitRead<Value>(offset: Int, key: () -> AnyKeyPath, of _: Value.Type) {
-        guard _kvo_get_thread_recorder() != nil else { return }
+        if _ReadRecorder.isExpectedOnThisThread(self, offset: offset) { return }
         withoutActuallyEscaping(key) { key in
             _ReadRecorder.recordOnThisThread(
                 _ObservableRead(
-                    object: self, offset: offset, key: key, storageType: Value.self, valueType: Value.self, isZeroSized: false,
-                    isExplicit: true, storageKey: nil,
-                    // An explicit key's notifier may pass values of another type than its getter's
-                    // (a defaults key's entry): its inputs are signal entries, which take none.
-                    makeDirectInput: { id, tracker in _TrackedSignalInput(id: id, tracker: tracker) }))
+                    object: self, offset: offset, key: key, valueType: Value.self, isZeroSized: false,
+                    isExplicit: true, storageKey: nil))
         }
     }
 }

@@ -43,6 +43,13 @@ struct _TrackedInput {
     }
 }
 
+/// An input's object and offset (-1 for none), for the comparison of a read with the input the
+/// recorder expects.
+struct _TrackedInputIdentity {
+    let objectID: ObjectIdentifier
+    let offset: Int
+}
+
 /// What identifies an input among many (an evaluation that reads a thousand elements' names).
 struct _TrackedInputKey: Hashable {
     let objectID: ObjectIdentifier
@@ -78,7 +85,8 @@ final class _TrackedDirectInput<Value>: _DirectObserver<Value>, @unchecked Senda
 
     override func handler(_ object: AnyObject, _ change: KeyValueObservedChange<Value>) {
         guard isActive else { return }
-        if change.isPrior {
+        // Looked at only when `.prior` was asked for: reading the change is unspecialised code here.
+        if tracker.wantsPrior, change.isPrior {
             tracker.inputWillChange()
         } else {
             tracker.inputDidChange()
@@ -119,28 +127,30 @@ final class _TrackedSignalInput: _ObserverEntry, @unchecked Sendable {
 ///
 /// Used by the tracker's owning thread only (see `_TrackerCore`).
 final class _TrackingRecorder: _ReadRecorder {
+    // Every field is the owning thread's (see `_TrackerCore`), so no access overlaps another:
+    // `@exclusivity(unchecked)` spares a dynamic check per access.
     unowned(unsafe) let tracker: _TrackerCore
-    private var previous: [_TrackedInput] = []
-    private var matched = 0
-    private var diverged = false
-    private var current: [_TrackedInput] = []
-    private var currentKeys: Set<_TrackedInputKey> = []
-    private var previousIndex: [_TrackedInputKey: Int]?
+    /// The previous evaluation's inputs: the tracker's, which only `finish` replaces.
+    @inline(__always) private var previous: [_TrackedInput] { tracker.inputs }
+    @exclusivity(unchecked) private var matched = 0
+    @exclusivity(unchecked) private var diverged = false
+    @exclusivity(unchecked) private var current: [_TrackedInput] = []
+    @exclusivity(unchecked) private var currentKeys: Set<_TrackedInputKey> = []
+    @exclusivity(unchecked) private var previousIndex: [_TrackedInputKey: Int]?
     /// The root's identity: its input holds no reference.
-    private var rootID: ObjectIdentifier?
+    @exclusivity(unchecked) private var rootID: ObjectIdentifier?
     /// Whether the recorder is between `start` and `finish` (an expression that starts its own
     /// evaluation again is not recorded twice).
-    private(set) var isRecording = false
+    @exclusivity(unchecked) private(set) var isRecording = false
 
     init(tracker: _TrackerCore) {
         self.tracker = tracker
     }
 
-    func start(previous inputs: [_TrackedInput], root: AnyObject?) {
-        previous = inputs
+    func start(root: AnyObject) {
         matched = 0
         diverged = false
-        rootID = root.map(ObjectIdentifier.init)
+        rootID = ObjectIdentifier(root)
         isRecording = true
         begin()
     }
@@ -150,17 +160,27 @@ final class _TrackingRecorder: _ReadRecorder {
     func finish() -> (inputs: [_TrackedInput]?, removed: [_TrackedInput]) {
         end()
         isRecording = false
-        defer {
-            previous = []
-            current = []
-            currentKeys = []
-            previousIndex = nil
-        }
         guard diverged || matched != previous.count else { return (nil, []) }
         let inputs = diverged ? current : Array(previous[..<matched])
+        current = []
+        if !currentKeys.isEmpty { currentKeys = [] }
+        previousIndex = nil
+        let previous = previous
+        if previous.isEmpty { return (inputs, []) }
         // Ids are per registry.
+        if inputs.count <= Self.linearSearchLimit {
+            return (inputs, previous.filter { old in !inputs.contains { $0.registration == old.registration } })
+        }
         let kept = Set(inputs.map(\.registration))
         return (inputs, previous.filter { !kept.contains($0.registration) })
+    }
+
+    override func recordIfExpected(_ object: AnyObject, offset: Int) -> Bool {
+        guard !diverged, matched < tracker.inputIdentities.count else { return false }
+        let expected = tracker.inputIdentities[matched]
+        guard expected.objectID == ObjectIdentifier(object), expected.offset == offset else { return false }
+        matched += 1
+        return true
     }
 
     override func record(_ read: _ObservableRead) -> Bool {
@@ -211,6 +231,12 @@ final class _TrackingRecorder: _ReadRecorder {
 }
 
 extension _TrackerCore {
+    /// A direct observer of a property of type `Value` for this tracker (the cheapest kind on the
+    /// set path).
+    private static func directInput<Value>(of _: Value.Type, id: UInt64, tracker: _TrackerCore) -> _ObserverEntry {
+        _TrackedDirectInput<Value>(id: id, tracker: tracker)
+    }
+
     /// Observes `read` for this tracker, or returns `nil` if its object is going away.
     func observe(_ read: _ObservableRead, isRoot: Bool) -> _TrackedInput? {
         let object = read.object
@@ -221,7 +247,10 @@ extension _TrackerCore {
         // `@Observed` one learns its offset at the first set, as a registration's does.
         if read.isExplicit, let offset = read.offset { registry.declareOffset(offset, for: key) }
         let notifiesAutomatically = read.isExplicit || type(of: object).automaticallyNotifiesObservers(for: key)
-        let entry = read.isExplicit ? _TrackedSignalInput(id: id, tracker: self) : read.makeDirectInput(id, self)
+        // An explicit key's notifier may pass values of another type than its getter's (a defaults
+        // key's entry): its inputs are signal entries, which take none.
+        let entry =
+            read.isExplicit ? _TrackedSignalInput(id: id, tracker: self) : Self.directInput(of: read.valueType, id: id, tracker: self)
         guard registry.add(entry, for: .observedProperty(key, isZeroSized: read.isZeroSized), notifiesAutomatically: notifiesAutomatically)
         else { return nil }
         return _TrackedInput(

@@ -21,14 +21,28 @@ import _KeyValueObservingShims
 /// delivery's old value is the previous delivery's new value. No lock is held while the expression
 /// or the handler runs: the owner's exclusive state (`depth`, the inputs, the last value, the
 /// recorder) is handed from owner to owner by the acquire/release of `owner`.
-class _TrackerCore: _Invalidatable, @unchecked Sendable {
-    // Invariant: `owner` and `isActive` are atomics; `depth`, `inputs` and the subclass's value are
+///
+/// The core is not generic: the work that knows the expression's types (evaluate, compare, build
+/// the change, call the handler) is `step`, a closure built in the client by the inlinable API
+/// (`_TrackedState.step`), so it is specialised there and makes no run-time metadata look-ups.
+@usableFromInline
+final class _TrackerCore: _Invalidatable, @unchecked Sendable {
+    // Invariant: `owner` and `isActive` are atomics; `depth`, `inputs`, `step` and `recorder` are
     // only accessed by the thread that holds `owner` (acquired with acquiring, released with
-    // releasing ordering); `wantsPrior`, `fileID` and `line` are immutable.
+    // releasing ordering), or before the tracker is published (`start`), so no access overlaps
+    // another (`@exclusivity(unchecked)`); `wantsPrior`, `fileID` and `line` are immutable.
     final let owner = Atomic<UInt>(0)
-    final let isActive = Atomic<Bool>(true)
-    final var depth = 0
-    final var inputs: [_TrackedInput] = []
+    @usableFromInline final let isActive = Atomic<Bool>(true)
+    @exclusivity(unchecked) final var depth = 0
+    @exclusivity(unchecked) final var inputs: [_TrackedInput] = [] {
+        didSet { inputIdentities = inputs.map { _TrackedInputIdentity(objectID: $0.objectID, offset: $0.offset ?? -1) } }
+    }
+    /// `inputs`' objects and offsets, plain values: comparing a read with them retains nothing.
+    @exclusivity(unchecked) final var inputIdentities: [_TrackedInputIdentity] = []
+    /// Evaluates and delivers (see `_TrackedState.step`); `nil` once the observation ended, which
+    /// releases the expression and the handler with what they captured.
+    @usableFromInline @exclusivity(unchecked) final var step: ((_TrackerCore, _TrackedStep) -> Void)?
+    @exclusivity(unchecked) private var recorder: _TrackingRecorder!
     final let wantsPrior: Bool
     final let fileID: String
     final let line: UInt
@@ -37,10 +51,12 @@ class _TrackerCore: _Invalidatable, @unchecked Sendable {
     final var rootDeinit: (registry: _ObserverRegistry, id: UInt64)?
     private let hasReported = Atomic<Bool>(false)
 
+    @usableFromInline
     init(wantsPrior: Bool, fileID: String, line: UInt) {
         self.wantsPrior = wantsPrior
         self.fileID = fileID
         self.line = line
+        recorder = _TrackingRecorder(tracker: self)
         _kvo_add_live_trackers(1)
     }
 
@@ -48,12 +64,62 @@ class _TrackerCore: _Invalidatable, @unchecked Sendable {
         _kvo_add_live_trackers(-1)
     }
 
-    /// Evaluates and delivers a change (or, with `prior`, the notification before one). Called by
-    /// the owning thread only; does nothing once the root is gone.
-    func evaluateAndDeliver(prior: Bool) {}
+    /// Called once when the observation goes quiet because its root died (sequences finish). Set
+    /// before `start`, then never written.
+    final var onQuiet: (@Sendable () -> Void)?
 
-    /// Tells why the observation goes quiet: its sequences finish.
-    func didGoQuiet() {}
+    @usableFromInline
+    final func _setOnQuiet(_ onQuiet: (@Sendable () -> Void)?) {
+        self.onQuiet = onQuiet
+    }
+
+    /// Evaluates and delivers a change (or, with `prior`, the notification before one). Called by
+    /// the owning thread only; does nothing once the observation ended or its root is gone.
+    @inline(__always)
+    final func evaluateAndDeliver(prior: Bool) {
+        step?(self, prior ? .prior : .change)
+    }
+
+    // MARK: Evaluation (for `step`)
+
+    /// Whether an evaluation is being recorded: an expression that changed one of its own inputs.
+    @usableFromInline
+    final var isEvaluating: Bool {
+        recorder.isRecording
+    }
+
+    /// Asks the owner (this thread) to evaluate again once the current evaluation is over.
+    @usableFromInline
+    final func evaluateAgainLater() {
+        owner.bitwiseOr(1, ordering: .releasing)
+    }
+
+    /// Starts recording the reads of an evaluation from `root`.
+    @usableFromInline
+    final func beginEvaluation(root: AnyObject) {
+        recorder.start(root: root)
+    }
+
+    /// Stops recording: the inputs are what the evaluation read (new ones observed as they were
+    /// read, those no longer read removed).
+    @usableFromInline
+    final func endEvaluation() {
+        let (found, removed) = recorder.finish()
+        if let found { inputs = found }
+        for input in removed { input.registry.remove(id: input.id) }
+    }
+
+    /// After the first evaluation: reports, once, one that read nothing observable.
+    @usableFromInline
+    final func checkFirstEvaluation(rootType: Any.Type) {
+        if inputs.isEmpty { reportReadNothing(objectType: rootType) }
+    }
+
+    /// Whether deliveries may still start (checked right before each call of the handler).
+    @usableFromInline
+    final var mayDeliver: Bool {
+        isActive.load(ordering: .acquiring)
+    }
 
     /// This thread's token in `owner`: its `pthread_t`, an aligned address (bit 0 is free).
     @inline(__always)
@@ -140,6 +206,7 @@ class _TrackerCore: _Invalidatable, @unchecked Sendable {
 
     // MARK: Ending
 
+    @usableFromInline
     func invalidate() {
         guard isActive.exchange(false, ordering: .acquiringAndReleasing) else { return }
         if let rootDeinit { rootDeinit.registry.remove(id: rootDeinit.id) }
@@ -173,7 +240,7 @@ class _TrackerCore: _Invalidatable, @unchecked Sendable {
     /// The root was deallocated: the observation goes quiet.
     final func rootDidDeinit() {
         invalidate()
-        didGoQuiet()
+        onQuiet?()
     }
 
     /// Owner only, once the observation ended: removes every input's observer (outside any lock of
@@ -182,14 +249,11 @@ class _TrackerCore: _Invalidatable, @unchecked Sendable {
         let removed = inputs
         inputs = []
         for input in removed { input.registry.remove(id: input.id) }
-        releaseClosures()
+        step = nil
     }
 
-    /// Owner only: drops the expression and the handler (the observation ended).
-    func releaseClosures() {}
-
     /// Reports, once, an evaluation that read nothing observable: it could never notify.
-    final func reportReadNothing(objectType: Any.Type) {
+    private func reportReadNothing(objectType: Any.Type) {
         guard !hasReported.exchange(true, ordering: .relaxed) else { return }
         KeyValueObservingDiagnosticCenter.report(
             KeyValueObservingDiagnostic(
@@ -210,105 +274,103 @@ private func pthread_self_token() -> UInt {
     #endif
 }
 
-/// A tracked observation of `Value`, delivered to a handler that takes the root (`Root`; the free
-/// form's root is a constant object of its own).
-final class _Tracker<Root: AnyObject, Value>: _TrackerCore, @unchecked Sendable {
-    // Invariant: see `_TrackerCore`; `value` and `recorder` are the owner's; `root` is a weak
-    // reference, loaded atomically; the closures are `@Sendable` and immutable.
-    private weak let root: Root?
-    /// The owner's, like `value`: `nil` once the observation ended (invalidation releases them).
-    private var expression: (@Sendable (Root) -> Value)?
-    private var handler: (@Sendable (Root, KeyValueObservedChange<Value>) -> Void)?
-    private let isDuplicate: (@Sendable (Value, Value) -> Bool)?
-    private let options: KeyValueObservingOptions
-    private var value: Value?
+extension _TrackerCore {
+    /// The first evaluation, on the registering thread: observes what it reads, delivers `.initial`
+    /// if asked, then whatever other threads changed meanwhile. `root` is told of its deallocation
+    /// (the observation then goes quiet) if the observation has one.
+    @usableFromInline
+    final func start(root: KeyValueObservable?) {
+        guard acquire() == .owner else { return }
+        if let root {
+            let registry = root._registryCreatingIfNeeded()
+            let id = registry.makeID()
+            // Held strongly (a weak reference would put every retain of the tracker on the slow
+            // path): invalidation removes the handler, and the root's deallocation consumes it.
+            if registry.onObjectDeinit(id: id, { self.rootDidDeinit() }) { rootDeinit = (registry, id) }
+        }
+        step?(self, .initial)
+        release()
+    }
+}
+
+/// What a tracked observation evaluates and delivers, with its types: the expression, the handler,
+/// the last result. Its `step` is inlined into a closure built in the client (the core calls it),
+/// so it is specialised for the expression's types there.
+@usableFromInline
+final class _TrackedState<Root: AnyObject, Value>: @unchecked Sendable {
+    // Invariant: `root` is a weak reference (loaded atomically); `value` and `isPriorSent` are
+    // accessed only by `step`, which only the core's owning thread calls; the rest is immutable.
+    @usableFromInline weak var root: Root?
+    @usableFromInline let expression: @Sendable (Root) -> Value
+    @usableFromInline let handler: @Sendable (Root, KeyValueObservedChange<Value>) -> Void
+    @usableFromInline let isDuplicate: (@Sendable (Value, Value) -> Bool)?
+    @usableFromInline let options: KeyValueObservingOptions
+    @usableFromInline @exclusivity(unchecked) var value: Value?
     /// Whether a `.prior` notification was sent and its change not delivered yet: a batch sends
     /// `.prior` at the first change of each key, the observation once.
-    private var isPriorSent = false
-    private lazy var recorder = _TrackingRecorder(tracker: self)
-    /// Called once when the observation goes quiet because its root died (sequences finish). Set
-    /// before `start`, then never written.
-    var onQuiet: (@Sendable () -> Void)?
+    @usableFromInline @exclusivity(unchecked) var isPriorSent = false
 
+    @inlinable
     init(
         root: Root,
         options: KeyValueObservingOptions,
         isDuplicate: (@Sendable (Value, Value) -> Bool)?,
-        fileID: String,
-        line: UInt,
         expression: @escaping @Sendable (Root) -> Value,
         handler: @escaping @Sendable (Root, KeyValueObservedChange<Value>) -> Void
     ) {
         self.root = root
+        self.options = options
+        self.isDuplicate = isDuplicate
         self.expression = expression
         self.handler = handler
-        self.isDuplicate = isDuplicate
-        self.options = options
-        super.init(wantsPrior: options.contains(.prior), fileID: fileID, line: line)
     }
 
-    /// The first evaluation, on the registering thread: observes what it reads, delivers `.initial`
-    /// if asked, then whatever other threads changed meanwhile.
-    func start(root: Root, isRooted: Bool) {
-        guard acquire() == .owner else { return }
-        if isRooted, let observable = root as? KeyValueObservable {
-            let registry = observable._registryCreatingIfNeeded()
-            let id = registry.makeID()
-            if registry.onObjectDeinit(id: id, { [weak self] in self?.rootDidDeinit() }) { rootDeinit = (registry, id) }
-        }
-        guard let expression, let handler else { return release() }
-        let first = evaluate(root, expression)
-        value = first
-        if inputs.isEmpty { reportReadNothing(objectType: Root.self) }
-        if options.contains(.initial) {
-            handler(root, KeyValueObservedChange(settingNew: options.contains(.new) ? first : nil, old: nil))
-        }
-        release()
-    }
-
-    private func evaluate(_ root: Root, _ expression: (Root) -> Value) -> Value {
-        recorder.start(previous: inputs, root: root)
-        let new = expression(root)
-        let (found, removed) = recorder.finish()
-        if let found { inputs = found }
-        for input in removed { input.registry.remove(id: input.id) }
-        return new
-    }
-
-    override func evaluateAndDeliver(prior: Bool) {
-        guard let root, let expression, let handler else { return }
-        if prior {
-            guard !isPriorSent, isActive.load(ordering: .acquiring) else { return }
+    @inlinable
+    func step(_ core: _TrackerCore, _ step: _TrackedStep) {
+        guard let root else { return }
+        if step == .prior {
+            guard !isPriorSent, core.mayDeliver else { return }
             isPriorSent = true
             handler(root, KeyValueObservedChange(settingNew: nil, old: options.contains(.old) ? value : nil, isPrior: true))
             return
         }
-        guard !recorder.isRecording else {
+        guard !core.isEvaluating else {
             // The expression changed one of its own inputs while it was evaluated: evaluated again
             // after this evaluation (`release`), not inside it.
-            owner.bitwiseOr(1, ordering: .releasing)
-            return
+            return core.evaluateAgainLater()
         }
-        let new = evaluate(root, expression)
+        core.beginEvaluation(root: root)
+        let new = expression(root)
+        core.endEvaluation()
         let old = value
         value = new
         isPriorSent = false
+        if step == .initial {
+            core.checkFirstEvaluation(rootType: Root.self)
+            if options.contains(.initial) {
+                handler(root, KeyValueObservedChange(settingNew: options.contains(.new) ? new : nil, old: nil))
+            }
+            return
+        }
         if let isDuplicate, let old, isDuplicate(old, new) { return }
-        guard isActive.load(ordering: .acquiring) else { return }
+        guard core.mayDeliver else { return }
         handler(root, KeyValueObservedChange(settingNew: options.contains(.new) ? new : nil, old: options.contains(.old) ? old : nil))
-    }
-
-    override func releaseClosures() {
-        expression = nil
-        handler = nil
-    }
-
-    override func didGoQuiet() {
-        onQuiet?()
     }
 }
 
+/// What the core asks `step` for.
+@usableFromInline
+enum _TrackedStep {
+    /// The first evaluation (and `.initial`).
+    case initial
+    /// The notification before a change.
+    case prior
+    /// An evaluation after a change, and its delivery.
+    case change
+}
+
 /// The free form's root: the expression captures what it reads.
+@usableFromInline
 final class _NoTrackingRoot: Sendable {
-    static let shared = _NoTrackingRoot()
+    @usableFromInline static let shared = _NoTrackingRoot()
 }
