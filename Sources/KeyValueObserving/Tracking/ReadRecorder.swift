@@ -56,7 +56,7 @@ class _ReadRecorder {
     /// What a tracking recorder does with a read of the input it expects next: counts it, and
     /// returns `true`. Nothing else is looked at (no metadata, no key path): a re-evaluation that
     /// reads what the previous one read costs a comparison per read.
-    func recordIfExpected(_ object: AnyObject, offset: Int) -> Bool {
+    func recordIfExpected(_ object: ObjectIdentifier, offset: Int) -> Bool {
         false
     }
 
@@ -66,7 +66,7 @@ class _ReadRecorder {
     static func isExpectedOnThisThread(_ object: AnyObject, offset: Int?) -> Bool {
         guard let pointer = _kvo_get_thread_recorder() else { return true }
         guard let offset else { return false }
-        return Unmanaged<_ReadRecorder>.fromOpaque(pointer).takeUnretainedValue().recordIfExpected(object, offset: offset)
+        return Unmanaged<_ReadRecorder>.fromOpaque(pointer).takeUnretainedValue().recordIfExpected(ObjectIdentifier(object), offset: offset)
     }
 
     /// Hands `read` to the innermost recorder of this thread that takes it.

@@ -175,10 +175,11 @@ final class _TrackingRecorder: _ReadRecorder {
         return (inputs, previous.filter { !kept.contains($0.registration) })
     }
 
-    override func recordIfExpected(_ object: AnyObject, offset: Int) -> Bool {
-        guard !diverged, matched < tracker.inputIdentities.count else { return false }
-        let expected = tracker.inputIdentities[matched]
-        guard expected.objectID == ObjectIdentifier(object), expected.offset == offset else { return false }
+    override func recordIfExpected(_ object: ObjectIdentifier, offset: Int) -> Bool {
+        let identities = tracker.identities
+        guard !diverged, matched < identities.count else { return false }
+        let expected = identities[matched]
+        guard expected.objectID == object, expected.offset == offset else { return false }
         matched += 1
         return true
     }

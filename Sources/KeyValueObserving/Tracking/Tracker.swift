@@ -35,14 +35,23 @@ final class _TrackerCore: _Invalidatable, @unchecked Sendable {
     @usableFromInline final let isActive = Atomic<Bool>(true)
     @exclusivity(unchecked) final var depth = 0
     @exclusivity(unchecked) final var inputs: [_TrackedInput] = [] {
-        didSet { inputIdentities = inputs.map { _TrackedInputIdentity(objectID: $0.objectID, offset: $0.offset ?? -1) } }
+        didSet {
+            identities.deallocate()
+            identities = .allocate(capacity: inputs.count)
+            _ = identities.initialize(from: inputs.lazy.map { _TrackedInputIdentity(objectID: $0.objectID, offset: $0.offset ?? -1) })
+        }
     }
-    /// `inputs`' objects and offsets, plain values: comparing a read with them retains nothing.
-    @exclusivity(unchecked) final var inputIdentities: [_TrackedInputIdentity] = []
+    /// `inputs`' objects and offsets, plain values in memory of the tracker's own: comparing a read
+    /// with them retains nothing.
+    @exclusivity(unchecked) final var identities = UnsafeMutableBufferPointer<_TrackedInputIdentity>.allocate(capacity: 0)
     /// Evaluates and delivers (see `_TrackedState.step`); `nil` once the observation ended, which
     /// releases the expression and the handler with what they captured.
     @usableFromInline @exclusivity(unchecked) final var step: ((_TrackerCore, _TrackedStep) -> Void)?
-    @exclusivity(unchecked) private var recorder: _TrackingRecorder!
+    /// Owned (+1) by the tracker, released in deinit: unmanaged, so that using it retains nothing.
+    @exclusivity(unchecked) private var recorderReference: Unmanaged<_TrackingRecorder>?
+    private var recorder: _TrackingRecorder {
+        @inline(__always) _read { yield recorderReference.unsafelyUnwrapped.takeUnretainedValue() }
+    }
     final let wantsPrior: Bool
     final let fileID: String
     final let line: UInt
@@ -56,11 +65,13 @@ final class _TrackerCore: _Invalidatable, @unchecked Sendable {
         self.wantsPrior = wantsPrior
         self.fileID = fileID
         self.line = line
-        recorder = _TrackingRecorder(tracker: self)
+        recorderReference = Unmanaged.passRetained(_TrackingRecorder(tracker: self))
         _kvo_add_live_trackers(1)
     }
 
     deinit {
+        recorderReference?.release()
+        identities.deallocate()
         _kvo_add_live_trackers(-1)
     }
 

@@ -93,13 +93,15 @@ extension DefaultsStorage {
         let change = observed ? changeRecord(keys: Set(changes.map(\.key)), origin: .thisProcess) : nil
         lock.unlock()
 
-        if needsWrite { backend.writeSoon(self) }
+        // Observed before the write is scheduled: a back end that answers at once (etcd refusing
+        // the write, and the storage taking its value again) is then told after this change.
         for ((key, entry, _), (old, offset)) in zip(changes, zip(olds, offsets)) {
             notifyKey(
                 offset: offset, from: KeyValue(name: key, entry: old, origin: .thisProcess),
                 to: KeyValue(name: key, entry: entry, origin: .thisProcess), phases: .change)
         }
         if let change { notifyStore(change) }
+        if needsWrite { backend.writeSoon(self) }
         for failure in failures { report(failure) }
     }
 

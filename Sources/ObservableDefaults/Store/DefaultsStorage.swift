@@ -194,26 +194,35 @@ package final class DefaultsStorage: KeyValueObservable, @unchecked Sendable {
     /// - Returns: whether that is new for this key, so the caller reports it (after the observers).
     @usableFromInline @discardableResult
     func set(_ entry: Entry?, for key: String, offset: Int? = nil, isEncodable: Bool = true) -> Bool {
-        guard _mayHaveObservers else { return store(entry, for: key, isEncodable: isEncodable, observed: false).isNewFailure }
+        guard _mayHaveObservers else {
+            let stored = store(entry, for: key, isEncodable: isEncodable, observed: false)
+            if stored.needsWrite { backend.writeSoon(self) }
+            return stored.isNewFailure
+        }
         let offset = offset ?? DefaultsKeyNames.existingOffset(of: key)
         // The key's observers are looked up once, for `.prior` and for the change.
         return withObservers(of: offset) { observers in
             if observers.wantsPrior || anyKeyWantsPrior() { notifyPrior(of: [(key, offset, entry)]) }
-            let (old, isNewFailure, change) = store(entry, for: key, isEncodable: isEncodable, observed: true)
+            let (old, isNewFailure, change, needsWrite) = store(entry, for: key, isEncodable: isEncodable, observed: true)
             let before = KeyValue(name: key, entry: old, origin: .thisProcess)
             let after = KeyValue(name: key, entry: entry, origin: .thisProcess)
             observers.notify(self, from: before, to: after, phases: .change)
             notifyAnyKey(from: before, to: after, phases: .change)
             if let change { notifyStore(change) }
+            // Observed before the write is scheduled: a back end that answers at once (etcd
+            // refusing the write, and the storage taking its value again) is then told after
+            // this change, never before it.
+            if needsWrite { backend.writeSoon(self) }
             return isNewFailure
         }
     }
 
-    /// `set`'s locked section, then the back end's write is scheduled: returns the entry replaced,
-    /// whether the entry's failure to encode is new, and (if `observed`) the store-wide notification.
+    /// `set`'s locked section: returns the entry replaced, whether the entry's failure to encode is
+    /// new, (if `observed`) the store-wide notification, and whether the caller must schedule the
+    /// back end's write (after notifying).
     private func store(
         _ entry: Entry?, for key: String, isEncodable: Bool, observed: Bool
-    ) -> (old: Entry?, isNewFailure: Bool, change: ChangeRecord?) {
+    ) -> (old: Entry?, isNewFailure: Bool, change: ChangeRecord?, needsWrite: Bool) {
         lock.lock()
         if state.updatingThread != nil { checkNotInUpdateBody() }
         var isNewFailure = false
@@ -231,8 +240,7 @@ package final class DefaultsStorage: KeyValueObservable, @unchecked Sendable {
         state.isWriteScheduled = true
         let change = observed ? changeRecord(keys: [key], origin: .thisProcess) : nil
         lock.unlock()
-        if needsWrite { backend.writeSoon(self) }
-        return (old, isNewFailure, change)
+        return (old, isNewFailure, change, needsWrite)
     }
 
     /// Removes every key, as one transaction.
