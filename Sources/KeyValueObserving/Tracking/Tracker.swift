@@ -146,6 +146,12 @@ final class _TrackerCore: _Invalidatable, @unchecked Sendable {
     @inline(__always)
     final func acquire() -> Acquisition {
         guard isActive.load(ordering: .relaxed) else { return .inactive }
+        return take()
+    }
+
+    /// `acquire()`, active or not.
+    @inline(__always)
+    private func take() -> Acquisition {
         let me = Self.thisThread
         var state = owner.load(ordering: .acquiring)
         while true {
@@ -221,30 +227,11 @@ final class _TrackerCore: _Invalidatable, @unchecked Sendable {
     func invalidate() {
         guard isActive.exchange(false, ordering: .acquiringAndReleasing) else { return }
         if let rootDeinit { rootDeinit.registry.remove(id: rootDeinit.id) }
-        // Free: take it for good (no one evaluates again) and remove the inputs. Owned: the owner
-        // removes them when it lets the tracker go.
-        let me = Self.thisThread
-        var state = owner.load(ordering: .acquiring)
-        while true {
-            if state == 0 {
-                let (exchanged, found) = owner.compareExchange(expected: 0, desired: me, ordering: .acquiring)
-                if exchanged {
-                    depth = 1
-                    removeInputs()
-                    owner.store(0, ordering: .releasing)
-                    return
-                }
-                state = found
-            } else {
-                if state & ~1 != me {
-                    let (exchanged, found) = owner.compareExchange(expected: state, desired: state | 1, ordering: .releasing)
-                    if !exchanged {
-                        state = found
-                        continue
-                    }
-                }
-                return
-            }
+        // Free (or this thread's, from a handler): taken and let go, which removes the inputs of
+        // an observation that ended. Another thread's: it removes them when it lets it go.
+        switch take() {
+        case .owner, .nested: release()
+        case .deferred, .inactive: return
         }
     }
 
