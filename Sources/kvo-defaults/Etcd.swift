@@ -74,7 +74,7 @@ struct EtcdArguments {
 
     /// The store, waiting up to `timeout` (default 5 s) for the cluster's first answer.
     ///
-    /// - Throws: `DefaultsError` from `DefaultsStore(etcd:prefix:credentials:trustedCertificates:timeout:maximumReplySize:errorHandler:)`.
+    /// - Throws: `DefaultsError` from `DefaultsStore(etcd:prefix:credentials:trustedCertificates:timeout:maximumReplySize:layers:errorHandler:)`.
     func openStore(timeout: Duration?, errorHandler: @escaping @Sendable (DefaultsError) -> Void) throws(DefaultsError) -> DefaultsStore {
         try DefaultsStore(
             etcd: endpoints!, prefix: prefix!, credentials: credentials(),

@@ -17,6 +17,8 @@ let usage = """
            DefaultsTestTool write-sequence STORE KEYS COUNT
            DefaultsTestTool update-many STORE KEY COUNT THREADS
            DefaultsTestTool resources PREFIX COUNT [polling]
+           DefaultsTestTool layers FILE PREFIX DIRECTORY [ARG]...
+           DefaultsTestTool secrets FILE DIRECTORY SECRET
            DefaultsTestTool errors PATH [--handler] [--flush] [--wait-for-retry] [--drop] [KEY VALUE]...
 
       STORE is the path of a defaults file, or an etcd store: URL[,URL…]#PREFIX
@@ -29,6 +31,10 @@ let usage = """
                       update
       resources       opens COUNT stores on PREFIX-0.json …, writes each, and prints the threads and
                       descriptors the process used before, at the peak and at the end
+      layers          prints three keys read through ARG, the environment (PREFIX) and DIRECTORY
+                      (see Layers.swift)
+      secrets         sets, reads, watches and fails to decode a secret, printing every
+                      description (see Layers.swift)
       errors          sets the keys on the file PATH and exits without flushing, printing what the
                       store reports (see Errors.swift)
     """
@@ -101,6 +107,10 @@ case ("resources", 3...4):
         measureResources(
             prefix: arguments[1], count: integer(arguments[2], atLeast: 0), polling: arguments.count > 3 && arguments[3] == "polling"))
 
+case ("layers", 4...):
+    printLayers(arguments)
+case ("secrets", 4):
+    exerciseSecrets(arguments)
 case ("errors", 2...):
     reportErrors(Array(arguments.dropFirst()))
 

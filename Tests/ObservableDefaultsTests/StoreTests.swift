@@ -54,7 +54,8 @@ struct StoreTests {
         store[key] = 0.8
         #expect(
             seen.current == [
-                DefaultsChange(key: "volume", newValue: nil, oldValue: 0.5, isPrior: true, origin: .thisProcess),
+                // The prior's layer is the old value's: the key's default.
+                DefaultsChange(key: "volume", newValue: nil, oldValue: 0.5, isPrior: true, origin: .thisProcess, layer: .defaultValue),
                 DefaultsChange(key: "volume", newValue: 0.8, oldValue: 0.5, isPrior: false, origin: .thisProcess),
             ])
         #expect(valueDuringPrior.current == 0.5)

@@ -7,7 +7,7 @@ import Musl
 #endif
 
 /// A problem with a defaults file, an etcd cluster or a stored value, reported to a store's error
-/// handler (see `DefaultsStore.init(fileURL:watching:errorHandler:)`) and thrown by
+/// handler (see `DefaultsStore.init(fileURL:watching:layers:errorHandler:)`) and thrown by
 /// `DefaultsStore.flush()`.
 ///
 /// None of these stops the store: it keeps the last good values in memory and keeps serving reads
@@ -69,6 +69,11 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         /// answering). `reason` says how many, which keys and why; `key` names the key if there is
         /// one. Reported once, at exit.
         public static let changesLost = Kind(name: "changesLost")
+        /// One of the store's layers (`DefaultsLayer`) holds a value of `key` that does not decode
+        /// for its type (the next layer answers; `found` is the text, unless the key is secret), or
+        /// cannot be read as a whole (an unreadable file in a directory layer, two keys that map to
+        /// one environment variable). The reason names the layer; it never holds a value.
+        public static let layerProblem = Kind(name: "layerProblem")
 
         public var description: String { name }
     }
@@ -89,7 +94,8 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
     public let column: Int?
     /// For `.corruptFile` and `.duplicateKey`: the byte offset (0-based) of the problem.
     public let byteOffset: Int?
-    /// For `.typeMismatch`: the value found in the file, as JSON.
+    /// For `.typeMismatch` and `.layerProblem`: the value found, as JSON (in the file, etcd) or as
+    /// text (a layer); `<redacted>` for a secret key (`DefaultsKey.isSecret`).
     public let found: String?
     /// For `.readFailed` and `.writeFailed`: the system error number.
     public let errno: Int32?
@@ -121,10 +127,29 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         self.line = line
         self.column = column
         self.byteOffset = byteOffset
-        self.found = found
         self.errno = errno
         self.corruptCopyPath = corruptCopyPath
-        self.reason = reason
+        // A secret's value is never kept: not as `found`, not quoted in the reason (a decoding
+        // error's description can quote the value it refused).
+        if let key, let found, DefaultsKeyNames.isSecret(key) {
+            self.found = DefaultsKeyNames.redacted
+            self.reason = Self.redacting(found, in: reason)
+        } else {
+            self.found = found
+            self.reason = reason
+        }
+    }
+
+    /// `reason` with every occurrence of `found` (JSON or text), and of the string it encodes,
+    /// replaced by `<redacted>`.
+    static func redacting(_ found: String, in reason: String) -> String {
+        var candidates = [found]
+        if case .string(let text)? = try? JSONValue.parse(found) { candidates.append(text) }
+        var reason = reason
+        for candidate in candidates where !candidate.isEmpty {
+            reason = reason.replacing(candidate, with: DefaultsKeyNames.redacted)
+        }
+        return reason
     }
 
     /// The lock file is held by another process: the write did not start (it is tried again).
@@ -172,7 +197,7 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
             return "\(path): not usable as a defaults file: \(reason)"
         case .invalidSuiteName:
             return reason
-        case .changesLost:
+        case .changesLost, .layerProblem:
             return "\(path): \(reason)"
         case .unreachable, .authenticationFailed, .permissionDenied, .remoteFailed, .invalidEndpoint:
             let about = key.map { " (key '\($0)')" } ?? ""

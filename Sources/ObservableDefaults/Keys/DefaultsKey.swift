@@ -40,6 +40,24 @@ public struct DefaultsKey<Value: Codable & Sendable>: Sendable {
         self.defaultValue = defaultValue
         self.offset = DefaultsKeyNames.offset(of: name)
     }
+
+    /// Creates a key named `name` whose value is `defaultValue` until one is set, secret if
+    /// `isSecret`: its values are never printed, by the store (`DefaultsError.found` and reasons,
+    /// descriptions of changes, snapshots and `DefaultsValueSource`) nor by `kvo-defaults`, which
+    /// prints `<redacted>` in their place. Secrecy belongs to the name, for the whole process: once
+    /// a key of that name is declared secret, every key of that name is.
+    ///
+    /// - Parameters:
+    ///   - name: The key's name (see `init(_:default:)`).
+    ///   - defaultValue: The value read while the key is absent.
+    ///   - isSecret: Whether the key's values are secret.
+    public init(_ name: String, default defaultValue: Value, isSecret: Bool) {
+        self.init(name, default: defaultValue)
+        if isSecret { DefaultsKeyNames.markSecret(name) }
+    }
+
+    /// Whether the key's values are secret (see `init(_:default:isSecret:)`).
+    public var isSecret: Bool { DefaultsKeyNames.isSecret(name) }
 }
 
 extension DefaultsKey {

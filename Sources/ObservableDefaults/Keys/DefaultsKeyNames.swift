@@ -26,6 +26,8 @@ package enum DefaultsKeyNames {
         var keyPaths: [KeyPath<DefaultsStorage, DefaultsStorage.KeyValue>] = []
         /// The offset of each key path (the registry asks with the key path a caller passed).
         var byKeyPath: [AnyKeyPath: Int] = [:]
+        /// The names declared secret (`DefaultsKey(_:default:isSecret:)`, `kvo-defaults --secret`).
+        var secrets: Set<String> = []
     }
 
     static let table = Locked(Table())
@@ -48,6 +50,25 @@ package enum DefaultsKeyNames {
     /// has none (and no observer).
     static func existingOffset(of name: String) -> Int? {
         table.withLock { $0.offsets[name] }
+    }
+
+    /// Declares the key `name` secret in this process: its values are never printed (see
+    /// `DefaultsKey.isSecret`).
+    package static func markSecret(_ name: String) {
+        table.withLock { _ = $0.secrets.insert(name) }
+    }
+
+    /// Whether the key `name` was declared secret.
+    package static func isSecret(_ name: String) -> Bool {
+        table.withLock { $0.secrets.contains(name) }
+    }
+
+    /// What is printed in place of a secret's value.
+    package static let redacted = "<redacted>"
+
+    /// Every name interned so far.
+    static func allNames() -> [String] {
+        table.withLock { $0.names }
     }
 
     /// The name interned at `offset`.

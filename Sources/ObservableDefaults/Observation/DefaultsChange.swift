@@ -26,11 +26,15 @@ public struct DefaultsChange<Value: Sendable>: Sendable {
     /// change carries it too). `nil` for a `set` or `batch` of this process (observers are told
     /// before etcd has applied it), for `.initial` notifications, and for every change of a
     /// file-backed store.
-    public var revision: Int64? { flags >> 2 == 0 ? nil : Int64(flags >> 2) }
-    /// `isPrior` (bit 0), `origin` (bit 1: another process) and `revision` (the bits above; 0: none,
-    /// etcd's revisions start at 1) in one word: a change passed to a handler stays small enough
-    /// to travel in registers, as it did before it carried a revision (a separate field made every
-    /// observed set about 4% slower).
+    public var revision: Int64? { flags >> 5 == 0 ? nil : Int64(flags >> 5) }
+    /// Where `newValue` came from: one of the store's layers (`DefaultsLayer`), its back end
+    /// (`.store`), its registered defaults or the key's own default. For a prior notification,
+    /// where the old value came from.
+    public var layer: DefaultsLayerKind { DefaultsLayerKind(code: flags >> 2 & 7) }
+    /// `isPrior` (bit 0), `origin` (bit 1: another process), `layer` (bits 2 to 4; 0: the back end)
+    /// and `revision` (the bits above; 0: none, etcd's revisions start at 1) in one word: a change
+    /// passed to a handler stays small enough to travel in registers, as it did before it carried
+    /// a revision (a separate field made every observed set about 4% slower).
     @usableFromInline let flags: UInt64
 
     /// `true` when another process (or a hand edit of the file) made the change.
@@ -50,13 +54,19 @@ public struct DefaultsChange<Value: Sendable>: Sendable {
     ///   - oldValue: the value before the change, if asked for.
     ///   - isPrior: whether this is the notification sent before the change.
     ///   - origin: who made the change.
-    ///   - revision: the back end's revision of the change, if it has one (etcd; positive, below 2⁶²).
+    ///   - revision: the back end's revision of the change, if it has one (etcd; positive, below 2⁵⁹).
+    ///   - layer: where the new value came from (the back end by default).
     @inlinable
-    public init(key: String, newValue: Value?, oldValue: Value?, isPrior: Bool = false, origin: Origin, revision: Int64? = nil) {
+    public init(
+        key: String, newValue: Value?, oldValue: Value?, isPrior: Bool = false, origin: Origin, revision: Int64? = nil,
+        layer: DefaultsLayerKind = .store
+    ) {
         self.key = key
         self.newValue = newValue
         self.oldValue = oldValue
-        self.flags = UInt64(clamping: revision ?? 0) << 2 | (origin == .anotherProcess ? 2 : 0) | (isPrior ? 1 : 0)
+        self.flags =
+            UInt64(clamping: revision ?? 0) << 5 | (layer == .store ? 0 : layer.code << 2) | (origin == .anotherProcess ? 2 : 0)
+            | (isPrior ? 1 : 0)
     }
 }
 

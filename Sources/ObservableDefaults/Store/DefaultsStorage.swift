@@ -86,6 +86,9 @@ package final class DefaultsStorage: KeyValueObservable, @unchecked Sendable {
         var revisions = Revisions()
         /// The back end's connection state (see `DefaultsStorage+Status`).
         var status = StatusState()
+        /// The registered defaults (`DefaultsStore.register(_:)`): what an absent key reads before
+        /// its own default. Never written.
+        var registered: [String: Entry] = [:]
     }
 
     /// A storage persisted by `backend`, which guards its own state with `lock`.
@@ -126,9 +129,60 @@ package final class DefaultsStorage: KeyValueObservable, @unchecked Sendable {
     /// default if the key is absent or its value does not decode (reported once per value found).
     @inlinable
     func value<Value>(of entry: Entry?, for key: DefaultsKey<Value>, caching: Bool = false) -> Value {
-        guard let entry else { return key.defaultValue }
+        guard let entry else { return absentValue(for: key) }
         if let typed = entry.typed as? Value { return typed }
         return decodedValue(of: entry, for: key, caching: caching)
+    }
+
+    /// The value of `key` while it is absent: its registered default, else its own.
+    @usableFromInline
+    func absentValue<Value>(for key: DefaultsKey<Value>) -> Value {
+        registeredValue(lock.withLock { state.registered.isEmpty ? nil : state.registered[key.name] }, for: key)
+    }
+
+    /// The `revision` of a change of a registered default (`register(_:)`): its entries are
+    /// registered values, not stored ones (`nil`: none, the key's own default).
+    static let registeredRevision: Int64 = -1
+
+    /// The value of `key` after `change` (`value(of:for:caching:)` of its entry, or for a change of
+    /// a registered default, that default).
+    @inlinable
+    func value<Value>(after change: KeyValue, for key: DefaultsKey<Value>) -> Value {
+        if change.revision >= 0 { return value(of: change.entry, for: key) }
+        return registeredValue(change.entry, for: key)
+    }
+
+    /// `entry`, a registered default, as a `Value`: the key's default if `nil` or if it does not
+    /// decode.
+    @usableFromInline
+    func registeredValue<Value>(_ entry: Entry?, for key: DefaultsKey<Value>) -> Value {
+        guard let entry else { return key.defaultValue }
+        if let typed = entry.typed as? Value { return typed }
+        guard let typed = entry.typed, let json = try? JSONValue(encoding: typed), let value = try? json.decode(as: Value.self) else {
+            return key.defaultValue
+        }
+        return value
+    }
+
+    /// Where the value of `key` after `change` comes from.
+    @usableFromInline
+    func kind<Value>(after change: KeyValue, for key: DefaultsKey<Value>) -> DefaultsLayerKind {
+        if change.revision < 0 { return change.entry == nil ? .defaultValue : .registered }
+        return change.entry == nil ? absentKind(for: key) : .store
+    }
+
+    /// Where an absent `key`'s value comes from: its registered default or its own.
+    @usableFromInline
+    func absentKind<Value>(for key: DefaultsKey<Value>) -> DefaultsLayerKind {
+        hasRegisteredValue(key) ? .registered : .defaultValue
+    }
+
+    /// Whether `key` has a registered default that reads as a `Value`.
+    func hasRegisteredValue<Value>(_ key: DefaultsKey<Value>) -> Bool {
+        guard let entry = lock.withLock({ state.registered[key.name] }) else { return false }
+        if entry.typed is Value { return true }
+        guard let typed = entry.typed, let json = try? JSONValue(encoding: typed) else { return false }
+        return (try? json.decode(as: Value.self)) != nil
     }
 
     /// `value(of:for:caching:)` for an entry that does not hold a `Value`: decode its JSON.
@@ -142,7 +196,7 @@ package final class DefaultsStorage: KeyValueObservable, @unchecked Sendable {
             do {
                 json = try JSONValue(encoding: entry.typed!)
             } catch {
-                return key.defaultValue
+                return absentValue(for: key)
             }
         }
         do {
@@ -165,7 +219,7 @@ package final class DefaultsStorage: KeyValueObservable, @unchecked Sendable {
                         reason: "which does not decode as \(Value.self) (\(Self.describe(error)))"
                     ))
             }
-            return key.defaultValue
+            return absentValue(for: key)
         }
     }
 

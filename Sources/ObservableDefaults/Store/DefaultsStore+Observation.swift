@@ -47,7 +47,12 @@ extension DefaultsStore {
         removingDuplicates: Bool,
         changeHandler: @escaping @Sendable (DefaultsStore, DefaultsChange<Value>) -> Void
     ) -> KeyValueObservation {
-        _observe(key, options: options, removingDuplicates: removingDuplicates, changeHandler: changeHandler)
+        if let layerStack {
+            return _observeLayered(
+                layerStack, key, options: options, isDuplicate: removingDuplicates ? Self.equality(of: Value.self) : nil,
+                changeHandler: changeHandler)
+        }
+        return _observe(key, options: options, removingDuplicates: removingDuplicates, changeHandler: changeHandler)
     }
 
     @inlinable
@@ -57,6 +62,7 @@ extension DefaultsStore {
         removingDuplicates: Bool,
         changeHandler: @escaping @Sendable (DefaultsStore, DefaultsChange<Value>) -> Void
     ) -> KeyValueObservation {
+        if let layerStack { return _observeLayered(layerStack, key, options: options, isDuplicate: nil, changeHandler: changeHandler) }
         weak let store = self
         // The change's origin travels in its values: the registry always carries the new one, and
         // the old one for `.prior`.
@@ -65,13 +71,14 @@ extension DefaultsStore {
         let keyPath = DefaultsKeyNames.keyPath(at: key.offset)
         let handler: @Sendable (DefaultsStorage, KeyValueObservedChange<DefaultsStorage.KeyValue>) -> Void = { storage, change in
             guard let store, let value = change.isPrior ? change.oldValue : change.newValue, storage.isCurrent(value) else { return }
-            let new = options.contains(.new) && !change.isPrior ? storage.value(of: value.entry, for: key) : nil
-            let old = options.contains(.old) ? change.oldValue.map { storage.value(of: $0.entry, for: key) } : nil
+            let new = options.contains(.new) && !change.isPrior ? storage.value(after: value, for: key) : nil
+            let old = options.contains(.old) ? change.oldValue.map { storage.value(after: $0, for: key) } : nil
             changeHandler(
                 store,
                 DefaultsChange(
                     key: key.name, newValue: new, oldValue: old, isPrior: change.isPrior, origin: value.origin,
-                    revision: value.revision == 0 ? nil : value.revision))
+                    revision: value.revision <= 0 ? nil : value.revision,
+                    layer: value.entry == nil || value.revision < 0 ? storage.kind(after: value, for: key) : .store))
         }
         return removingDuplicates
             ? storage.observe(keyPath, options: carried, removingDuplicates: true, changeHandler: handler)
@@ -88,7 +95,8 @@ extension DefaultsStore {
         options: KeyValueObservingOptions = [.initial, .new],
         buffering: KeyValueObservationBuffering = .unbounded
     ) -> KeyValueObservationValues<Value> {
-        storage._values(
+        if let layerStack { return _valuesLayered(layerStack, for: key, options: options, isDuplicate: nil, buffering: buffering) }
+        return storage._values(
             for: DefaultsKeyNames.keyPath(at: key.offset), options: options, isDuplicate: nil, buffering: buffering,
             transform: Self.typedValue(of: key))
     }
@@ -100,6 +108,11 @@ extension DefaultsStore {
         buffering: KeyValueObservationBuffering = .unbounded,
         removingDuplicates: Bool
     ) -> KeyValueObservationValues<Value> {
+        if let layerStack {
+            return _valuesLayered(
+                layerStack, for: key, options: options, isDuplicate: removingDuplicates ? Self.equality(of: Value.self) : nil,
+                buffering: buffering)
+        }
         let isDuplicate: (@Sendable (DefaultsStorage.KeyValue, DefaultsStorage.KeyValue) -> Bool)? =
             removingDuplicates ? { @Sendable (old, new) in old == new } : nil
         return storage._values(
@@ -155,7 +168,14 @@ extension DefaultsStore {
         scheduler: any _ThrottleScheduler,
         handler: @escaping @Sendable (Value) -> Void
     ) -> KeyValueObservation {
-        storage._observe(
+        if let layerStack {
+            layerStack.forwardStorageChanges()
+            return layerStack._observe(
+                DefaultsLayerStack.keyPath(at: key.offset), throttledTo: interval, on: queue, isDuplicate: isDuplicate,
+                scheduler: scheduler,
+                transform: Self.effectiveValue(of: key), handler: handler)
+        }
+        return storage._observe(
             DefaultsKeyNames.keyPath(at: key.offset), throttledTo: interval, on: queue, isDuplicate: isDuplicate, scheduler: scheduler,
             transform: Self.typedValue(of: key), handler: handler)
     }
@@ -167,14 +187,26 @@ extension DefaultsStore {
         isDuplicate: (@Sendable (Value, Value) -> Bool)?,
         scheduler: any _ThrottleScheduler
     ) -> KeyValueThrottledValues<Value> {
-        storage._values(
+        if let layerStack {
+            layerStack.forwardStorageChanges()
+            return layerStack._values(
+                for: DefaultsLayerStack.keyPath(at: key.offset), throttledTo: interval, isDuplicate: isDuplicate, scheduler: scheduler,
+                transform: Self.effectiveValue(of: key))
+        }
+        return storage._values(
             for: DefaultsKeyNames.keyPath(at: key.offset), throttledTo: interval, isDuplicate: isDuplicate, scheduler: scheduler,
             transform: Self.typedValue(of: key))
+    }
+
+    /// `==` as a duplicate test.
+    @usableFromInline
+    static func equality<Value: Equatable & Sendable>(of _: Value.Type) -> @Sendable (Value, Value) -> Bool {
+        { $0 == $1 }
     }
 
     /// The typed value a sequence or a throttle gets for a `KeyValue`, or `nil` for a change that a
     /// later one of the same key overtook.
     static func typedValue<Value>(of key: DefaultsKey<Value>) -> @Sendable (DefaultsStorage, DefaultsStorage.KeyValue) -> Value? {
-        { storage, value in storage.isCurrent(value) ? storage.value(of: value.entry, for: key) : nil }
+        { storage, value in storage.isCurrent(value) ? storage.value(after: value, for: key) : nil }
     }
 }

@@ -120,7 +120,7 @@ extension DefaultsStore {
     ///
     /// - Complexity: O(1): the snapshot shares the store's values until either changes.
     public func snapshot() -> DefaultsSnapshot {
-        DefaultsSnapshot(entries: storage.values(), storage: storage)
+        layerStack?.snapshot() ?? storage.snapshot()
     }
 
     /// Observes every change of the store: one notification per change made as one (a `set`, an
@@ -140,9 +140,17 @@ extension DefaultsStore {
     /// another process's. The handler may read and write the store and add or remove observers.
     public func observeChanges(_ handler: @escaping @Sendable (DefaultsStore, DefaultsStoreChange) -> Void) -> KeyValueObservation {
         weak let store = self
+        if let layerStack {
+            layerStack.forwardStoreChanges()
+            return layerStack.observe(\._storeChange, options: [.new]) { _, change in
+                guard let store, let record = change.newValue else { return }
+                handler(
+                    store, DefaultsStoreChange(keys: record.keys, origin: record.origin, revision: record.revision, values: record.values))
+            }
+        }
         return storage.observe(\._storeChange, options: [.new]) { storage, change in
             guard let store, let record = change.newValue else { return }
-            let values = DefaultsSnapshot(entries: record.values, storage: storage)
+            let values = DefaultsSnapshot(entries: record.values, registered: storage.registeredValues(), storage: storage)
             handler(store, DefaultsStoreChange(keys: record.keys, origin: record.origin, revision: record.revision, values: values))
         }
     }

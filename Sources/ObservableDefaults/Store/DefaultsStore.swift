@@ -4,7 +4,7 @@ import KeyValueObserving
 /// A defaults store, observable across instances and across processes: the `UserDefaults` that
 /// server and command-line Swift lacks on Linux. It keeps its values in a file (the initializers
 /// here), or, with the `ObservableDefaultsEtcd` library, under a prefix of an etcd cluster shared by
-/// many machines (`DefaultsStore(etcd:prefix:credentials:trustedCertificates:timeout:maximumReplySize:errorHandler:)`), with the same
+/// many machines (`DefaultsStore(etcd:prefix:credentials:trustedCertificates:timeout:maximumReplySize:layers:errorHandler:)`), with the same
 /// keys, observation, `update`, `batch` and `snapshot()`. What follows describes the file; `location`
 /// says which back end a store uses.
 ///
@@ -53,6 +53,8 @@ public final class DefaultsStore: Sendable {
     }
 
     @usableFromInline package let storage: DefaultsStorage
+    /// The store's layers above its back end (`DefaultsLayer`), or `nil` for a store without any.
+    @usableFromInline package let layerStack: DefaultsLayerStack?
     private let errorHandlerID: UInt64?
 
     /// The file the store reads and writes, or `nil` for a store on etcd (see `location`).
@@ -76,6 +78,7 @@ public final class DefaultsStore: Sendable {
     ///   - suiteName: a file name without its extension: not empty, no `/`, not `.` or `..`.
     ///   - directory: where the suite's file lives.
     ///   - watching: how other processes' writes are noticed.
+    ///   - layers: read-only layers read before the file, the first first (see `DefaultsLayer`).
     ///   - errorHandler: called with each problem (corrupt file, value of the wrong type, failed
     ///     write), on the thread that met it, once per distinct cause (a cause `flush()` or `update`
     ///     threw counts as told; once the problem is over, a new one is told again); with no
@@ -84,6 +87,7 @@ public final class DefaultsStore: Sendable {
         suiteName: String,
         directory: URL? = nil,
         watching: Watching = .automatic,
+        layers: [DefaultsLayer] = [],
         errorHandler: (@Sendable (DefaultsError) -> Void)? = nil
     ) {
         precondition(
@@ -91,11 +95,12 @@ public final class DefaultsStore: Sendable {
             "DefaultsStore(suiteName:): '\(suiteName)' is not a valid suite name (it must be a file name: not empty, no '/', not '.' or '..')"
         )
         let directory = directory ?? Self.defaultDirectory()
-        self.init(fileURL: directory.appendingPathComponent(suiteName + ".json"), watching: watching, errorHandler: errorHandler)
+        self.init(
+            fileURL: directory.appendingPathComponent(suiteName + ".json"), watching: watching, layers: layers, errorHandler: errorHandler)
     }
 
     /// A store for the suite `suiteName`, or an error if `suiteName` cannot name a suite: the
-    /// throwing form of `init(suiteName:directory:watching:errorHandler:)`, for names that come
+    /// throwing form of `init(suiteName:directory:watching:layers:errorHandler:)`, for names that come
     /// from input.
     ///
     /// ```swift
@@ -106,12 +111,14 @@ public final class DefaultsStore: Sendable {
     ///   - suiteName: a file name without its extension (see `isValidSuiteName(_:)`).
     ///   - directory: where the suite's file lives; by default `defaultDirectory()`.
     ///   - watching: how other processes' writes are noticed.
-    ///   - errorHandler: called with each problem met later (see `init(fileURL:watching:errorHandler:)`).
+    ///   - layers: read-only layers read before the file, the first first (see `DefaultsLayer`).
+    ///   - errorHandler: called with each problem met later (see `init(fileURL:watching:layers:errorHandler:)`).
     /// - Throws: `DefaultsError` of kind `.invalidSuiteName` if `suiteName` is not valid.
     public convenience init(
         validatingSuiteName suiteName: String,
         directory: URL? = nil,
         watching: Watching = .automatic,
+        layers: [DefaultsLayer] = [],
         errorHandler: (@Sendable (DefaultsError) -> Void)? = nil
     ) throws(DefaultsError) {
         let directory = directory ?? Self.defaultDirectory()
@@ -122,7 +129,7 @@ public final class DefaultsStore: Sendable {
                     "'\(suiteName)' is not a valid suite name (it must be a file name without its extension: not empty, no '/', no NUL, not '.' or '..')"
             )
         }
-        self.init(suiteName: suiteName, directory: directory, watching: watching, errorHandler: errorHandler)
+        self.init(suiteName: suiteName, directory: directory, watching: watching, layers: layers, errorHandler: errorHandler)
     }
 
     /// A store for the file at `fileURL`, created with its missing directories by the first write:
@@ -139,11 +146,16 @@ public final class DefaultsStore: Sendable {
     /// - Parameters:
     ///   - fileURL: the file (a `file:` URL; a relative path is taken from the current directory).
     ///   - watching: how other processes' writes are noticed.
+    ///   - layers: read-only layers read before the file, the first first (see `DefaultsLayer`):
+    ///     the command line, the environment, a directory of files, a `DefaultsMemoryLayer`.
     ///   - errorHandler: called with each problem (corrupt file, value of the wrong type, failed
     ///     write), on the thread that met it, once per distinct cause (a cause `flush()` or `update`
     ///     threw counts as told; once the problem is over, a new one is told again); with no
     ///     handler, problems are printed to standard error.
-    public convenience init(fileURL: URL, watching: Watching = .automatic, errorHandler: (@Sendable (DefaultsError) -> Void)? = nil) {
+    public convenience init(
+        fileURL: URL, watching: Watching = .automatic, layers: [DefaultsLayer] = [],
+        errorHandler: (@Sendable (DefaultsError) -> Void)? = nil
+    ) {
         precondition(fileURL.isFileURL, "DefaultsStore(fileURL:): \(fileURL) is not a file URL")
         var path = fileURL.standardizedFileURL.path
         if !path.hasPrefix("/") {
@@ -152,13 +164,18 @@ public final class DefaultsStore: Sendable {
         var interval: Duration?
         if case .polling(let every) = watching { interval = every }
         let (storage, problems) = DefaultsStorageRegistry.storage(forPath: path, pollingInterval: interval)
-        self.init(storage: storage, problems: problems, errorHandler: errorHandler)
+        self.init(storage: storage, problems: problems, layers: layers, errorHandler: errorHandler)
     }
 
-    /// A store on `storage` (of any back end), telling `errorHandler` (or standard error) the
-    /// `problems` met while opening it; their causes count as reported (see `DefaultsStorage.reportOnce`).
-    package init(storage: DefaultsStorage, problems: [DefaultsError], errorHandler: (@Sendable (DefaultsError) -> Void)?) {
+    /// A store on `storage` (of any back end) read through `layers`, telling `errorHandler` (or
+    /// standard error) the `problems` met while opening it; their causes count as reported (see
+    /// `DefaultsStorage.reportOnce`).
+    package init(
+        storage: DefaultsStorage, problems: [DefaultsError], layers: [DefaultsLayer] = [],
+        errorHandler: (@Sendable (DefaultsError) -> Void)?
+    ) {
         self.storage = storage
+        self.layerStack = layers.isEmpty ? nil : DefaultsLayerStack(layers: layers, storage: storage, errorHandler: errorHandler)
         self.errorHandlerID = errorHandler.map { storage.addErrorHandler($0) }
         if errorHandler == nil { storage.countStoreWithoutHandler(1) }
         for problem in problems {
@@ -198,6 +215,7 @@ public final class DefaultsStore: Sendable {
     /// does not decode as `Value` (reported to the error handler).
     @inlinable
     public func value<Value>(for key: DefaultsKey<Value>) -> Value {
+        if let layerStack { return layerStack.value(for: key) }
         // A tracked observation's evaluation records the read (one load and a test otherwise).
         storage._reportExplicitRead(offset: key.offset, key: { DefaultsStorage._keyPath(at: key.offset) }, of: Void.self)
         return storage.value(of: storage.entry(for: key.name), for: key, caching: true)

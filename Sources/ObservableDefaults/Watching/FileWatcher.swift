@@ -47,6 +47,9 @@ final class FileWatcher: @unchecked Sendable {
         /// An entry of that name created or moved in: a missing directory's nearest existing
         /// ancestor, watched for the next component of the directory's path to appear.
         case appearance
+        /// Every entry of the directory created, replaced, rewritten, removed or renamed (the name
+        /// is ignored): a directory layer's files and Kubernetes' `..data` symlink swap.
+        case everyEntry
     }
 
     /// The process-wide watcher, started.

@@ -25,7 +25,8 @@ final class InotifyWatches: @unchecked Sendable {
     // set in init, read by the watcher's thread, and closed only by `stop()`, which `FileWatcher`
     // calls after that thread has ended.
     private struct Entry {
-        let name: String
+        /// The entry's name; `nil` for every entry (`.everyEntry`).
+        let name: String?
         /// The events of `name` that concern the subscription.
         let events: UInt32
         let handler: FileWatcher.Handler
@@ -68,6 +69,7 @@ final class InotifyWatches: @unchecked Sendable {
             switch kind {
             case .file: Self.closeWrite | Self.movedTo | Self.movedFrom | Self.deleted
             case .appearance: Self.created | Self.movedTo
+            case .everyEntry: Self.closeWrite | Self.movedTo | Self.movedFrom | Self.deleted | Self.created
             }
         // Added to the events the directory's other subscriptions asked for, not replacing them.
         let mask = events | Self.deletedSelf | Self.movedSelf | Self.onlyDirectory | Self.addToMask
@@ -77,7 +79,8 @@ final class InotifyWatches: @unchecked Sendable {
             guard !isStopped else { return nil }
             let watchDescriptor = inotify_add_watch(descriptor, directory, mask)
             guard watchDescriptor >= 0 else { return nil }
-            subscriptions[watchDescriptor, default: [:]][id] = Entry(name: name, events: events, handler: handler)
+            subscriptions[watchDescriptor, default: [:]][id] = Entry(
+                name: kind == .everyEntry ? nil : name, events: events, handler: handler)
             return watchDescriptor
         }
     }
@@ -151,7 +154,7 @@ final class InotifyWatches: @unchecked Sendable {
             var seen = Set<UInt64>()
             for (watchDescriptor, name, mask) in changed {
                 for (id, subscription) in subscriptions[watchDescriptor] ?? [:]
-                where subscription.name == name && subscription.events & mask != 0 {
+                where (subscription.name == nil || subscription.name == name) && subscription.events & mask != 0 {
                     if seen.insert(id).inserted { handlers.append((subscription.handler, .changed)) }
                 }
             }

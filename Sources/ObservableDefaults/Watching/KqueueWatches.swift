@@ -24,11 +24,13 @@ final class KqueueWatches: @unchecked Sendable {
     /// Watches `name` in `directory` for the subscription `id`; returns -1, or `nil` if the directory
     /// cannot be watched. Both kinds of events are the same watch here: a directory's `.write`
     /// reports an entry created or renamed in (an awaited directory's appearance) as well as a
-    /// replaced file.
+    /// replaced file. For `.everyEntry` only the directory is watched: an entry rewritten in place
+    /// is not seen on Darwin (a Kubernetes-style `..data` swap and every replacement are).
     func add(
-        id: UInt64, directory: String, name: String, kind _: FileWatcher.EntryEvents, handler: @escaping FileWatcher.Handler
+        id: UInt64, directory: String, name: String, kind: FileWatcher.EntryEvents, handler: @escaping FileWatcher.Handler
     ) -> Int32? {
-        guard let watch = DarwinWatch(directory: directory, path: directory + "/" + name, handler: handler) else { return nil }
+        let path = kind == .everyEntry ? directory : directory + "/" + name
+        guard let watch = DarwinWatch(directory: directory, path: path, handler: handler) else { return nil }
         lock.withLock { subscriptions[id] = watch }
         return -1
     }

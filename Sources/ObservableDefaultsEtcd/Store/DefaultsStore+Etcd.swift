@@ -84,6 +84,7 @@ extension DefaultsStore {
     ///     many events at once) is reported once, and the store reads its prefix again and watches
     ///     after it, as after a compaction. Stores of this process that share one storage (same
     ///     endpoints, prefix and user) use the first one's cap.
+    ///   - layers: read-only layers read before etcd, the first first (see `DefaultsLayer`).
     ///   - errorHandler: called with each problem met later (an outage when it starts, a refused
     ///     change, a value that is not JSON or does not decode), on the thread that met it; with no
     ///     handler, problems are printed to standard error. The end of an outage is a change of
@@ -103,14 +104,15 @@ extension DefaultsStore {
         trustedCertificates: URL? = nil,
         timeout: Duration = .seconds(5),
         maximumReplySize: Int = 64 * 1024 * 1024,
+        layers: [DefaultsLayer] = [],
         errorHandler: (@Sendable (DefaultsError) -> Void)? = nil
     ) throws(DefaultsError) {
         try self.init(
             etcd: endpoints, prefix: prefix, credentials: credentials, trustedCertificates: trustedCertificates, timeout: timeout,
-            maximumReplySize: maximumReplySize, sharesStorage: true, errorHandler: errorHandler)
+            maximumReplySize: maximumReplySize, sharesStorage: true, layers: layers, errorHandler: errorHandler)
     }
 
-    /// `init(etcd:prefix:credentials:trustedCertificates:timeout:maximumReplySize:errorHandler:)`, with
+    /// `init(etcd:prefix:credentials:trustedCertificates:timeout:maximumReplySize:layers:errorHandler:)`, with
     /// `sharesStorage: false` giving this store its own values, client and watch (for tests: two
     /// "processes" in one).
     package convenience init(
@@ -121,6 +123,7 @@ extension DefaultsStore {
         timeout: Duration = .seconds(5),
         maximumReplySize: Int = EtcdClientOptions.defaultMaximumReplySize,
         sharesStorage: Bool,
+        layers: [DefaultsLayer] = [],
         errorHandler: (@Sendable (DefaultsError) -> Void)? = nil
     ) throws(DefaultsError) {
         precondition(timeout > .zero, "DefaultsStore(etcd:): the timeout must be positive (got \(timeout))")
@@ -134,7 +137,7 @@ extension DefaultsStore {
                 endpoints: endpoints, prefix: prefix, credentials: credentials, trustedCertificates: trustedCertificates, timeout: timeout,
                 maximumReplySize: maximumReplySize)
         }
-        self.init(storage: storage, problems: problems, errorHandler: errorHandler)
+        self.init(storage: storage, problems: problems, layers: layers, errorHandler: errorHandler)
     }
 }
 

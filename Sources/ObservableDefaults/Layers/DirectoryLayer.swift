@@ -1,0 +1,214 @@
+import Dispatch
+import Foundation
+import KeyValueObserving
+
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The directory layer: one file per key, as Kubernetes mounts a Secret or a ConfigMap and Docker
+/// mounts its secrets. Its files are read when it is made and again at each change the process's
+/// file watcher reports in the directory (any entry: a file written, replaced, removed, and the
+/// `..data` symlink Kubernetes renames over to swap every file at once), or at each interval when
+/// polled; only the keys whose files changed are reported.
+///
+/// A directory that does not exist holds nothing, and is looked for every second (or at the
+/// polling interval) until it appears; one removed is looked for again the same way.
+package final class DirectoryLayer: TextLayerSource, @unchecked Sendable {
+    // Invariant: `state` is only accessed with `lock` held; `path` and `interval` are set in init and
+    // never change; `reload()` runs only on `queue` after init (and once in init, before the layer
+    // is shared).
+    private struct State {
+        /// Each file's text, by its name in the directory.
+        var contents: [String: LayerText] = [:]
+        var problems: [String] = []
+        var onChange: (@Sendable (Set<String>) -> Void)?
+        var subscription: FileWatcher.Subscription?
+        var timer: DispatchSourceTimer?
+        var isStopped = false
+    }
+
+    /// The largest file read: a value, not a data set.
+    static let maximumFileSize = 1 << 20
+
+    let path: String
+    /// The polling interval, or `nil` to watch with the kernel.
+    private let interval: Duration?
+    private let lock = Lock()
+    private var state = State()
+    private let queue = DispatchQueue(label: "ObservableDefaults.DirectoryLayer")
+
+    package init(directory: String, pollingInterval: Duration?) {
+        self.path = directory
+        self.interval = pollingInterval
+        let (contents, problems) = Self.load(directory)
+        state.contents = contents
+        state.problems = problems
+    }
+
+    deinit {
+        stop()
+    }
+
+    package func text(forKey name: String) -> LayerText? {
+        lock.withLock { state.contents[name] ?? state.contents[LayerKeyNames.kebabCase(name)] }
+    }
+
+    package var problems: [String] { lock.withLock { state.problems } }
+
+    package func startWatching(_ onChange: @escaping @Sendable (Set<String>) -> Void) {
+        lock.withLock { state.onChange = onChange }
+        queue.async { [weak self] in self?.arm() }
+    }
+
+    package func stop() {
+        let (subscription, timer) = lock.withLock {
+            state.isStopped = true
+            state.onChange = nil
+            defer {
+                state.subscription = nil
+                state.timer = nil
+            }
+            return (state.subscription, state.timer)
+        }
+        // Outside the lock: a subscription's cancel takes the watcher's lock.
+        subscription?.cancel()
+        timer?.cancel()
+    }
+
+    // MARK: Watching (on `queue`)
+
+    /// Watches the directory with the kernel, or polls it (at the interval, or each second while it
+    /// does not exist or cannot be watched).
+    private func arm() {
+        guard !lock.withLock({ state.isStopped }) else { return }
+        var subscription: FileWatcher.Subscription?
+        if interval == nil {
+            subscription = FileWatcher.shared.watch(directory: path, name: "", for: .everyEntry) { [weak self] event in
+                guard let self else { return }
+                self.queue.async {
+                    if event == .lost { self.disarm() }
+                    self.reload()
+                    if event == .lost { self.arm() }
+                }
+            }
+        }
+        let timer: DispatchSourceTimer? =
+            subscription == nil ? DispatchSource.makeTimerSource(queue: queue) : nil
+        if let timer {
+            let every = interval.map(Self.dispatchInterval) ?? .seconds(1)
+            timer.schedule(deadline: .now() + every, repeating: every)
+            timer.setEventHandler { [weak self] in
+                guard let self else { return }
+                self.reload()
+                // A missing directory that appeared is watched from now on.
+                if self.interval == nil, DefaultsFile.isDirectory(self.path) {
+                    self.disarm()
+                    self.arm()
+                }
+            }
+        }
+        let isStopped = lock.withLock {
+            if !state.isStopped {
+                state.subscription = subscription
+                state.timer = timer
+            }
+            return state.isStopped
+        }
+        if isStopped {
+            subscription?.cancel()
+        } else {
+            timer?.resume()
+            // What changed between the first read and the watch.
+            if subscription != nil { reload() }
+        }
+    }
+
+    private func disarm() {
+        let (subscription, timer) = lock.withLock {
+            defer {
+                state.subscription = nil
+                state.timer = nil
+            }
+            return (state.subscription, state.timer)
+        }
+        subscription?.cancel()
+        timer?.cancel()
+    }
+
+    /// Reads the directory again and reports the keys whose files changed.
+    private func reload() {
+        let (contents, problems) = Self.load(path)
+        let (changed, onChange): (Set<String>, (@Sendable (Set<String>) -> Void)?) = lock.withLock {
+            var changed = Set<String>()
+            for name in Set(state.contents.keys).union(contents.keys) where state.contents[name] != contents[name] {
+                changed.insert(name)
+                changed.insert(LayerKeyNames.camelCase(fromKebab: name))
+            }
+            state.contents = contents
+            let problemsChanged = state.problems != problems
+            state.problems = problems
+            return (changed.isEmpty && !problemsChanged ? [] : changed, changed.isEmpty && !problemsChanged ? nil : state.onChange)
+        }
+        onChange?(changed)
+    }
+
+    private static func dispatchInterval(_ duration: Duration) -> DispatchTimeInterval {
+        let (seconds, attoseconds) = duration.components
+        return .nanoseconds(max(1_000_000, Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
+    }
+
+    // MARK: Reading
+
+    /// Every file's text in `directory` (names starting with `.` skipped, symbolic links followed),
+    /// and the problems met.
+    static func load(_ directory: String) -> (contents: [String: LayerText], problems: [String]) {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return ([:], []) }
+        var contents: [String: LayerText] = [:]
+        var problems: [String] = []
+        for name in names.sorted() where !name.hasPrefix(".") {
+            let filePath = directory + "/" + name
+            var info = stat()
+            // Through symbolic links: Kubernetes' files are links into `..data`.
+            guard stat(filePath, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
+            guard Int(info.st_size) <= maximumFileSize else {
+                problems.append("\(filePath) is \(info.st_size) bytes, larger than a value can be (\(maximumFileSize)); it is skipped")
+                continue
+            }
+            let descriptor = open(filePath, O_RDONLY | O_CLOEXEC)
+            guard descriptor >= 0 else {
+                problems.append("\(filePath) cannot be read (\(DefaultsFile.describe(errno))); it is skipped")
+                continue
+            }
+            var bytes: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            var failed: Int32 = 0
+            while bytes.count <= maximumFileSize {
+                let count = buffer.withUnsafeMutableBytes { systemRead(descriptor, $0.baseAddress, $0.count) }
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    failed = errno
+                    break
+                }
+                if count == 0 { break }
+                bytes += buffer[..<count]
+            }
+            close(descriptor)
+            if failed != 0 {
+                problems.append("\(filePath) cannot be read (\(DefaultsFile.describe(failed))); it is skipped")
+                continue
+            }
+            guard var text = String(validating: bytes, as: UTF8.self) else {
+                problems.append("\(filePath) is not UTF-8 text; it is skipped")
+                continue
+            }
+            if text.hasSuffix("\n") { text.removeLast() }
+            contents[name] = LayerText(text: text, spelling: filePath)
+        }
+        return (contents, problems)
+    }
+}
