@@ -75,11 +75,13 @@ struct EtcdArguments {
     /// The store, waiting up to `timeout` (default 5 s) for the cluster's first answer.
     ///
     /// - Throws: `DefaultsError` from `DefaultsStore(etcd:prefix:credentials:trustedCertificates:timeout:maximumReplySize:layers:errorHandler:)`.
-    func openStore(timeout: Duration?, errorHandler: @escaping @Sendable (DefaultsError) -> Void) throws(DefaultsError) -> DefaultsStore {
+    func openStore(
+        timeout: Duration?, layers: [DefaultsLayer], errorHandler: @escaping @Sendable (DefaultsError) -> Void
+    ) throws(DefaultsError) -> DefaultsStore {
         try DefaultsStore(
             etcd: endpoints!, prefix: prefix!, credentials: credentials(),
             trustedCertificates: trustedCertificates.map { URL(fileURLWithPath: $0) }, timeout: timeout ?? .seconds(5),
-            errorHandler: errorHandler)
+            layers: layers, errorHandler: errorHandler)
     }
 
     /// The credentials of `--user`, with the password from `--password-file` or the environment.

@@ -12,7 +12,7 @@ import ObservableDefaults
 import ObservableDefaultsEtcd
 
 let usage = """
-    USAGE: kvo-defaults read   STORE [KEY]
+    USAGE: kvo-defaults read   STORE [KEY] [--explain] [--reveal]
            kvo-defaults write  STORE KEY VALUE [KEY VALUE ...] [--timeout SECONDS] [--replace-corrupt]
            kvo-defaults update STORE KEY --add N
            kvo-defaults delete STORE KEY
@@ -20,6 +20,7 @@ let usage = """
            kvo-defaults help | -h | --help
 
       STORE: SUITE | --file PATH | --etcd URL[,URL...] --prefix PREFIX [--user USER] [--cacert PATH]
+      LAYERS (any command): [--arg ARG]... [--env-prefix P] [--directory D]; [--secret KEY]...
 
     Reads, writes and watches the defaults stores of ObservableDefaults. A SUITE is the file
     SUITE.json in $XDG_CONFIG_HOME (else ~/.config; ~/Library/Preferences on macOS); --file PATH
@@ -28,7 +29,9 @@ let usage = """
 
     COMMANDS:
       read     prints the value of KEY as JSON, or every key and value as a JSON object (exit 1 if
-               there is no file); creates nothing, not even a missing directory
+               there is no file); creates nothing, not even a missing directory. With layers,
+               KEY's value is the one a program with those layers reads. With --explain, prints
+               which layer answers for KEY and what every layer holds
       write    sets KEY to VALUE, a JSON value (1.5, true, "text", [1,2], {"a":1}); a VALUE that
                is not valid JSON is stored as a string (write S greeting hello == write S greeting
                '"hello"'). Several pairs are written as one change: other processes see all of
@@ -56,6 +59,15 @@ let usage = """
                       (etcd) the file holding USER's password
       --cacert PATH   (etcd) a PEM file of private certificate authorities trusted for https
                       members, in addition to the system's trust store
+      --arg ARG       a program's command-line argument (repeat for each: --arg --speed=2 --arg
+                      --verbose), read as the program's arguments layer would
+      --env-prefix P  the environment layer: this tool's variables named P_KEY_NAME (the tool cannot
+                      see another process's environment: run it with the same variables)
+      --directory D   the directory layer: one file per key (Kubernetes' and Docker's mounted
+                      secrets and ConfigMaps); its values are printed as <redacted>
+      --secret KEY    KEY is secret: its values are printed as <redacted> (repeat for each key)
+      --reveal        (read) print secret values and a directory's values as they are
+      --explain       (read) which layer answers for KEY, what each holds, and why one is skipped
       --add N         (update) the number to add (negative to subtract)
       --replace-corrupt
                       (write) if the file does not parse, copy it aside (the copy's path is
@@ -110,6 +122,7 @@ for index in 1..<Int(CommandLine.argc) {
 
 var filePath: String?
 var etcd = EtcdArguments()
+var layerOptions = LayerOptions()
 var timestamps = false
 var timeout: Duration?
 var addend: String?
@@ -130,6 +143,8 @@ while let argument = arguments.popFirst() {
         if path.isEmpty { usageError("'--file' needs a path") }
         filePath = path
     case _ where etcd.parse(argument, &arguments):
+        break
+    case _ where layerOptions.parse(argument, &arguments):
         break
     case "--timestamps":
         timestamps = true
@@ -168,6 +183,9 @@ if timeout != nil, command != "write", command != "delete", etcd.endpoints == ni
 }
 if addend != nil, command != "update" { usageError("'--add' only applies to 'update'") }
 if replacesCorruptFile, command != "write" { usageError("'--replace-corrupt' only applies to 'write'") }
+if layerOptions.reveals, command != "read" { usageError("'--reveal' only applies to 'read'") }
+if layerOptions.explains, command != "read" { usageError("'--explain' only applies to 'read'") }
+layerOptions.markSecrets()
 
 var fileURL: URL?
 if etcd.hasOptionsWithoutEndpoints { usageError("'--prefix', '--user', '--password-file' and '--cacert' need '--etcd URL[,URL...]'") }
@@ -222,10 +240,10 @@ let handler: @Sendable (DefaultsError) -> Void = { error in
 }
 let store: DefaultsStore
 if let fileURL {
-    store = DefaultsStore(fileURL: fileURL, errorHandler: handler)
+    store = DefaultsStore(fileURL: fileURL, layers: layerOptions.layers, errorHandler: handler)
 } else {
     do {
-        store = try etcd.openStore(timeout: timeout, errorHandler: handler)
+        store = try etcd.openStore(timeout: timeout, layers: layerOptions.layers, errorHandler: handler)
     } catch {
         fail(error.description)
     }
@@ -304,15 +322,40 @@ func flushOrFail() {
 switch command {
 case "read":
     expectArguments(0...1, "at most a KEY")
+    if layerOptions.explains, positional.isEmpty { usageError("'--explain' needs a KEY") }
+    // A layer's problem (a value that does not decode) is part of the answer, not a failure.
+    let layerProblems = problems.withLock { found in
+        defer { found.removeAll { $0.kind == .layerProblem } }
+        return found.filter { $0.kind == .layerProblem }
+    }
+    for problem in layerProblems { printError(problem.description) }
     failOnProblems(warnAboutValues: positional.isEmpty)
+    if layerOptions.explains {
+        for line in explanation(of: positional[0], in: store, options: layerOptions) { printLine(line) }
+        for problem in problems.take() where problem.kind == .layerProblem { printError(problem.description) }
+        exit(0)
+    }
+    if !layerOptions.layers.isEmpty, let key = positional.first {
+        let source = store._source(of: layeredKey(key), revealingSecrets: true)
+        if source.answering.kind != .store {
+            guard source.answering.kind != .defaultValue, source.answering.kind != .registered, let value = store[layeredKey(key)] else {
+                fail("key '\(key)' not found in \(path) nor in its layers")
+            }
+            printLine(layerOptions.redacts(key, from: source.answering.kind) ? DefaultsKeyNames.redacted : value.json.prettyText)
+            exit(0)
+        }
+    }
     // Like `defaults read` of a domain that does not exist: an error, not an empty object.
     if let file = store.fileURL?.path, access(file, F_OK) != 0, errno == ENOENT || errno == ENOTDIR { fail("no defaults at \(path)") }
     do {
         if let key = positional.first {
             guard let value = try store.jsonValue(forKey: key) else { fail("key '\(key)' not found in \(path)") }
-            printLine(value.prettyText)
+            printLine(layerOptions.redacts(key) ? DefaultsKeyNames.redacted : value.prettyText)
         } else {
-            printLine(JSONValue.object(try store.jsonValues()).prettyText)
+            let values = try store.jsonValues()
+            var shown = values
+            for key in values.keys where layerOptions.redacts(key) { shown[key] = .string(DefaultsKeyNames.redacted) }
+            printLine(JSONValue.object(shown).prettyText)
         }
     } catch {
         fail("\(error)")
@@ -331,6 +374,9 @@ case "write":
     }
     store.setJSONValues(pairs)
     flushOrFail()
+    for (key, _) in pairs {
+        if let notice = shadowingNotice(of: key, in: store, options: layerOptions) { printError(notice) }
+    }
 
 case "update":
     expectArguments(1...1, "a KEY")
@@ -366,7 +412,11 @@ case "watch":
     if !problems.current.isEmpty { exit(1) }
     let withTimestamps = timestamps
     let token = store.observeJSON(key: positional.first) { key, old, new, _ in
-        var line = "\(key): \(old?.compactText ?? "(absent)") -> \(new?.compactText ?? "(absent)")"
+        func shown(_ value: JSONValue?) -> String {
+            guard let value else { return "(absent)" }
+            return DefaultsKeyNames.isSecret(key) ? DefaultsKeyNames.redacted : value.compactText
+        }
+        var line = "\(key): \(shown(old)) -> \(shown(new))"
         if withTimestamps {
             var now = timespec()
             clock_gettime(CLOCK_MONOTONIC, &now)

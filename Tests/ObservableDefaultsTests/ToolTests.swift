@@ -299,3 +299,77 @@ private func hasInotifyWatch(_ pid: Int32) -> Bool {
     }
 }
 #endif
+
+@Suite("kvo-defaults with layers and secrets", .tags(.processes))
+struct ToolLayerTests {
+    let directory = TemporaryDirectory()
+
+    @Test func explainNamesTheAnsweringLayerAndWhatEachHolds() throws {
+        let file = directory.path + "/s.json"
+        let config = directory.path + "/config"
+        try FileManager.default.createDirectory(atPath: config, withIntermediateDirectories: true)
+        try writeAtomically("2.5\n", to: config + "/playback-speed")
+        #expect(try runTool(["write", "--file", file, "playbackSpeed", "1.0"]).status == 0)
+        var environment = ProcessInfo.processInfo.environment
+        environment["TOOLTEST_PLAYBACK_SPEED"] = "1.75"
+        let result = try runTool(
+            [
+                "read", "--file", file, "playbackSpeed", "--explain", "--env-prefix", "TOOLTEST", "--directory", config, "--arg",
+                "--verbose",
+            ],
+            environment: environment)
+        #expect(result.status == 0, "\(result.error)")
+        let lines = result.output.split(separator: "\n").map(String.init)
+        #expect(lines.first == "playbackSpeed: 1.75 from the environment layer (TOOLTEST_PLAYBACK_SPEED)")
+        #expect(lines.contains("     arguments (the arguments given): nothing"))
+        #expect(lines.contains("  -> environment (prefix TOOLTEST): 1.75 as TOOLTEST_PLAYBACK_SPEED"))
+        // A directory's values are printed redacted: that is where secrets are mounted.
+        #expect(lines.contains("     directory (\(config)): <redacted> as \(config)/playback-speed (shadowed)"))
+        #expect(lines.contains("     store (\(file)): 1.0 (shadowed)"))
+        // The plain read of a layered key reads what the program would.
+        let read = try runTool(["read", "--file", file, "playbackSpeed", "--arg", "--playback-speed=3"], environment: environment)
+        #expect(read.output == "3\n")
+    }
+
+    @Test func writePrintsThatTheValueIsShadowedAndByWhichLayer() throws {
+        let file = directory.path + "/s.json"
+        let result = try runTool(["write", "--file", file, "playbackSpeed", "1.0", "--arg", "--playback-speed=2"])
+        #expect(result.status == 0)
+        #expect(
+            result.error.contains(
+                "playbackSpeed is written to \(file), but shadowed by the arguments layer (--playback-speed), which holds 2"))
+        let unshadowed = try runTool(["write", "--file", file, "volume", "1.0", "--arg", "--playback-speed=2"])
+        #expect(unshadowed.error.isEmpty)
+        #expect(jsonObject(at: URL(fileURLWithPath: file))?["playbackSpeed"] == .number("1.0"))
+    }
+
+    @Test func secretsAreRedactedUnlessRevealed() throws {
+        let file = directory.path + "/s.json"
+        let secret = "tool-secret-\(UInt32.random(in: 0...UInt32.max))"
+        #expect(try runTool(["write", "--file", file, "apiToken", secret, "--secret", "apiToken"]).status == 0)
+        let all = try runTool(["read", "--file", file, "--secret", "apiToken"])
+        #expect(all.output.contains("\"apiToken\": \"<redacted>\""))
+        let one = try runTool(["read", "--file", file, "apiToken", "--secret", "apiToken"])
+        #expect(one.output == "<redacted>\n")
+        let explained = try runTool(["read", "--file", file, "apiToken", "--secret", "apiToken", "--explain"])
+        #expect(explained.output.contains("apiToken: <redacted> from the store layer"))
+        for output in [all.output + all.error, one.output + one.error, explained.output + explained.error] {
+            #expect(!output.contains(secret))
+        }
+        let revealed = try runTool(["read", "--file", file, "apiToken", "--secret", "apiToken", "--reveal"])
+        #expect(revealed.output == "\"\(secret)\"\n")
+        // A watch of a secret prints that it changed, not what it holds.
+        let watch = try startTool(["watch", "--file", file, "apiToken", "--secret", "apiToken"])
+        #if os(Linux)
+        #expect(waitUntil(seconds: 10) { hasInotifyWatch(watch.process.processIdentifier) })
+        #else
+        usleep(500_000)
+        #endif
+        #expect(try runTool(["write", "--file", file, "apiToken", secret + "-2"]).status == 0)
+        let printed = waitForText("apiToken: <redacted> -> <redacted>", in: watch.output)
+        watch.process.terminate()
+        watch.process.waitUntilExit()
+        #expect(printed.contains("apiToken: <redacted> -> <redacted>"))
+        #expect(!printed.contains(secret))
+    }
+}

@@ -77,10 +77,10 @@ package final class DefaultsLayerStack: KeyValueObservable, @unchecked Sendable 
             switch descriptor.source {
             case .arguments(let arguments):
                 layers.append(.text(ArgumentLayer(arguments)))
-                places.append("the command line")
+                places.append("the arguments given")
             case .environment(let prefix, let variables):
                 layers.append(.text(EnvironmentLayer(prefix: prefix, variables: variables)))
-                places.append("the environment (prefix \(prefix))")
+                places.append("prefix \(prefix)")
             case .directory(let path, let watching):
                 var interval: Duration?
                 if case .polling(let every) = watching { interval = every }
@@ -88,7 +88,7 @@ package final class DefaultsLayerStack: KeyValueObservable, @unchecked Sendable 
                 places.append(path)
             case .memory(let layer):
                 layers.append(.memory(layer))
-                places.append("memory")
+                places.append("a DefaultsMemoryLayer")
             }
         }
         self.layers = layers

@@ -47,7 +47,12 @@ extension DefaultsStore {
     /// - Parameter key: the key.
     /// - Returns: which layer answers, and what each holds.
     public func source<Value>(of key: DefaultsKey<Value>) -> DefaultsValueSource {
-        let isSecret = key.isSecret
+        _source(of: key, revealingSecrets: false)
+    }
+
+    /// `source(of:)`, with a secret's values shown if `revealingSecrets` (`kvo-defaults --reveal`).
+    package func _source<Value>(of key: DefaultsKey<Value>, revealingSecrets: Bool) -> DefaultsValueSource {
+        let isSecret = key.isSecret && !revealingSecrets
         func shown(_ text: String?) -> String? { isSecret ? DefaultsKeyNames.redacted : text }
         var layers: [DefaultsValueSource.Layer] = []
         var answering: Int?
@@ -90,13 +95,13 @@ extension DefaultsStore {
         if answering == nil, registeredAnswers { answering = layers.count }
         layers.append(
             DefaultsValueSource.Layer(
-                kind: .registered, place: "the registered defaults", spelling: nil,
+                kind: .registered, place: "register(_:)", spelling: nil,
                 value: registered.map { shown(Self.text(of: $0)) ?? "?" },
                 problem: registered != nil && !registeredAnswers ? "does not decode as \(Value.self)" : nil))
         if answering == nil { answering = layers.count }
         layers.append(
             DefaultsValueSource.Layer(
-                kind: .defaultValue, place: "the key's default", spelling: nil,
+                kind: .defaultValue, place: "DefaultsKey.defaultValue", spelling: nil,
                 value: shown((try? JSONValue(encoding: key.defaultValue))?.compactText ?? "\(key.defaultValue)"), problem: nil))
         return DefaultsValueSource(key: key.name, layers: layers, answeringIndex: answering!)
     }
@@ -213,8 +218,9 @@ public struct DefaultsValueSource: Sendable, CustomStringConvertible, CustomDebu
     public struct Layer: Sendable, Hashable {
         /// The layer's kind.
         public let kind: DefaultsLayerKind
-        /// Where it reads: `the command line`, `the environment (prefix PLAYER)`, a directory's
-        /// path, the store's file or etcd prefix.
+        /// Where it reads: `the arguments given`, `prefix PLAYER` (the environment), a directory's
+        /// path, `a DefaultsMemoryLayer`, the store's file or etcd prefix, `register(_:)`,
+        /// `DefaultsKey.defaultValue`.
         public let place: String
         /// Where it holds the key's value: `--playback-speed`, `PLAYER_PLAYBACK_SPEED`, a file's
         /// path; `nil` where it holds none, or for the back end and the defaults.
