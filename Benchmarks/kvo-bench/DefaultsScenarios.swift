@@ -34,6 +34,19 @@ final class BenchDirectory {
 
 @inline(never) func setSpeed(_ store: DefaultsStore, _ key: DefaultsKey<Double>, _ value: Double) { store[key] = value }
 @inline(never) func setSpeed(_ defaults: UserDefaults, _ value: Double) { defaults.set(value, forKey: "playbackSpeed") }
+@inline(never) func getSpeed(_ store: DefaultsStore, _ key: DefaultsKey<Double>) -> Double { store[key] }
+
+/// A read loop of `key` from `store`, checked against `expected`.
+private func readLoop(_ store: DefaultsStore, _ key: DefaultsKey<Double>, expected: Double, retaining: [AnyObject]) -> Workload {
+    var sum = 0.0
+    return .loop(retaining: retaining) { values in
+        var total = 0.0
+        for _ in values { total += getSpeed(store, key) }
+        sum = total
+    } check: { iterations, _ in
+        sum == expected * Double(iterations) ? nil : "the reads summed to \(sum), expected \(expected * Double(iterations))"
+    }
+}
 
 /// A corelibs `UserDefaults` suite whose file lives in a scratch directory: `UserDefaults(suiteName:)`
 /// with an absolute path writes that plist (on Linux and macOS alike), so the user's own preferences
@@ -59,6 +72,41 @@ extension Scenarios {
                 summary: "Foundation UserDefaults.set(Double, forKey:), in memory (no notification, no persistence)"
             ) { defaults, values in
                 for i in values { setSpeed(defaults, Double(i)) }
+            },
+            Scenario(
+                name: "defaults-read", group: .defaults,
+                summary: "DefaultsStore read of a Double key held by its file (no layers)"
+            ) {
+                let directory = BenchDirectory("defaults-read")
+                let store = opaque(DefaultsStore(fileURL: directory.url.appendingPathComponent("bench.json")))
+                directory.stores.append(store)
+                let key = DefaultsKey("playbackSpeed", default: 0.0)
+                store[key] = 1.5
+                return readLoop(store, key, expected: 1.5, retaining: [directory, store])
+            },
+            Scenario(
+                name: "defaults-read-5-layers", group: .defaults,
+                summary: "the same read through arguments, environment, directory, file and registered defaults (found in the file)",
+                baseline: "defaults-read", target: .ratioAtMost(1.5)
+            ) {
+                let directory = BenchDirectory("defaults-layers")
+                let config = directory.path + "/config"
+                try? FileManager.default.createDirectory(atPath: config, withIntermediateDirectories: true)
+                // Every layer holds something, none of it this key.
+                FileManager.default.createFile(atPath: config + "/volume", contents: Data("0.5\n".utf8))
+                let store = opaque(
+                    DefaultsStore(
+                        fileURL: directory.url.appendingPathComponent("bench.json"),
+                        layers: [
+                            .arguments(["--volume=0.5", "--verbose"]),
+                            .environment(prefix: "KVOBENCH", variables: ["KVOBENCH_VOLUME": "0.5"]),
+                            .directory(URL(fileURLWithPath: config)),
+                        ]))
+                directory.stores.append(store)
+                store.register(["playbackSpeed": 1.0, "volume": 1.0])
+                let key = DefaultsKey("playbackSpeed", default: 0.0)
+                store[key] = 1.5
+                return readLoop(store, key, expected: 1.5, retaining: [directory, store])
             },
             Scenario(
                 name: "defaults-set-observed", group: .defaults,

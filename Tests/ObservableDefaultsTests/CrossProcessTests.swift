@@ -163,7 +163,8 @@ struct CrossProcessTests {
         let token = store.observe(key, options: [.old, .new]) { _, change in seen.append(change) }
         #expect(try runTool(["delete", "--file", url.path, "name"]).status == 0)
         #expect(waitUntil { !seen.current.isEmpty })
-        #expect(seen.current == [DefaultsChange(key: "name", newValue: "none", oldValue: "ada", origin: .anotherProcess, layer: .defaultValue)])
+        #expect(
+            seen.current == [DefaultsChange(key: "name", newValue: "none", oldValue: "ada", origin: .anotherProcess, layer: .defaultValue)])
         token.invalidate()
     }
 
