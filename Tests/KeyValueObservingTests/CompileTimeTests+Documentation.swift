@@ -36,6 +36,16 @@ extension CompileTimeTests {
         #expect(output.status == 0, "\(output.standardError)")
     }
 
+    @Test func theConfigurationLayersArticlesOverviewSnippetCompiles() throws {
+        let section = try Self.section(
+            of: "Sources/ObservableDefaults/ObservableDefaults.docc/ConfigurationLayersAndSecrets.md", after: "## Overview")
+        let code = try #require(Self.fencedBlock("swift", in: section))
+        #expect(code.contains("layers: ["))
+        let output = try SnippetCompiler.typecheck(code)
+        #expect(output.status == 0, "\(output.standardError)")
+        #expect(!output.standardError.contains("warning"), "\(output.standardError)")
+    }
+
     /// Type-checked only: running it needs the etcd cluster it names.
     @Test func theUsingEtcdOverviewSnippetCompiles() throws {
         let section = try Self.section(of: "Sources/ObservableDefaultsEtcd/ObservableDefaultsEtcd.docc/UsingEtcd.md", after: "## Overview")

@@ -120,28 +120,40 @@ package final class DefaultsLayerStack: KeyValueObservable, @unchecked Sendable 
 
     // MARK: Reading
 
+    /// Whether no layer holds a value of the key interned at `offset` (known once the key was read
+    /// or observed): its read is the storage's (`DefaultsStore.value(for:)` inlines that, so that
+    /// a read of a key no layer holds costs this lock more than a store without layers).
+    @usableFromInline
+    func isUnheld(offset: Int) -> Bool {
+        let index = (offset &- DefaultsKeyNames.firstKeyOffset) >> 3
+        lock.lock()
+        let unheld = index < state.slots.count && state.slots[index]?.holdings.isEmpty == true
+        lock.unlock()
+        return unheld
+    }
+
+    /// The key path a tracked observation's read of the key at `offset` records.
+    @usableFromInline
+    static func _keyPath(at offset: Int) -> AnyKeyPath {
+        keyPath(at: offset)
+    }
+
     /// The effective value of `key`: the first layer holding a value that decodes as `Value`, else
-    /// the storage's (its value, the registered default, the key's default).
+    /// the storage's (its value, the registered default, the key's default). The caller reported
+    /// the read to a tracked observation.
     @usableFromInline
     func value<Value>(for key: DefaultsKey<Value>) -> Value {
-        _reportExplicitRead(offset: key.offset, key: { Self.keyPath(at: key.offset) }, of: Void.self)
         let index = (key.offset &- DefaultsKeyNames.firstKeyOffset) >> 3
         lock.lock()
-        if index < state.slots.count, let slot = state.slots[index] {
-            if slot.holdings.isEmpty {
-                lock.unlock()
-                return storage.value(of: storage.entry(for: key.name), for: key, caching: true)
-            }
-            if let cached = slot.cached, let value = cached.value as? Value {
-                lock.unlock()
-                return value
-            }
+        if index < state.slots.count, let cached = state.slots[index]?.cached, let value = cached.value as? Value {
+            lock.unlock()
+            return value
         }
         lock.unlock()
         let (holdings, version) = self.holdings(for: key.name, offset: key.offset)
+        if holdings.isEmpty { return storage.value(of: storage.entry(for: key.name), for: key, caching: true) }
         let resolved = resolve(
-            key, holdings: holdings,
-            base: { DefaultsStorage.KeyValue(name: key.name, entry: storage.entry(for: key.name), origin: .thisProcess) })
+            key, holdings: holdings, base: { DefaultsStorage.KeyValue(name: key.name, entry: storage.entry(for: key.name), origin: .thisProcess) })
         if let layer = resolved.layer {
             lock.withLock {
                 if state.slots[index]?.version == version { state.slots[index]?.cached = (resolved.value, layer) }

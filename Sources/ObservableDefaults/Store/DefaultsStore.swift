@@ -215,7 +215,12 @@ public final class DefaultsStore: Sendable {
     /// does not decode as `Value` (reported to the error handler).
     @inlinable
     public func value<Value>(for key: DefaultsKey<Value>) -> Value {
-        if let layerStack { return layerStack.value(for: key) }
+        if let layerStack {
+            layerStack._reportExplicitRead(offset: key.offset, key: { DefaultsLayerStack._keyPath(at: key.offset) }, of: Void.self)
+            // A key no layer holds reads as in a store without layers, with one lock more.
+            if layerStack.isUnheld(offset: key.offset) { return storage.value(of: storage.entry(for: key.name), for: key, caching: true) }
+            return layerStack.value(for: key)
+        }
         // A tracked observation's evaluation records the read (one load and a test otherwise).
         storage._reportExplicitRead(offset: key.offset, key: { DefaultsStorage._keyPath(at: key.offset) }, of: Void.self)
         return storage.value(of: storage.entry(for: key.name), for: key, caching: true)
