@@ -95,7 +95,7 @@ enum Command {
     /// A hidden contending process of the etcd section's update throughput.
     case updateDefaults(location: String, key: String, count: Int)
     /// The hidden other process of the cross-process latency section.
-    case watchDefaults(file: String, key: String)
+    case watchDefaults(file: String, key: String, directory: String?)
     case list
     case help
 }
@@ -167,8 +167,10 @@ func parseArguments(_ arguments: [String]) -> Command {
         return .updateDefaults(location: arguments[1], key: arguments[2], count: count)
     }
     if arguments.first == DefaultsLatency.watchCommand {
-        guard arguments.count == 3 else { badArgument("usage: kvo-bench \(DefaultsLatency.watchCommand) FILE KEY") }
-        return .watchDefaults(file: arguments[1], key: arguments[2])
+        guard arguments.count == 3 || arguments.count == 4 else {
+            badArgument("usage: kvo-bench \(DefaultsLatency.watchCommand) FILE KEY [DIRECTORY]")
+        }
+        return .watchDefaults(file: arguments[1], key: arguments[2], directory: arguments.count == 4 ? arguments[3] : nil)
     }
     if arguments.contains(where: { ["-h", "--help", "help"].contains($0) }) { return .help }
     switch arguments.first {

@@ -237,6 +237,9 @@ enum DefaultsLatency {
         /// From `flush()`'s return (the write is durable) to the observer's call; negative when the
         /// watcher was called before the writer's final directory fsync returned.
         let fromFlush: [Double]
+        /// From just before the rename that replaces a directory layer's file (as a Secret's update
+        /// or an operator's `mv` does) to the observer's call (file stores only).
+        var fromDirectoryRename: [Double] = []
     }
 
     /// Measures `changes` changes; returns `nil` and a reason if the measurement cannot run.
@@ -249,6 +252,9 @@ enum DefaultsLatency {
         else { return (nil, "skipped: cannot create \(outputPath)") }
         // The file store, or a store on the benchmark's etcd under a prefix of its own.
         let location = etcd.map { $0.location(prefix: "latency-\(getpid())/") } ?? url.path
+        // A file store's watcher also reads through a directory layer.
+        let layerDirectory = directory.path + "/layer"
+        if etcd == nil { try? FileManager.default.createDirectory(atPath: layerDirectory, withIntermediateDirectories: true) }
         let store: DefaultsStore
         do {
             store = try EtcdBench.openStore(location)
@@ -262,7 +268,8 @@ enum DefaultsLatency {
         let watcher: Process
         do {
             watcher = try startProcess(
-                currentExecutable(), [watchCommand, location, key.name], standardInput: lifeline, standardOutput: output)
+                currentExecutable(), [watchCommand, location, key.name] + (etcd == nil ? [layerDirectory] : []), standardInput: lifeline,
+                standardOutput: output)
         } catch {
             return (nil, "skipped: cannot start \(currentExecutable()) \(watchCommand): \(error)")
         }
@@ -328,7 +335,27 @@ enum DefaultsLatency {
             fromFlush.append(observed - flushed)
             if let replaced = store.lastReplacementTime() { fromReplace.append(observed - Double(replaced)) }
         }
-        return (Result(fromSet: fromSet.sorted(), fromReplace: fromReplace.sorted(), fromFlush: fromFlush.sorted()), nil)
+        var result = Result(fromSet: fromSet.sorted(), fromReplace: fromReplace.sorted(), fromFlush: fromFlush.sorted())
+        if etcd == nil {
+            // The directory layer: its file of the key written aside, then renamed over.
+            var fromDirectoryRename: [Double] = []
+            let path = layerDirectory + "/" + key.name
+            for _ in 0..<changes {
+                value += 1
+                let temporary = layerDirectory + "/.\(key.name).tmp"
+                guard FileManager.default.createFile(atPath: temporary, contents: Data("\(value)\n".utf8)) else {
+                    return (nil, "failed: cannot write \(temporary)")
+                }
+                let start = Double(monotonicNanoseconds())
+                guard rename(temporary, path) == 0 else { return (nil, "failed: cannot rename \(temporary): errno \(errno)") }
+                guard let observed = stamp(of: value) else {
+                    return (nil, "failed: the watcher did not report directory change \(value) within \(timeoutSeconds) s")
+                }
+                fromDirectoryRename.append(observed - start)
+            }
+            result.fromDirectoryRename = fromDirectoryRename.sorted()
+        }
+        return (result, nil)
     }
 }
 

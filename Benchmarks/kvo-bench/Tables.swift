@@ -100,6 +100,7 @@ func latencyLines(_ outcome: LatencyOutcome, markdown: Bool) -> [String] {
             ("rename (of the fsynced file) → observer call", result.fromReplace),
             ("flush() return (directory fsynced) → observer call", result.fromFlush),
             ("set() start (whole durable write included) → observer call", result.fromSet),
+            ("directory layer: rename of a key's file → observer call", result.fromDirectoryRename),
         ]
         for (label, sorted) in spans where !sorted.isEmpty {
             let row =

@@ -15,15 +15,20 @@ extension DefaultsLatency {
     /// The hidden command that makes this executable the other process of the latency section.
     static let watchCommand = "_watch-defaults"
 
-    /// `kvo-bench _watch-defaults FILE KEY`: observes the Int `KEY` of the defaults file `FILE` and
+    /// `kvo-bench _watch-defaults FILE KEY [DIRECTORY]`: observes the Int `KEY` of the defaults file
+    /// `FILE` (read through a directory layer on `DIRECTORY`, if given) and
     /// prints `NANOSECONDS KEY: -> VALUE` for each change, stamped with `CLOCK_MONOTONIC` when the
     /// observer is called, unbuffered. Exits when its standard input ends (the benchmark that
     /// started it keeps a pipe open for as long as it measures) or on a signal.
-    static func watch(file: String, key name: String) -> Never {
+    static func watch(file: String, key name: String, directory: String?) -> Never {
         // FILE is a path, or `etcd:URL#PREFIX` for a store on etcd (`EtcdBench.openStore`).
         let store: DefaultsStore
         do {
-            store = try EtcdBench.openStore(file)
+            if let directory {
+                store = DefaultsStore(fileURL: URL(fileURLWithPath: file), layers: [.directory(URL(fileURLWithPath: directory))])
+            } else {
+                store = try EtcdBench.openStore(file)
+            }
         } catch {
             fail("\(watchCommand): \(error)", status: 1)
         }

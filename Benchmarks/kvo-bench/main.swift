@@ -17,8 +17,8 @@ case .contention(let options):
     Contention.run(options)
 case .stress(let options):
     Stress.run(options)
-case .watchDefaults(let file, let key):
-    DefaultsLatency.watch(file: file, key: key)
+case .watchDefaults(let file, let key, let directory):
+    DefaultsLatency.watch(file: file, key: key, directory: directory)
 case .updateDefaults(let location, let key, let count):
     EtcdBench.runUpdates(location: location, key: key, count: count)
 }

@@ -153,7 +153,8 @@ package final class DefaultsLayerStack: KeyValueObservable, @unchecked Sendable 
         let (holdings, version) = self.holdings(for: key.name, offset: key.offset)
         if holdings.isEmpty { return storage.value(of: storage.entry(for: key.name), for: key, caching: true) }
         let resolved = resolve(
-            key, holdings: holdings, base: { DefaultsStorage.KeyValue(name: key.name, entry: storage.entry(for: key.name), origin: .thisProcess) })
+            key, holdings: holdings,
+            base: { DefaultsStorage.KeyValue(name: key.name, entry: storage.entry(for: key.name), origin: .thisProcess) })
         if let layer = resolved.layer {
             lock.withLock {
                 if state.slots[index]?.version == version { state.slots[index]?.cached = (resolved.value, layer) }
