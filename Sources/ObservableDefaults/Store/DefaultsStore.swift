@@ -72,7 +72,7 @@ public final class DefaultsStore: Sendable {
     ///
     /// The suite name must be valid (see `isValidSuiteName(_:)`): an invalid one traps, as a
     /// programmer error. For a name that comes from input (a command line, a configuration file),
-    /// use `init(validatingSuiteName:directory:watching:errorHandler:)`, which throws instead.
+    /// use `init(validatingSuiteName:directory:watching:layers:errorHandler:)`, which throws instead.
     ///
     /// - Parameters:
     ///   - suiteName: a file name without its extension: not empty, no `/`, not `.` or `..`.
