@@ -371,6 +371,25 @@ struct LayerTests {
         #expect(await iterator.next() == 3)
     }
 
+    @Test func aTrackedExpressionOverALayeredStoreFollowsTheEffectiveValue() {
+        let key = DefaultsKey("trackedLayered", default: 0)
+        let memory = DefaultsMemoryLayer()
+        let store = store([.memory(memory)])
+        let seen = Locked<[Int]>([])
+        let token = KeyValueObservation.tracking(options: [.initial, .new], removingDuplicates: true) {
+            store[key] * 10
+        } changeHandler: {
+            change in
+            seen.append(change.newValue!)
+        }
+        store[key] = 1
+        memory[key] = 2
+        store[key] = 3  // shadowed
+        memory.removeValue(for: key)
+        #expect(seen.current == [0, 10, 20, 30])
+        token.invalidate()
+    }
+
     @Test func settersOnManyThreadsEndWithTheEffectiveValueAnObserverSawLast() async {
         let key = DefaultsKey("threadedCount", default: 0)
         let memory = DefaultsMemoryLayer()

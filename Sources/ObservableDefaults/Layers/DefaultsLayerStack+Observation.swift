@@ -179,10 +179,9 @@ extension DefaultsLayerStack: _ExplicitlyNotifiedKeys {
         }
         var changed: Set<String> = []
         for name in names.sorted() {
-            guard let offset = DefaultsKeyNames.existingOffset(of: name) else {
-                changed.insert(name)
-                continue
-            }
+            // A name no key was made of (a file of the directory no code reads, a kebab-case
+            // spelling) is nobody's change.
+            guard let offset = DefaultsKeyNames.existingOffset(of: name) else { continue }
             guard let value = reread(name, offset: offset, cause: .layer(index), origin: origin) else { continue }
             changed.insert(name)
             if _mayHaveObservers(atOffset: offset) {

@@ -112,6 +112,9 @@ package final class DefaultsLayerStack: KeyValueObservable, @unchecked Sendable 
                 source.startWatching { names in stack?.layerChanged(at: index, names: names, origin: .anotherProcess) }
             }
         }
+        // Now, not at the first observer: a tracked observation's read registers on this stack
+        // without `DefaultsStore` knowing.
+        forwardStorageChanges()
     }
 
     deinit {
