@@ -234,9 +234,11 @@ enum DefaultsLatency {
         let fromSet: [Double]
         /// From just before the rename that makes the (already fsynced) file visible to the observer's call.
         let fromReplace: [Double]
-        /// From `flush()`'s return (the write is durable) to the observer's call; negative when the
-        /// watcher was called before the writer's final directory fsync returned.
-        let fromFlush: [Double]
+        /// From the start of `set` to `flush()`'s return: the durable write alone (file and directory
+        /// fsynced), no observer in it. (It replaces "flush() return → observer call", which was
+        /// negative whenever the observer, woken by the rename, ran before the writer's directory
+        /// fsync returned: two events with no causal order.)
+        let durableWrite: [Double]
         /// From just before the rename that replaces a directory layer's file (as a Secret's update
         /// or an operator's `mv` does) to the observer's call (file stores only).
         var fromDirectoryRename: [Double] = []
@@ -316,7 +318,7 @@ enum DefaultsLatency {
         while reader.nextLine() != nil {}
 
         var fromSet: [Double] = []
-        var fromFlush: [Double] = []
+        var durableWrite: [Double] = []
         var fromReplace: [Double] = []
         for _ in 0..<changes {
             value += 1
@@ -332,10 +334,10 @@ enum DefaultsLatency {
                 return (nil, "failed: the watcher did not report change \(value) within \(timeoutSeconds) s")
             }
             fromSet.append(observed - start)
-            fromFlush.append(observed - flushed)
+            durableWrite.append(flushed - start)
             if let replaced = store.lastReplacementTime() { fromReplace.append(observed - Double(replaced)) }
         }
-        var result = Result(fromSet: fromSet.sorted(), fromReplace: fromReplace.sorted(), fromFlush: fromFlush.sorted())
+        var result = Result(fromSet: fromSet.sorted(), fromReplace: fromReplace.sorted(), durableWrite: durableWrite.sorted())
         if etcd == nil {
             // The directory layer: its file of the key written aside, then renamed over.
             var fromDirectoryRename: [Double] = []

@@ -97,10 +97,11 @@ func latencyLines(_ outcome: LatencyOutcome, markdown: Bool) -> [String] {
             + "stamped with CLOCK_MONOTONIC)"
         var lines = [markdown ? "### \(heading)\n" : heading]
         let spans = [
-            ("rename (of the fsynced file) → observer call", result.fromReplace),
-            ("flush() return (directory fsynced) → observer call", result.fromFlush),
-            ("set() start (whole durable write included) → observer call", result.fromSet),
-            ("directory layer: rename of a key's file → observer call", result.fromDirectoryRename),
+            // Each span runs from an event that causes the other: none can be negative.
+            ("rename (of the fsynced file) → observer call — what watching costs", result.fromReplace),
+            ("set() start (whole durable write included) → observer call — what a writer's change takes to arrive", result.fromSet),
+            ("set() start → flush() return — the durable write alone (fsyncs), no observer", result.durableWrite),
+            ("directory layer: rename of a key's file → observer call (a Secret's update, an operator's mv)", result.fromDirectoryRename),
         ]
         for (label, sorted) in spans where !sorted.isEmpty {
             let row =
