@@ -93,7 +93,7 @@ extension Scenarios {
                 let config = directory.path + "/config"
                 try? FileManager.default.createDirectory(atPath: config, withIntermediateDirectories: true)
                 // Every layer holds something, none of it this key.
-                FileManager.default.createFile(atPath: config + "/volume", contents: Data("0.5\n".utf8))
+                _ = FileManager.default.createFile(atPath: config + "/volume", contents: Data("0.5\n".utf8))
                 let store = opaque(
                     DefaultsStore(
                         fileURL: directory.url.appendingPathComponent("bench.json"),

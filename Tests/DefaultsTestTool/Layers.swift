@@ -60,7 +60,7 @@ func exerciseSecrets(_ arguments: [String]) -> Never {
     }
     // The directory layer: the secret, then a value an Int key of the same name cannot decode.
     let path = directory + "/apiToken"
-    FileManager.default.createFile(atPath: path, contents: Data((secret + "\n").utf8))
+    _ = FileManager.default.createFile(atPath: path, contents: Data((secret + "\n").utf8))
     let deadline = Date().addingTimeInterval(10)
     while store[apiTokenKey] != secret, Date() < deadline { usleep(2_000) }
     print("directory read: \(store[apiTokenKey] == secret)")

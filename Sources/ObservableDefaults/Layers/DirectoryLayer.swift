@@ -66,18 +66,11 @@ package final class DirectoryLayer: TextLayerSource, @unchecked Sendable {
     }
 
     package func stop() {
-        let (subscription, timer) = lock.withLock {
+        lock.withLock {
             state.isStopped = true
             state.onChange = nil
-            defer {
-                state.subscription = nil
-                state.timer = nil
-            }
-            return (state.subscription, state.timer)
         }
-        // Outside the lock: a subscription's cancel takes the watcher's lock.
-        subscription?.cancel()
-        timer?.cancel()
+        disarm()
     }
 
     // MARK: Watching (on `queue`)
@@ -121,6 +114,9 @@ package final class DirectoryLayer: TextLayerSource, @unchecked Sendable {
         }
         if isStopped {
             subscription?.cancel()
+            // Resumed before it is cancelled: a dispatch source is not let go inactive.
+            timer?.resume()
+            timer?.cancel()
         } else {
             timer?.resume()
             // What changed between the first read and the watch.
@@ -128,6 +124,7 @@ package final class DirectoryLayer: TextLayerSource, @unchecked Sendable {
         }
     }
 
+    /// Ends the watch or the timer (the next `arm()` makes another).
     private func disarm() {
         let (subscription, timer) = lock.withLock {
             defer {
@@ -136,6 +133,7 @@ package final class DirectoryLayer: TextLayerSource, @unchecked Sendable {
             }
             return (state.subscription, state.timer)
         }
+        // Outside the lock: a subscription's cancel takes the watcher's lock.
         subscription?.cancel()
         timer?.cancel()
     }
