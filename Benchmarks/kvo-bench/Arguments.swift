@@ -94,6 +94,7 @@ enum Command {
     case stress(StressOptions)
     /// A hidden contending process of the etcd section's update throughput.
     case updateDefaults(location: String, key: String, count: Int)
+    case massRegistration(implementation: String, objects: Int, observers: Int)
     /// The hidden other process of the cross-process latency section.
     case watchDefaults(file: String, key: String, directory: String?)
     case list
@@ -165,6 +166,12 @@ func parseArguments(_ arguments: [String]) -> Command {
             badArgument("usage: kvo-bench \(EtcdBench.updateCommand) LOCATION KEY N")
         }
         return .updateDefaults(location: arguments[1], key: arguments[2], count: count)
+    }
+    if arguments.first == MassRegistration.command {
+        guard arguments.count == 4, let objects = Int(arguments[2]), objects > 0, let observers = Int(arguments[3]), observers > 0 else {
+            badArgument("usage: kvo-bench \(MassRegistration.command) IMPLEMENTATION OBJECTS OBSERVERS")
+        }
+        return .massRegistration(implementation: arguments[1], objects: objects, observers: observers)
     }
     if arguments.first == DefaultsLatency.watchCommand {
         guard arguments.count == 3 || arguments.count == 4 else {

@@ -17,10 +17,11 @@ func benchmark(_ options: BenchmarkOptions) -> Never {
     let filters = options.filters
     let measuresLatency = filters.isEmpty || filters.contains { DefaultsLatency.name.contains($0) }
     let measuresEtcd = filters.isEmpty || filters.contains { "etcd".contains($0) }
+    let measuresMassRegistration = filters.isEmpty || filters.contains { MassRegistration.name.contains($0) }
     if !filters.isEmpty {
         let matching = Set(all.filter { scenario in filters.contains { scenario.name.contains($0) } }.map(\.name))
         let matchingMemory = Set(memoryScenarios.filter { scenario in filters.contains { scenario.name.contains($0) } }.map(\.name))
-        if matching.isEmpty && matchingMemory.isEmpty && !measuresLatency && !measuresEtcd {
+        if matching.isEmpty && matchingMemory.isEmpty && !measuresLatency && !measuresEtcd && !measuresMassRegistration {
             badArgument("no scenario name contains \(filters.map { "'\($0)'" }.joined(separator: " or ")) (see 'kvo-bench --list')")
         }
         let needed = matching.union(all.filter { matching.contains($0.name) }.flatMap(\.dependencies))
@@ -77,6 +78,11 @@ func benchmark(_ options: BenchmarkOptions) -> Never {
         let (result, problem) = DefaultsLatency.measure(changes: options.quick ? 20 : 300)
         latency = result.map { .measured($0) } ?? .unavailable(problem ?? "failed")
     }
+    var massRegistration: (figures: [MassRegistration.Figure], problems: [String])?
+    if measuresMassRegistration {
+        progress("measuring registration at scale (a child process per implementation)")
+        massRegistration = MassRegistration.measure(quick: options.quick)
+    }
     var etcd: EtcdOutcome?
     if measuresEtcd {
         progress("measuring ObservableDefaults on etcd (where etcd is installed)")
@@ -86,7 +92,8 @@ func benchmark(_ options: BenchmarkOptions) -> Never {
     }
 
     let report = RunReport(
-        rows: rows, memory: memory, latency: latency, etcd: etcd, plan: plan, quick: options.quick, filters: filters,
+        rows: rows, memory: memory, latency: latency, massRegistration: massRegistration, etcd: etcd, plan: plan, quick: options.quick,
+        filters: filters,
         callgrind: options.callgrind, machine: .current(), loadAverage: loadAverage, toolchain: toolchainVersion() ?? compiledWith,
         date: Date()
     )
@@ -120,6 +127,7 @@ struct RunReport {
     let rows: [ReportRow]
     let memory: [MemoryFigure]?
     let latency: LatencyOutcome?
+    let massRegistration: (figures: [MassRegistration.Figure], problems: [String])?
     let etcd: EtcdOutcome?
     let plan: SamplingPlan
     let quick: Bool
@@ -193,6 +201,12 @@ struct RunReport {
         let tables = timingTables(rows, describe: markdown) + (memory.map { [memoryTable($0, describe: markdown)] } ?? [])
         var output = tables.map { (markdown ? $0.markdown : $0.text) + "\n" }.joined()
         if let latency { output += latencyLines(latency, markdown: markdown).joined(separator: "\n") + "\n" }
+        if let massRegistration {
+            output +=
+                "\n"
+                + massRegistrationLines(massRegistration.figures, problems: massRegistration.problems, markdown: markdown)
+                .joined(separator: "\n") + "\n"
+        }
         if let etcd { output += "\n" + etcdLines(etcd, markdown: markdown).joined(separator: "\n") + "\n" }
         return output
     }

@@ -302,6 +302,17 @@ struct BenchmarkToolTests {
         #expect(run.output.contains("ObservableDefaults, across processes:"))
     }
 
+    @Test func registrationAtScaleRunsEachImplementationInAChildAndComparesThem() throws {
+        let run = try kvoBench(["--quick", "--filter", "mass-registration"])
+        #expect(run.status == 0, "\(run.output)\(run.error)")
+        #expect(run.output.contains("Registration at scale (10,000 objects × 10 observers"))
+        #expect(run.output.contains("  KeyValueObserving: register "))
+        #expect(run.output.contains("  NotificationCenter: register "))
+        #expect(run.output.contains("KeyValueObserving against NotificationCenter: registration "))
+        // Each child checked that a change reached its observers: no problem line.
+        #expect(!run.output.contains("failed (status"))
+    }
+
     @Test func theWatcherReportsChangesOfTheFileAndExitsWhenItsInputEnds() throws {
         let file = folder.appendingPathComponent("watched.json")
         try Data(#"{"latency": 1}"#.utf8).write(to: file)
