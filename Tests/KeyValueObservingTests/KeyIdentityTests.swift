@@ -106,6 +106,9 @@ class Node: KeyValueObservable {
 
 final class SubNode: Node {}
 
+/// `\T.count`, made at run time for `T`.
+private func countKeyPath<T: ZeroSized>(of _: T.Type) -> KeyPath<T, Int> { \T.count }
+
 @Suite("Zero-sized and inherited properties")
 struct SpecialPropertiesTests {
     @Test func zeroSizedPropertiesAreToldApartThoughTheyShareAnOffset() {
@@ -137,6 +140,27 @@ struct SpecialPropertiesTests {
         #expect(object.cachedObservedKeyIsZeroSized(\ZeroSized.count) == false)
         #expect(ZeroSized().cachedObservedKeyIsZeroSized(\ZeroSized.phase) == true, "the cache is per class")
         withExtendedLifetime((phase, count)) {}
+    }
+
+    /// A key path equal to an `@Observed` property's but another object (a literal at another site, one
+    /// built at run time) is remembered too, with the accessor's own object: the next registration
+    /// through it skips the probe and still hears the setter.
+    @Test func anEqualButNotIdenticalKeyPathIsCachedWithTheAccessorsKey() throws {
+        // A key path a generic function makes is a new object at each call.
+        let built = countKeyPath(of: ZeroSized.self)
+        #expect(built == \ZeroSized.count)
+        try #require(built !== (\ZeroSized.count as AnyKeyPath), "the generic function made a new object")
+        let object = ZeroSized()
+        #expect(object.cachedObservedKeyIsZeroSized(built) == nil)
+        let values = Locked<[Int]>([])
+        let first = object.observe(built, options: [.new]) { _, change in values.append(change.newValue!) }
+        #expect(object.cachedObservedKeyIsZeroSized(built) == false)
+        // Through the cache now: the slot must be the one the setter notifies.
+        let second = object.observe(built, options: [.new]) { _, change in values.append(-change.newValue!) }
+        object.count = 5
+        #expect(values.current == [5, -5])
+        #expect(object.observationInfo.observerCountsByKeyPath == [\ZeroSized.count: 2])
+        [first, second].forEach { $0.invalidate() }
     }
 
     @Test func anInheritedWritablePropertyObservedThroughTheSubclassTakesTheDirectRoute() {

@@ -89,8 +89,8 @@ extension _ObservationRoute {
         in registry: _ObserverRegistry
     ) -> [_SlotKey] {
         var slots: [_SlotKey] = [.keyPath(keyPath)]
-        if let isZeroSized = _ObservedKeyCache.isZeroSized(keyPath, in: type(of: object)) {
-            slots.append(.observedProperty(keyPath, isZeroSized: isZeroSized))
+        if let known = _ObservedKeyCache.lookUp(keyPath, in: type(of: object)) {
+            slots.append(.observedProperty(known.canonical, isZeroSized: known.isZeroSized))
             return slots
         }
         let reads = registry.probe { _ = object[keyPath: keyPath] }

@@ -33,8 +33,8 @@ enum _ObservationRoute {
         fileID: String,
         line: UInt
     ) -> _ObservationRoute {
-        if let isZeroSized = _ObservedKeyCache.isZeroSized(keyPath, in: type(of: object)) {
-            return .direct(.observedProperty(keyPath, isZeroSized: isZeroSized))
+        if let known = _ObservedKeyCache.lookUp(keyPath, in: type(of: object)) {
+            return .direct(.observedProperty(known.canonical, isZeroSized: known.isZeroSized))
         }
         if let explicit = (Root.self as? any _ExplicitlyNotifiedKeys.Type)?._explicitKey(for: keyPath) {
             // State the class keeps itself and notifies with explicit values: a resolved slot.
@@ -58,8 +58,10 @@ enum _ObservationRoute {
                 return .direct(slot)
             }
             if read.key == keyPath {
-                // Equal but not identical: a generic class, whose key paths are not uniqued, or a key
-                // path built at run time.
+                // Equal but not identical: a literal written at another site than the accessor's,
+                // a generic class, whose key paths are not uniqued, or a key path built at run time.
+                // Remembered with the accessor's object (the cache bounds how many it keeps).
+                _ObservedKeyCache.insert(keyPath, canonical: read.key, in: type(of: object), isZeroSized: read.isZeroSized)
                 return .direct(slot)
             }
             if isInherited(read.key, by: keyPath) {
