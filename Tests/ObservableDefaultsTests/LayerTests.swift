@@ -190,7 +190,6 @@ struct LayerTests {
         #expect(LayerKeyNames.variableName(prefix: "", key: "http2Enabled") == "HTTP2_ENABLED")
         #expect(LayerKeyNames.variableName(prefix: "P", key: "cache.size-limit") == "P_CACHE_SIZE_LIMIT")
         #expect(LayerKeyNames.kebabCase("maxHTTPConnections") == "max-http-connections")
-        #expect(LayerKeyNames.camelCase(fromKebab: "playback-speed") == "playbackSpeed")
     }
 
     @Test func twoKeysReadingOneVariableAreReportedWhenTheStoreIsMade() {
@@ -223,6 +222,24 @@ struct LayerTests {
         #expect(report.reason.contains("U_UNDECODABLE_SPEED"))
         #expect(store.source(of: key).layers[0].problem != nil)
         #expect(store.source(of: key).answering.kind == .arguments)
+    }
+
+    /// A decoding error can quote a changed form or a part of the value (`7.25` and a tab is reported as
+    /// "7.25 is not an Int"): a secret key's reports and source leave the reason out.
+    @Test func aSecretThatDoesNotDecodeIsReportedWithoutAnyPartOfIt() {
+        let key = DefaultsKey("secretPoolSize", default: 4, isSecret: true)
+        let errors = Locked<[DefaultsError]>([])
+        let store = store([.environment(prefix: "SEC", variables: ["SEC_SECRET_POOL_SIZE": "7.25\t"])], errors: errors)
+        #expect(store[key] == 4)
+        let reports = errors.current.filter { $0.key == "secretPoolSize" }
+        #expect(reports.count == 1)
+        for report in reports {
+            #expect(report.found == "<redacted>")
+            #expect(!report.reason.contains("7.25") && !report.description.contains("7.25"), "\(report)")
+        }
+        let source = store.source(of: key)
+        #expect(source.layers[0].problem == "does not decode as Int")
+        #expect(!source.description.contains("7.25"), "\(source)")
     }
 
     @Test func textDecodesForTheKeysType() {
@@ -312,6 +329,23 @@ struct LayerTests {
         #expect(changes.current.last?.values[password] == "two")
         token.invalidate()
         passwordToken.invalidate()
+    }
+
+    /// A kebab-case file name does not say how its key is written (`max-http-connections` is
+    /// `maxHTTPConnections`): its change still reaches the key's observers.
+    @Test func aKebabCaseFileOfAnAcronymKeyNotifiesWhenItChanges() throws {
+        let key = DefaultsKey("maxHTTPPoolSize", default: 1)
+        let config = directory.path + "/acronyms"
+        try FileManager.default.createDirectory(atPath: config, withIntermediateDirectories: true)
+        try writeAtomically("2", to: config + "/max-http-pool-size")
+        let store = store([.directory(URL(fileURLWithPath: config))])
+        #expect(store[key] == 2)
+        let seen = Locked<[Int]>([])
+        let token = store.observe(key, options: [.new]) { _, change in seen.append(change.newValue!) }
+        try writeAtomically("3", to: config + "/max-http-pool-size")
+        #expect(waitUntil { seen.current == [3] })
+        #expect(store[key] == 3)
+        token.invalidate()
     }
 
     @Test func aDirectoryThatAppearsLaterIsRead() throws {

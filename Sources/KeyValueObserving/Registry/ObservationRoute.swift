@@ -60,7 +60,7 @@ enum _ObservationRoute {
             if read.key == keyPath {
                 // Equal but not identical: a literal written at another site than the accessor's,
                 // a generic class, whose key paths are not uniqued, or a key path built at run time.
-                // Remembered with the accessor's object (the cache bounds how many it keeps).
+                // Remembered with the accessor's object (the cache bounds how many such it keeps).
                 _ObservedKeyCache.insert(keyPath, canonical: read.key, in: type(of: object), isZeroSized: read.isZeroSized)
                 return .direct(slot)
             }

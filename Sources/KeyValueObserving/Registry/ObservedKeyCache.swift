@@ -7,8 +7,8 @@
 /// in another file than the accessor's is another object (each literal site is its own), and without
 /// it every registration through it paid the probe (a registration of 100,000 objects × 10 observers
 /// spent 60% of its instructions there). A key path built at run time, or one of a generic class, can
-/// be a new object each time: `maximumEntries` bounds what those keep alive; past it they are probed,
-/// as before. It is per class
+/// be a new object each time: `maximumEqualEntries` bounds what those keep alive (past it they are
+/// probed, as before), apart from the uniqued literals, which are always recorded. It is per class
 /// because a subclass's dependency table may declare inputs for an inherited stored property.
 ///
 /// A `_HashTable` of the two identities, read without a lock (`_EpochPublished`): a look-up on every
@@ -27,6 +27,8 @@ enum _ObservedKeyCache {
     // (`@exclusivity(unchecked)`). It keeps the identified key paths alive, so an identifier is never
     // reused for another key path; classes live for the life of the process.
     @exclusivity(unchecked) nonisolated(unsafe) private static var keyPaths: [AnyKeyPath] = []
+    // Invariant: only accessed with `lock` held (as `keyPaths`).
+    @exclusivity(unchecked) nonisolated(unsafe) private static var equalEntries = 0
 
     /// A key path's and a class's identities.
     struct Key: Equatable {
@@ -54,8 +56,8 @@ enum _ObservedKeyCache {
         Key(keyPath: UInt(bitPattern: ObjectIdentifier(keyPath)), type: UInt(bitPattern: ObjectIdentifier(type)))
     }
 
-    /// At most this many key-path objects are recorded.
-    static let maximumEntries = 4096
+    /// At most this many key paths equal to an accessor's, but other objects, are recorded.
+    static let maximumEqualEntries = 1024
 
     /// Whether the property is zero-sized, if `keyPath` is a known `@Observed` key of `type`; else `nil`.
     static func isZeroSized(_ keyPath: AnyKeyPath, in type: AnyClass) -> Bool? {
@@ -83,13 +85,20 @@ enum _ObservedKeyCache {
             hashKey: key(keyPath, type), isZeroSized: isZeroSized, canonical: UInt(bitPattern: ObjectIdentifier(canonical)))
         storage.lock.lock()
         let current = storage.tables.load()
-        if keyPaths.count < maximumEntries, current?._withUnsafeGuaranteedRef({ $0.element(for: entry.hashKey) }) == nil {
+        let isEqualEntry = canonical !== keyPath
+        if !isEqualEntry || equalEntries < maximumEqualEntries,
+            current?._withUnsafeGuaranteedRef({ $0.element(for: entry.hashKey) }) == nil
+        {
+            // Kept alive before the table that names them is published.
+            keyPaths.append(keyPath)
+            if isEqualEntry {
+                keyPaths.append(canonical)
+                equalEntries += 1
+            }
             // A published table is never written: the new key goes into a copy, published instead.
             let next = current?._withUnsafeGuaranteedRef { $0.copy(reserving: 1) } ?? .make(count: 1, extra: ())
             next.insert(entry)
             storage.tables.publish(next)
-            keyPaths.append(keyPath)
-            if canonical !== keyPath { keyPaths.append(canonical) }
         }
         storage.lock.unlock()
         if storage.tables.needsReclaiming { storage.tables.reclaim(lock: storage.lock) }

@@ -178,9 +178,10 @@ extension DefaultsLayerStack: _ExplicitlyNotifiedKeys {
             for problem in source.problems { reportOnce(problem: problem, layer: index) }
         }
         var changed: Set<String> = []
-        for name in names.sorted() {
-            // A name no key was made of (a file of the directory no code reads, a kebab-case
-            // spelling) is nobody's change.
+        // The keys the changed names spell, as written or in kebab case (a directory's file names):
+        // a name no key was made of is nobody's change.
+        let keys = DefaultsKeyNames.allNames().filter { names.contains($0) || names.contains(LayerKeyNames.kebabCase($0)) }
+        for name in keys.sorted() {
             guard let offset = DefaultsKeyNames.existingOffset(of: name) else { continue }
             guard let value = reread(name, offset: offset, cause: .layer(index), origin: origin) else { continue }
             changed.insert(name)
@@ -200,16 +201,18 @@ extension DefaultsLayerStack: _ExplicitlyNotifiedKeys {
             let seen = lock.withLock { index < state.slots.count ? state.slots[index]?.version : nil }
             let holdings = read(name)
             let base = storage[_key: offset]
-            let outcome: (stored: Bool, old: Holdings?, version: UInt64) = lock.withLock {
+            // The replaced slot (values of the layers, a cached value) is let go after the lock.
+            let outcome: (stored: Bool, old: Holdings?, version: UInt64, replaced: Slot?) = lock.withLock {
                 if index >= state.slots.count { state.slots.append(contentsOf: repeatElement(nil, count: index + 1 - state.slots.count)) }
                 let current = state.slots[index]
-                guard current?.version == seen else { return (false, nil, 0) }
+                guard current?.version == seen else { return (false, nil, 0, nil) }
                 let old = current?.holdings ?? []
-                guard old != holdings else { return (true, nil, 0) }
+                guard old != holdings else { return (true, nil, 0, nil) }
                 state.version &+= 1
                 state.slots[index] = Slot(holdings: holdings, version: state.version)
-                return (true, old, state.version)
+                return (true, old, state.version, current)
             }
+            withExtendedLifetime(outcome.replaced) {}
             guard outcome.stored else { continue }
             guard let old = outcome.old else { return nil }
             return LayeredValue(

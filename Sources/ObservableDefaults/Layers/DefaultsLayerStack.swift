@@ -292,8 +292,9 @@ package final class DefaultsLayerStack: KeyValueObservable, @unchecked Sendable 
         reportOnce(
             DefaultsError(
                 .layerProblem, location: storage.backend.location, key: key, found: found,
-                reason: "the \(kinds[layer]) layer's value of key '\(key)' (\(spelling)) does not decode as \(Value.self): \(reason); "
-                    + "the next layer answers"),
+                reason: "the \(kinds[layer]) layer's value of key '\(key)' (\(spelling)) does not decode as \(Value.self)"
+                    // A secret's reason is left out: it can quote the value, or a part of it.
+                    + (DefaultsKeyNames.isSecret(key) ? "; " : ": \(reason); ") + "the next layer answers"),
             cause: cause)
     }
 }

@@ -77,18 +77,22 @@ public final class DefaultsMemoryLayer: Sendable {
 
     /// Applies one change under the lock, then tells the stores made with the layer (lock released).
     private func change(_ name: String, _ make: (UInt64) -> MemoryValue?) {
-        let stacks: [DefaultsLayerStack] = state.withLock { state in
+        // The replaced value and the stacks are let go after the lock: a value's or a store's deinit
+        // runs no code under it.
+        let (stacks, replaced): ([DefaultsLayerStack], MemoryValue?) = state.withLock { state in
             state.generation &+= 1
             let old = state.values[name]
             if let new = make(state.generation) {
                 state.values[name] = new
             } else {
-                guard old != nil else { return [] }
+                guard old != nil else { return ([], nil) }
                 state.values[name] = nil
             }
-            state.stacks.removeAll { $0.stack == nil }
-            return state.stacks.compactMap(\.stack)
+            let live = state.stacks.compactMap(\.stack)
+            state.stacks = live.map { WeakStack(stack: $0) }
+            return (live, old)
         }
+        withExtendedLifetime(replaced) {}
         for stack in stacks { stack.layerChanged(self, names: [name]) }
     }
 

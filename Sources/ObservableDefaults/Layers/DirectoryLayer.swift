@@ -138,14 +138,14 @@ package final class DirectoryLayer: TextLayerSource, @unchecked Sendable {
         timer?.cancel()
     }
 
-    /// Reads the directory again and reports the keys whose files changed.
+    /// Reads the directory again and reports the names of the files that changed (the stack finds
+    /// the keys they spell: a kebab-case name does not say how its key is written).
     private func reload() {
         let (contents, problems) = Self.load(path)
         let (changed, onChange): (Set<String>, (@Sendable (Set<String>) -> Void)?) = lock.withLock {
             var changed = Set<String>()
             for name in Set(state.contents.keys).union(contents.keys) where state.contents[name] != contents[name] {
                 changed.insert(name)
-                changed.insert(LayerKeyNames.camelCase(fromKebab: name))
             }
             state.contents = contents
             let problemsChanged = state.problems != problems
@@ -157,7 +157,9 @@ package final class DirectoryLayer: TextLayerSource, @unchecked Sendable {
 
     private static func dispatchInterval(_ duration: Duration) -> DispatchTimeInterval {
         let (seconds, attoseconds) = duration.components
-        return .nanoseconds(max(1_000_000, Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
+        // Clamped: a huge interval is not an overflow (a day is plenty between looks).
+        let nanoseconds = min(seconds, 86_400) * 1_000_000_000 + attoseconds / 1_000_000_000
+        return .nanoseconds(max(1_000_000, Int(nanoseconds)))
     }
 
     // MARK: Reading
@@ -177,7 +179,7 @@ package final class DirectoryLayer: TextLayerSource, @unchecked Sendable {
                 problems.append("\(filePath) is \(info.st_size) bytes, larger than a value can be (\(maximumFileSize)); it is skipped")
                 continue
             }
-            let descriptor = open(filePath, O_RDONLY | O_CLOEXEC)
+            let descriptor = open(filePath, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
             guard descriptor >= 0 else {
                 problems.append("\(filePath) cannot be read (\(DefaultsFile.describe(errno))); it is skipped")
                 continue
@@ -196,6 +198,10 @@ package final class DirectoryLayer: TextLayerSource, @unchecked Sendable {
                 bytes += buffer[..<count]
             }
             close(descriptor)
+            if failed == 0, bytes.count > maximumFileSize {
+                problems.append("\(filePath) is larger than a value can be (\(maximumFileSize) bytes); it is skipped")
+                continue
+            }
             if failed != 0 {
                 problems.append("\(filePath) cannot be read (\(DefaultsFile.describe(failed))); it is skipped")
                 continue

@@ -126,13 +126,6 @@ package enum LayerKeyNames {
         guard !prefix.isEmpty else { return body }
         return prefix.hasSuffix("_") ? prefix + body : prefix + "_" + body
     }
-
-    /// The key name a kebab-case spelling stands for: `playback-speed` → `playbackSpeed`.
-    package static func camelCase(fromKebab spelling: String) -> String {
-        let parts = spelling.split(separator: "-", omittingEmptySubsequences: true)
-        guard let first = parts.first else { return spelling }
-        return String(first) + parts.dropFirst().map { $0.prefix(1).uppercased() + $0.dropFirst() }.joined()
-    }
 }
 
 /// The command-line layer: the arguments parsed once, when the store is made.

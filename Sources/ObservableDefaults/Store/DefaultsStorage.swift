@@ -216,7 +216,7 @@ package final class DefaultsStorage: KeyValueObservable, @unchecked Sendable {
                 report(
                     DefaultsError(
                         .typeMismatch, location: backend.location, key: key.name, found: found,
-                        reason: "which does not decode as \(Value.self) (\(Self.describe(error)))"
+                        reason: "which does not decode as \(Value.self)" + Self.detail(of: error, key: key.name)
                     ))
             }
             return absentValue(for: key)
@@ -315,6 +315,12 @@ package final class DefaultsStorage: KeyValueObservable, @unchecked Sendable {
     }
 
     // MARK: Describing errors
+
+    /// ` (why)` for a decoding error of the key `key`'s value; nothing for a secret key, whose
+    /// decoding error can quote its value or a part of it.
+    static func detail(of error: any Error, key: String) -> String {
+        DefaultsKeyNames.isSecret(key) ? "" : " (\(describe(error)))"
+    }
 
     static func describe(_ error: any Error) -> String {
         switch error {

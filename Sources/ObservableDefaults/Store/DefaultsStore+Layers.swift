@@ -72,7 +72,8 @@ extension DefaultsStore {
                         value = shown((try? JSONValue(encoding: memory.value))?.compactText ?? "\(type(of: memory.value))")
                     }
                     if case .failure(let failure) = DefaultsLayerStack.decode(holding, as: Value.self) {
-                        problem = "does not decode as \(Value.self): \(failure.reason)"
+                        // A secret's reason could quote it ("1.5 is not an Int").
+                        problem = "does not decode as \(Value.self)" + (isSecret ? "" : ": \(failure.reason)")
                     } else if answering == nil {
                         answering = layers.count
                     }

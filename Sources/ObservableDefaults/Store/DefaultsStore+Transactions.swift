@@ -169,7 +169,7 @@ extension DefaultsStorage {
         } catch {
             throw DefaultsError(
                 .typeMismatch, location: backend.location, key: key.name, found: entry.json?.compactText,
-                reason: "which does not decode as \(Value.self) (\(Self.describe(error))); update leaves it as it is"
+                reason: "which does not decode as \(Value.self)\(Self.detail(of: error, key: key.name)); update leaves it as it is"
             )
         }
     }
