@@ -105,7 +105,7 @@ package final class EtcdCluster: @unchecked Sendable {
         let logPath: String
     }
 
-    let members: [Member]
+    private(set) var members: [Member]
     private let options: Options
     private let root: String
     private let token = UUID().uuidString
@@ -137,19 +137,36 @@ package final class EtcdCluster: @unchecked Sendable {
         EtcdCluster.removeAbandonedDirectories()
         try? "\(getpid())".write(toFile: "\(root)/owner.pid", atomically: true, encoding: .utf8)
         self.options = options
-        let ports = try freeLoopbackPorts(3 * count)
-        members = (0..<count).map { index in
-            Member(
-                name: "m\(index)", clientPort: ports[3 * index], peerPort: ports[3 * index + 1], metricsPort: ports[3 * index + 2],
-                dataDirectory: "\(root)/m\(index).data", logPath: "\(root)/m\(index).log")
-        }
-        processes = Array(repeating: nil, count: count)
-        do {
-            for index in members.indices { try launch(index) }
-            for index in members.indices { try waitUntilHealthy(index, seconds: seconds) }
-        } catch {
-            stop()
-            throw error
+        // The ports are free when chosen, not when etcd binds them: another test's process (or an
+        // outgoing connection) can take one in between. Such a start is tried again on new ports.
+        var attempt = 0
+        while true {
+            let ports = try freeLoopbackPorts(3 * count)
+            members = (0..<count).map { index in
+                Member(
+                    name: "m\(index)", clientPort: ports[3 * index], peerPort: ports[3 * index + 1], metricsPort: ports[3 * index + 2],
+                    dataDirectory: "\(root)/a\(attempt)-m\(index).data", logPath: "\(root)/a\(attempt)-m\(index).log")
+            }
+            processes = Array(repeating: nil, count: count)
+            do {
+                for index in members.indices { try launch(index) }
+                for index in members.indices { try waitUntilHealthy(index, seconds: seconds) }
+                return
+            } catch {
+                let portTaken = members.contains { member in
+                    (try? String(contentsOfFile: member.logPath, encoding: .utf8))?.contains("address already in use") == true
+                }
+                guard portTaken, attempt < 3 else {
+                    stop()
+                    throw error
+                }
+                attempt += 1
+                let running = lock.withLock {
+                    defer { processes = processes.map { _ in nil } }
+                    return processes
+                }
+                for process in running { process?.kill() }
+            }
         }
     }
 
