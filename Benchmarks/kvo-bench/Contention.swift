@@ -62,12 +62,7 @@ enum Contention {
 
     /// The process's CPU time (user and system, every thread) so far, in nanoseconds.
     static func cpuNanoseconds() -> Double {
-        var usage = rusage()
-        #if canImport(Glibc)
-        getrusage(RUSAGE_SELF.rawValue, &usage)
-        #else
-        getrusage(RUSAGE_SELF, &usage)
-        #endif
+        let usage = processUsage()
         func nanoseconds(_ time: timeval) -> Double { Double(time.tv_sec) * 1e9 + Double(time.tv_usec) * 1e3 }
         return nanoseconds(usage.ru_utime) + nanoseconds(usage.ru_stime)
     }

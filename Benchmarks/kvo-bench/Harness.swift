@@ -17,6 +17,17 @@ func opaque<T>(_ value: T) -> T { value }
 
 // MARK: Time
 
+/// This process's resource usage so far (`getrusage(RUSAGE_SELF)`).
+func processUsage() -> rusage {
+    var usage = rusage()
+    #if canImport(Glibc)
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    #else
+    getrusage(RUSAGE_SELF, &usage)
+    #endif
+    return usage
+}
+
 /// Monotonic time in nanoseconds.
 @inline(__always)
 func monotonicNanoseconds() -> UInt64 {

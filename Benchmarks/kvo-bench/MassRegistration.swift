@@ -36,12 +36,7 @@ enum MassRegistration {
 
     /// Maximum resident set size of this process so far, in bytes.
     static func maximumResidentBytes() -> Int {
-        var usage = rusage()
-        #if canImport(Glibc)
-        getrusage(RUSAGE_SELF.rawValue, &usage)
-        #else
-        getrusage(RUSAGE_SELF, &usage)
-        #endif
+        let usage = processUsage()
         #if canImport(Darwin)
         return Int(usage.ru_maxrss)  // bytes on Darwin
         #else

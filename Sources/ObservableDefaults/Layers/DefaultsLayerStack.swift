@@ -303,13 +303,7 @@ extension DefaultsStorage {
     /// Where the value of `entry` (the storage's, `nil` if absent) comes from for `key`: the back end,
     /// the registered defaults or the key's default.
     func kind<Value>(of entry: Entry?, for key: DefaultsKey<Value>) -> DefaultsLayerKind {
-        if let entry {
-            if entry.typed is Value { return .store }
-            if let json = entry.json, (try? json.decode(as: Value.self)) != nil { return .store }
-            if let typed = entry.typed, let json = try? JSONValue(encoding: typed), (try? json.decode(as: Value.self)) != nil {
-                return .store
-            }
-        }
-        return hasRegisteredValue(key) ? .registered : .defaultValue
+        if let entry, Self.decoded(entry, as: Value.self) != nil { return .store }
+        return absentKind(for: key)
     }
 }

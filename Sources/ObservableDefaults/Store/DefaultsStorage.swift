@@ -156,12 +156,14 @@ package final class DefaultsStorage: KeyValueObservable, @unchecked Sendable {
     /// decode.
     @usableFromInline
     func registeredValue<Value>(_ entry: Entry?, for key: DefaultsKey<Value>) -> Value {
-        guard let entry else { return key.defaultValue }
+        entry.flatMap { Self.decoded($0, as: Value.self) } ?? key.defaultValue
+    }
+
+    /// `entry` as a `Value`: its typed value, else its JSON (stored, or the typed value encoded)
+    /// decoded; `nil` if it does not read as one.
+    static func decoded<Value: Decodable>(_ entry: Entry, as _: Value.Type) -> Value? {
         if let typed = entry.typed as? Value { return typed }
-        guard let typed = entry.typed, let json = try? JSONValue(encoding: typed), let value = try? json.decode(as: Value.self) else {
-            return key.defaultValue
-        }
-        return value
+        return json(of: entry).flatMap { try? $0.decode(as: Value.self) }
     }
 
     /// Where the value of `key` after `change` comes from.
@@ -180,9 +182,7 @@ package final class DefaultsStorage: KeyValueObservable, @unchecked Sendable {
     /// Whether `key` has a registered default that reads as a `Value`.
     func hasRegisteredValue<Value>(_ key: DefaultsKey<Value>) -> Bool {
         guard let entry = lock.withLock({ state.registered[key.name] }) else { return false }
-        if entry.typed is Value { return true }
-        guard let typed = entry.typed, let json = try? JSONValue(encoding: typed) else { return false }
-        return (try? json.decode(as: Value.self)) != nil
+        return Self.decoded(entry, as: Value.self) != nil
     }
 
     /// `value(of:for:caching:)` for an entry that does not hold a `Value`: decode its JSON.

@@ -109,9 +109,7 @@ extension DefaultsStore {
 
     /// An entry's value as compact JSON.
     static func text(of entry: DefaultsStorage.Entry) -> String? {
-        if let json = entry.json { return json.compactText }
-        guard let typed = entry.typed else { return nil }
-        return (try? JSONValue(encoding: typed))?.compactText
+        DefaultsStorage.json(of: entry)?.compactText
     }
 
     // MARK: Observing a layered store

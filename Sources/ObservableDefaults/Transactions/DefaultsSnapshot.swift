@@ -51,10 +51,7 @@ public struct DefaultsSnapshot: Sendable {
 
     /// The registered default of `key` at the snapshot's instant, else its own.
     private func registeredValue<Value>(of key: DefaultsKey<Value>) -> Value {
-        guard let entry = registered[key.name] else { return key.defaultValue }
-        if let typed = entry.typed as? Value { return typed }
-        guard let typed = entry.typed, let json = try? JSONValue(encoding: typed) else { return key.defaultValue }
-        return (try? json.decode(as: Value.self)) ?? key.defaultValue
+        registered[key.name].flatMap { DefaultsStorage.decoded($0, as: Value.self) } ?? key.defaultValue
     }
 
     /// Whether `key` had a value in the back end or in a layer (as opposed to reading a registered
