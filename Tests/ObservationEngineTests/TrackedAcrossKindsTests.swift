@@ -64,6 +64,48 @@ struct TrackedAcrossKindsTests {
             ])
     }
 
+    @Test func anEvaluationNestedInsideAnotherKeepsWhatTheOuterOneExpects() {
+        // Progress keys are recorded through the thread's expected-read cursor in every build. The
+        // outer expression reads `first`, then sets an input of the inner observation (which is
+        // evaluated there, nested, with a cursor of its own), then reads `shared`, which the inner
+        // one reads too. Each re-evaluation must keep observing `shared`: a cursor left pointing
+        // at the inner observation's inputs would match the outer read there, and the outer
+        // observation would drop `shared` at the end of its evaluation.
+        let first = ObservableProgress(totalUnitCount: 100)
+        let shared = ObservableProgress(totalUnitCount: 100)
+        let trigger = ObservableProgress(totalUnitCount: 1_000)
+        let outerValues = Locked<[Int64]>([])
+        let innerValues = Locked<[Int64]>([])
+        let inner = KeyValueObservation.tracking(options: [.new]) {
+            trigger.completedUnitCount * 1_000 + shared.completedUnitCount
+        } changeHandler: { change in
+            innerValues.append(change.newValue!)
+        }
+        let evaluations = Locked(0)
+        let outer = KeyValueObservation.tracking(options: [.new]) {
+            let value = first.completedUnitCount
+            let count = evaluations.withLock { count -> Int in
+                count += 1
+                return count
+            }
+            trigger.completedUnitCount = Int64(count)
+            return value * 1_000 + shared.completedUnitCount
+        } changeHandler: { change in
+            outerValues.append(change.newValue!)
+        }
+        first.completedUnitCount = 1
+        shared.completedUnitCount = 2
+        first.completedUnitCount = 3
+        shared.completedUnitCount = 4
+        #expect(outerValues.current == [1_000, 1_002, 3_002, 3_004])
+        // The inner observation: each outer evaluation's trigger (the first at the outer one's
+        // registration), and each change of `shared` (the inner one registered first, so it hears
+        // of it before the outer one evaluates and sets the trigger).
+        #expect(innerValues.current == [1_000, 2_000, 2_002, 3_002, 4_002, 4_004, 5_004])
+        outer.invalidate()
+        inner.invalidate()
+    }
+
     @Test func eightThreadsChangingProgressAndDefaultsKeysGiveAnExactChain() {
         let iterations: Int64 = 2_000
         let defaults = TemporaryDefaults()

@@ -171,7 +171,7 @@ func _track<Root: AnyObject, Value>(
 ) -> (token: KeyValueObservation, tracker: _TrackerCore) {
     let state = _TrackedState(root: root, options: options, isDuplicate: isDuplicate, expression: expression, handler: handler)
     let tracker = _TrackerCore(wantsPrior: options.contains(.prior), fileID: fileID, line: line)
-    tracker.step = { core, step in state.step(core, step) }
+    tracker._setStep { core, step in state.step(core, step) }
     tracker._setOnQuiet(onQuiet)
     tracker.start(root: isRooted ? root as? KeyValueObservable : nil)
     return (KeyValueObservation(invalidating: tracker), tracker)

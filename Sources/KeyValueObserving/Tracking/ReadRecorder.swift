@@ -36,16 +36,41 @@ class _ReadRecorder {
     /// Makes this the thread's innermost recorder.
     final func begin() {
         outer = _kvo_get_thread_recorder()
-        if outer == nil { _kvo_add_recording_threads(1) }
+        if let outer {
+            Unmanaged<_ReadRecorder>.fromOpaque(outer)._withUnsafeGuaranteedRef { $0.suspend() }
+        } else {
+            _kvo_add_recording_threads(1)
+        }
         _kvo_set_thread_recorder(Unmanaged.passUnretained(self).toOpaque())
+        resume()
     }
 
     /// Puts back the recorder `begin()` replaced.
     final func end() {
         _kvo_set_thread_recorder(outer)
-        if outer == nil { _kvo_add_recording_threads(-1) }
+        if let outer {
+            Unmanaged<_ReadRecorder>.fromOpaque(outer)._withUnsafeGuaranteedRef { $0.resume() }
+        } else {
+            _kvo_set_expected_reads(nil, nil)
+            _kvo_add_recording_threads(-1)
+        }
         outer = nil
     }
+
+    /// Whether this is its thread's innermost recorder.
+    final var isInnermost: Bool {
+        _kvo_get_thread_recorder() == Unmanaged.passUnretained(self).toOpaque()
+    }
+
+    /// Becomes the innermost recorder again (`begin`, or the end of a recorder nested in it):
+    /// installs the reads it expects (`_kvo_set_expected_reads`); this one expects none.
+    func resume() {
+        _kvo_set_expected_reads(nil, nil)
+    }
+
+    /// Stops being the innermost recorder (another one begins inside it): takes back what the
+    /// thread's expected-read cursor learned.
+    func suspend() {}
 
     /// Records `read` if it is for this recorder; returns `false` to let the next recorder out
     /// have it.
@@ -53,20 +78,14 @@ class _ReadRecorder {
         false
     }
 
-    /// What a tracking recorder does with a read of the input it expects next: counts it, and
-    /// returns `true`. Nothing else is looked at (no metadata, no key path): a re-evaluation that
-    /// reads what the previous one read costs a comparison per read.
-    func recordIfExpected(_ object: ObjectIdentifier, offset: Int) -> Bool {
-        false
-    }
-
     /// Whether a read of `object`'s key at `offset` needs nothing more: this thread records
-    /// nothing (another thread does), or its recorder expected exactly that read.
+    /// nothing (another thread does), or its innermost recorder expected exactly that read next
+    /// (`_kvo_read_is_expected`: a tracked re-evaluation that reads what the previous one read
+    /// costs a comparison per read, no call and no reference count).
     @inline(__always)
     static func isExpectedOnThisThread(_ object: AnyObject, offset: Int?) -> Bool {
-        guard let pointer = _kvo_get_thread_recorder() else { return true }
-        guard let offset else { return false }
-        return Unmanaged<_ReadRecorder>.fromOpaque(pointer).takeUnretainedValue().recordIfExpected(ObjectIdentifier(object), offset: offset)
+        guard let offset else { return _kvo_get_thread_recorder() == nil }
+        return _kvo_read_is_expected(Unmanaged.passUnretained(object).toOpaque(), offset) != 0
     }
 
     /// Hands `read` to the innermost recorder of this thread that takes it.
@@ -143,8 +162,23 @@ extension Observed {
     static func _recordRead<EnclosingSelf: KeyValueObservable>(
         of object: EnclosingSelf, storageOffset: Int?, storageKey: AnyKeyPath?, key: () -> AnyKeyPath
     ) {
-        // Before anything generic: `Observed<Value>`'s metadata is a run-time look-up.
-        if _ReadRecorder.isExpectedOnThisThread(object, offset: MemoryLayout<Value>.size == 0 ? nil : storageOffset) { return }
+        // The common case, in a frame of its own that saves no registers: this thread records
+        // nothing, or its recorder expected exactly this read. Zero-sized properties may share
+        // their offset: their key path tells them apart, below.
+        if let storageOffset, MemoryLayout<Value>.size != 0,
+            _kvo_read_is_expected(Unmanaged.passUnretained(object).toOpaque(), storageOffset) != 0
+        {
+            return
+        }
+        _recordUnexpectedRead(of: object, storageOffset: storageOffset, storageKey: storageKey, key: key)
+    }
+
+    /// `_recordRead`, for a read the thread's recorder did not expect (or one without an offset).
+    @inline(never)
+    static func _recordUnexpectedRead<EnclosingSelf: KeyValueObservable>(
+        of object: EnclosingSelf, storageOffset: Int?, storageKey: AnyKeyPath?, key: () -> AnyKeyPath
+    ) {
+        if storageOffset == nil || MemoryLayout<Value>.size == 0, _kvo_get_thread_recorder() == nil { return }
         withoutActuallyEscaping(key) { key in
             _ReadRecorder.recordOnThisThread(
                 _ObservableRead(

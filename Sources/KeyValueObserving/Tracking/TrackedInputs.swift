@@ -5,6 +5,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import _KeyValueObservingShims
 
 /// One input of a tracked observation: an observable key of one object that its last evaluation
 /// read, and the observer that tells the tracker of its changes.
@@ -155,9 +156,53 @@ final class _TrackingRecorder: _ReadRecorder {
         begin()
     }
 
+    // MARK: The thread's expected-read cursor
+    //
+    // While this is the innermost recorder and has not diverged, the thread's cursor
+    // (`_kvo_set_expected_reads`) points at `identities[matched]`, and a getter that reads the
+    // expected input moves it on by itself (`_kvo_read_is_expected`); `matched` is then taken
+    // back from it (`pullCursor`) before anything here reads `matched`: in `record`, when a
+    // recorder begins inside this one (`suspend`) and when the evaluation ends.
+
+    /// Installs the cursor at `identities[matched]`, or none once the reads diverged or all were
+    /// matched.
+    private func pushCursor() {
+        let identities = tracker.identities
+        guard !diverged, matched < identities.count, let base = identities.baseAddress else {
+            return _kvo_set_expected_reads(nil, nil)
+        }
+        _kvo_set_expected_reads(UnsafeMutableRawPointer(base + matched), UnsafeMutableRawPointer(base + identities.count))
+    }
+
+    /// Takes `matched` back from the thread's cursor (a null cursor means `matched` is current).
+    private func pullCursor() {
+        guard let cursor = _kvo_get_expected_read(), let base = tracker.identities.baseAddress else { return }
+        matched = cursor.assumingMemoryBound(to: _TrackedInputIdentity.self) - base
+    }
+
+    override func resume() {
+        pushCursor()
+    }
+
+    override func suspend() {
+        pullCursor()
+    }
+
+    /// Ends the evaluation if it read exactly the previous evaluation's inputs (then `true`, and
+    /// nothing changes); otherwise does nothing and returns `false` (`finish()` then ends it).
+    @inline(__always)
+    func finishReadingThePreviousInputs() -> Bool {
+        pullCursor()
+        guard !diverged, matched == tracker.identities.count else { return false }
+        end()
+        isRecording = false
+        return true
+    }
+
     /// Ends the evaluation: the inputs it read, or `nil` if they are the previous ones, and the
     /// previous inputs it no longer reads (to remove).
     func finish() -> (inputs: [_TrackedInput]?, removed: [_TrackedInput]) {
+        pullCursor()
         end()
         isRecording = false
         guard diverged || matched != previous.count else { return (nil, []) }
@@ -175,16 +220,16 @@ final class _TrackingRecorder: _ReadRecorder {
         return (inputs, previous.filter { !kept.contains($0.registration) })
     }
 
-    override func recordIfExpected(_ object: ObjectIdentifier, offset: Int) -> Bool {
-        let identities = tracker.identities
-        guard !diverged, matched < identities.count else { return false }
-        let expected = identities[matched]
-        guard expected.objectID == object, expected.offset == offset else { return false }
-        matched += 1
-        return true
+    override func record(_ read: _ObservableRead) -> Bool {
+        // Innermost, the cursor holds `matched`; otherwise `suspend` took it back.
+        guard isInnermost else { return recordPastTheCursor(read) }
+        pullCursor()
+        defer { pushCursor() }
+        return recordPastTheCursor(read)
     }
 
-    override func record(_ read: _ObservableRead) -> Bool {
+    /// `record`, with `matched` current.
+    private func recordPastTheCursor(_ read: _ObservableRead) -> Bool {
         if !diverged {
             if matched < previous.count, previous[matched].matches(read) {
                 matched += 1

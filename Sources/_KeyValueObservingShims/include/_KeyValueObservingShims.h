@@ -12,16 +12,28 @@
 /// evaluation, a registration's probe): while it is 0, an @Observed getter records nothing.
 __attribute__((weak)) long _kvo_recording_threads = 0;
 
-/// This thread's two pointers: [0] the innermost read recorder (a `_ReadRecorder`, unretained) or
+/// This thread's four pointers: [0] the innermost read recorder (a `_ReadRecorder`, unretained) or
 /// null; [1] the tracked-change deferral (a `_TrackingDeferral`, unretained), set while a batch's
-/// changes are delivered so that a tracked observation is evaluated once for them, or null.
+/// changes are delivered so that a tracked observation is evaluated once for them, or null; [2]
+/// and [3] the reads the innermost recorder expects next, when it is a tracked observation's
+/// evaluation: the next (object address, key offset) pair of its previous evaluation's inputs and
+/// the end of them, or both null (see `_kvo_read_is_expected`).
 ///
 /// A weak function holding a function-local thread-local array: every module (every object file
 /// of a debug build) that uses it emits the same weak definition, the linker keeps one, and so
 /// there is one array per thread. (A `static` variable would be one per object file; a weak
-/// thread-local variable is not supported everywhere.)
+/// thread-local variable is not supported everywhere, and the importer does not emit one; a .c
+/// file's definition brings DWARF 5 debug information, which the callgrind gate's valgrind cannot
+/// read.) Initial-exec: an access is a load of the thread pointer, with no call of
+/// `__tls_get_addr` (a library loaded later with `dlopen` takes the 32 bytes from the static TLS
+/// reserve the C library keeps for that).
+#if defined(__linux__)
+#define _KVO_INITIAL_EXEC __attribute__((tls_model("initial-exec")))
+#else
+#define _KVO_INITIAL_EXEC
+#endif
 __attribute__((weak)) void **_kvo_thread_slots(void) {
-    static __thread void *slots[2];
+    static __thread _KVO_INITIAL_EXEC void *slots[4];
     return slots;
 }
 
@@ -44,8 +56,44 @@ static inline void _kvo_add_live_trackers(long delta) {
     __atomic_fetch_add(&_kvo_live_trackers, delta, __ATOMIC_RELAXED);
 }
 
+/// The Swift runtime's own reference counting entry points (exported by libswiftCore on every
+/// platform, C calling convention), under names of ours so that no other declaration of them can
+/// clash: a tracked observation holds its root by an unowned reference count, which keeps the
+/// object's memory (not the object) valid, and takes a strong reference with `swift_tryRetain`,
+/// which fails once the object's deinitialisation began. A Swift `weak` reference does the same
+/// through a side table, which puts every later retain and release of the object on the runtime's
+/// slow path.
+#if defined(__APPLE__)
+#define _KVO_RUNTIME_SYMBOL(name) "_" name
+#else
+#define _KVO_RUNTIME_SYMBOL(name) name
+#endif
+extern void *_kvo_swift_tryRetain(void *object) __asm__(_KVO_RUNTIME_SYMBOL("swift_tryRetain"));
+extern void *_kvo_swift_unownedRetain(void *object) __asm__(_KVO_RUNTIME_SYMBOL("swift_unownedRetain"));
+extern void _kvo_swift_unownedRelease(void *object) __asm__(_KVO_RUNTIME_SYMBOL("swift_unownedRelease"));
+
 static inline void *_kvo_get_thread_recorder(void) { return _kvo_thread_slots()[0]; }
 static inline void _kvo_set_thread_recorder(void *recorder) { _kvo_thread_slots()[0] = recorder; }
+static inline void *_kvo_get_expected_read(void) { return _kvo_thread_slots()[2]; }
+static inline void _kvo_set_expected_reads(void *next, void *end) {
+    void **slots = _kvo_thread_slots();
+    slots[2] = next;
+    slots[3] = end;
+}
+
+/// Whether a read of the key at `offset` of the object at `object` needs nothing more: this thread
+/// records nothing, or its innermost recorder expected exactly this read next (the cursor then
+/// moves past it). A tracked evaluation that reads what its previous one read pays this per read:
+/// no call, no reference count.
+static inline __attribute__((always_inline)) long _kvo_read_is_expected(const void *object, long offset) {
+    void **slots = _kvo_thread_slots();
+    if (slots[0] == 0) return 1;
+    const long *next = (const long *)slots[2];
+    if (next == (const long *)slots[3] || (const void *)next[0] != object || next[1] != offset) return 0;
+    slots[2] = (void *)(next + 2);
+    return 1;
+}
+
 static inline void *_kvo_get_thread_deferral(void) { return _kvo_thread_slots()[1]; }
 static inline void _kvo_set_thread_deferral(void *deferral) { _kvo_thread_slots()[1] = deferral; }
 
