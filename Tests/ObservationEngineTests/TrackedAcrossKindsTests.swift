@@ -106,6 +106,48 @@ struct TrackedAcrossKindsTests {
         inner.invalidate()
     }
 
+    @Test func aRootDyingWhileAnotherThreadChangesAnInputGoesQuietWithoutACrash() {
+        // The root is held by an unowned reference count and taken strongly for each evaluation
+        // only while it is not deinitialising (the runtime's swift_tryRetain). A writer changes
+        // an input of another object while the main thread drops the root's last reference: no
+        // evaluation may use the root once its deinitialisation began, and after it nothing is
+        // delivered.
+        for _ in 0..<200 {
+            let progress = ObservableProgress(totalUnitCount: 1_000_000)
+            let died = Locked(false)
+            let deliveredAfterDeath = Locked(0)
+            let delivered = Locked(0)
+            var root: TrackedProgressHolder? = TrackedProgressHolder(progress, onDeinit: { died.withLock { $0 = true } })
+            let token = root!.observeTracking(options: [.new]) {
+                $0.progress.completedUnitCount
+            } changeHandler: { holder, _ in
+                // `holder` is a strong reference: its deinitialisation cannot have begun.
+                if died.current { deliveredAfterDeath.withLock { $0 += 1 } }
+                delivered.withLock { $0 += 1 }
+                withExtendedLifetime(holder) {}
+            }
+            let started = Locked(false)
+            let writer = TestThread {
+                var value: Int64 = 0
+                while value < 2_000 {
+                    value += 1
+                    progress.completedUnitCount = value
+                    if value == 50 { started.withLock { $0 = true } }
+                }
+            }
+            while !started.current {}
+            root = nil
+            writer.join()
+            let count = delivered.current
+            progress.completedUnitCount = 0
+            #expect(died.current)
+            #expect(deliveredAfterDeath.current == 0)
+            #expect(delivered.current == count)
+            #expect(count >= 50)
+            token.invalidate()
+        }
+    }
+
     @Test func eightThreadsChangingProgressAndDefaultsKeysGiveAnExactChain() {
         let iterations: Int64 = 2_000
         let defaults = TemporaryDefaults()
@@ -192,6 +234,22 @@ struct TrackedAcrossKindsTests {
         #expect(log.current == ["prior 0→-", "0→1", "1→3"])
         #expect(get() == 3)
         token.invalidate()
+    }
+}
+
+/// A root that reaches a progress it does not own, and tells of its deinitialisation.
+/// `@unchecked Sendable`: both properties are immutable (the progress is thread-safe).
+final class TrackedProgressHolder: KeyValueObservable, @unchecked Sendable {
+    let progress: ObservableProgress
+    private let onDeinit: @Sendable () -> Void
+
+    init(_ progress: ObservableProgress, onDeinit: @escaping @Sendable () -> Void) {
+        self.progress = progress
+        self.onDeinit = onDeinit
+    }
+
+    deinit {
+        onDeinit()
     }
 }
 
