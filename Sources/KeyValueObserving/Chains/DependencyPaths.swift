@@ -24,8 +24,8 @@ import Synchronization
 /// object in place (the end of the path above all), keep their followers.
 final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
     // Invariant: `paths`, `entry` and `needsPrior` are immutable (key paths are immutable objects,
-    // entries are thread-safe); `root` is never written after init (loading a weak reference is
-    // thread-safe); `state` is only accessed with `lock` held, `pending` is a lock itself;
+    // entries are thread-safe); `root` is never written after init (and is thread-safe, see
+    // `_UnretainedReference`); `state` is only accessed with `lock` held, `pending` is a lock itself;
     // `isActive` is atomic.
     private let paths: [_FollowedPath]
     /// The registration's entry, told of the changes (`willChange`/`didChange` with the root).
@@ -36,7 +36,9 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
     /// What the entry returned before each change, for the announcement after it; announcements nest
     /// per thread, like `willChangeValue`/`didChangeValue`.
     private let pending = Locked<[(thread: pthread_t, old: Any?)]>([])
-    private weak let root: KeyValueObservable?
+    /// Not retained, without a weak reference's side table (see `_UnretainedReference`).
+    private let rootReference: _UnretainedReference<KeyValueObservable>
+    private var root: KeyValueObservable? { rootReference.object }
     private let lock = Lock()
     private var state: State
     private let isActive = Atomic<Bool>(true)
@@ -59,7 +61,7 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
         announcingTo entry: _ObserverEntry,
         reading: (keyPath: AnyKeyPath, read: (KeyValueObservable) -> Void)?
     ) {
-        self.root = root
+        rootReference = _UnretainedReference(root)
         let paths = paths.map { path in _FollowedPath(path, read: reading.flatMap { $0.keyPath === path ? $0.read : nil }) }
         self.paths = paths
         self.entry = entry

@@ -28,7 +28,7 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     ///   delivered by the delivering thread after its handler returns, coalesced with others that
     ///   arrive meanwhile and without `.prior`; the writer does not wait. Inputs written from several
     ///   threads must be thread-safe themselves (progress keys, defaults keys, objects one actor owns).
-    /// - The root (this object) is held weakly and passed to the expression: the token keeps no
+    /// - The root (this object) is not retained and is passed to the expression: the token keeps no
     ///   model alive. When the root is deallocated the observation goes quiet.
     /// - An expression that reads nothing observable is reported once through
     ///   `KeyValueObservingDiagnosticCenter` (`.untrackedExpression`), naming `fileID` and `line`.

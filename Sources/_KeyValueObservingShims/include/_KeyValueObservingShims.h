@@ -19,23 +19,24 @@ __attribute__((weak)) long _kvo_recording_threads = 0;
 /// evaluation: the next (object address, key offset) pair of its previous evaluation's inputs and
 /// the end of them, or both null (see `_kvo_read_is_expected`).
 ///
-/// A weak function holding a function-local thread-local array: every module (every object file
-/// of a debug build) that uses it emits the same weak definition, the linker keeps one, and so
-/// there is one array per thread. (A `static` variable would be one per object file; a weak
-/// thread-local variable is not supported everywhere, and the importer does not emit one; a .c
-/// file's definition brings DWARF 5 debug information, which the callgrind gate's valgrind cannot
-/// read.) Initial-exec: an access is a load of the thread pointer, with no call of
-/// `__tls_get_addr` (a library loaded later with `dlopen` takes the 32 bytes from the static TLS
-/// reserve the C library keeps for that).
+/// On Linux, a weak thread-local array (with an initialiser: without one the importer does not
+/// emit its definition): every module, and every object file of a debug build, that uses it emits
+/// the same weak definition and the linker keeps one, so there is one array per thread. An access
+/// is inlined and, in the initial-exec model, is the thread pointer plus an offset: no call, and
+/// no call of `__tls_get_addr` (a library loaded later with `dlopen` takes the 32 bytes from the
+/// static TLS reserve the C library keeps for that). Elsewhere, a weak function holding a
+/// function-local thread-local array, which gives one array per thread the same way. (A `static`
+/// variable would be one per object file; a .c file's definition brings DWARF 5 debug information,
+/// which the callgrind gate's valgrind cannot read.)
 #if defined(__linux__)
-#define _KVO_INITIAL_EXEC __attribute__((tls_model("initial-exec")))
+__attribute__((weak, tls_model("initial-exec"))) __thread void *_kvo_thread_slot_array[4] = {0, 0, 0, 0};
+static inline __attribute__((always_inline)) void **_kvo_thread_slots(void) { return _kvo_thread_slot_array; }
 #else
-#define _KVO_INITIAL_EXEC
-#endif
 __attribute__((weak)) void **_kvo_thread_slots(void) {
-    static __thread _KVO_INITIAL_EXEC void *slots[4];
+    static __thread void *slots[4];
     return slots;
 }
+#endif
 
 /// How many tracked observations exist in the process: while 0, a batch sets up no deferral.
 __attribute__((weak)) long _kvo_live_trackers = 0;
