@@ -106,6 +106,37 @@ struct TrackedAcrossKindsTests {
         inner.invalidate()
     }
 
+    @Test func aRegistrationProbeInsideAnEvaluationLeavesTheOuterOneItsInputs() {
+        // Each evaluation registers an observer of a key path used for the first time, whose
+        // registration probe (a recorder of its own) runs nested in the evaluation, between the
+        // two progress reads. The evaluation keeps both progress keys as inputs, and the key the
+        // probe read is not one of them.
+        let first = ObservableProgress(totalUnitCount: 100)
+        let second = ObservableProgress(totalUnitCount: 100)
+        let model = ProbedInsideEvaluation()
+        let evaluations = Locked(0)
+        let values = Locked<[Int64]>([])
+        let token = KeyValueObservation.tracking(options: [.new]) {
+            let value = first.completedUnitCount
+            let index = evaluations.withLock { count -> Int in
+                defer { count += 1 }
+                return count
+            }
+            model.observeKey(index).invalidate()
+            return value * 1_000 + second.completedUnitCount
+        } changeHandler: { change in
+            values.append(change.newValue!)
+        }
+        second.completedUnitCount = 1
+        first.completedUnitCount = 2
+        second.completedUnitCount = 3
+        model.a = 1
+        model.b = 1
+        #expect(values.current == [1, 2_001, 2_003])
+        #expect(evaluations.current == 4)
+        token.invalidate()
+    }
+
     @Test func aRootDyingWhileAnotherThreadChangesAnInputGoesQuietWithoutACrash() {
         // The root is held by an unowned reference count and taken strongly for each evaluation
         // only while it is not deinitialising (the runtime's swift_tryRetain). A writer changes
@@ -234,6 +265,27 @@ struct TrackedAcrossKindsTests {
         #expect(log.current == ["prior 0→-", "0→1", "1→3"])
         #expect(get() == 3)
         token.invalidate()
+    }
+}
+
+/// Five observable integers, each observed for the first time inside a tracked evaluation.
+/// `@unchecked Sendable`: set from one thread.
+final class ProbedInsideEvaluation: KeyValueObservable, @unchecked Sendable {
+    @Observed var a = 0
+    @Observed var b = 0
+    @Observed var c = 0
+    @Observed var d = 0
+    @Observed var e = 0
+
+    /// An observer of the `index`th property (the last one from the fifth on), with no handler.
+    func observeKey(_ index: Int) -> KeyValueObservation {
+        switch index {
+        case 0: observe(\.a) { _, _ in }
+        case 1: observe(\.b) { _, _ in }
+        case 2: observe(\.c) { _, _ in }
+        case 3: observe(\.d) { _, _ in }
+        default: observe(\.e) { _, _ in }
+        }
     }
 }
 

@@ -100,8 +100,7 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
         if needsPrior {
             didChange(root, withPendingOf: pthread_self())
         } else {
-            // Borrowed: the weak load holds it, and an object referenced weakly has its retains on
-            // the slow path.
+            // Borrowed: the strong reference `root` took (`_UnretainedReference.object`) holds it.
             Unmanaged.passUnretained(root)._withUnsafeGuaranteedRef { entry.didChange($0) }
         }
     }

@@ -20,6 +20,9 @@ struct _UnretainedReference<Object: AnyObject>: ~Copyable, @unchecked Sendable {
 
     @inlinable
     init(_ object: Object) {
+        // The runtime's reference counting entry points are for native Swift objects: the package
+        // only makes these for observable objects and the free form's root.
+        assert(object is KeyValueObservable || object is _NoTrackingRoot, "not a native Swift object of the package's: \(Object.self)")
         address = Unmanaged.passUnretained(object).toOpaque()
         _ = _kvo_swift_unownedRetain(address)
     }

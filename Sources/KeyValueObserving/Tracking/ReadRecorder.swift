@@ -23,7 +23,8 @@ struct _ObservableRead {
 
 /// A thread's recorder of the observable reads it makes: a registration's probe (which `@Observed`
 /// keys of one object reading a key path touches) or a tracked observation's evaluation. Recorders
-/// nest per thread (`_kvo_thread_recorder` points at the innermost, each at the one it replaced);
+/// nest per thread (the thread's slot `_kvo_get_thread_recorder()` points at the innermost, each at
+/// the one it replaced; the innermost also owns the thread's expected-read cursor);
 /// `_kvo_recording_threads` counts the threads that have one, so that a getter whose thread
 /// records nothing pays one load and one test.
 ///

@@ -11,8 +11,8 @@ import _KeyValueObservingShims
 /// read, and the observer that tells the tracker of its changes.
 struct _TrackedInput {
     /// The object, held strongly while it is read, so that its identity cannot be reused by another
-    /// object; `nil` for the observation's root, which is held weakly (KVO's rule: the token keeps
-    /// no model alive).
+    /// object; `nil` for the observation's root, which is not retained (KVO's rule: the token keeps
+    /// no model alive; see `_UnretainedReference`).
     let object: KeyValueObservable?
     let objectID: ObjectIdentifier
     /// The storage offset (`@Observed`, optimised build) or explicit key offset; `nil` when only the
@@ -45,10 +45,19 @@ struct _TrackedInput {
 }
 
 /// An input's object and offset (-1 for none), for the comparison of a read with the input the
-/// recorder expects.
+/// recorder expects. The thread's cursor (`_kvo_read_is_expected`, in C) reads an array of them as
+/// pairs of pointer-sized words, object address first: `isLaidOutAsTheCursorReadsIt` checks it.
 struct _TrackedInputIdentity {
     let objectID: ObjectIdentifier
     let offset: Int
+
+    /// Whether the layout is the cursor's: two pointer-sized words, the object's address, then the
+    /// offset (checked when a tracker is made; the figures are constants, so the check is free).
+    static var isLaidOutAsTheCursorReadsIt: Bool {
+        MemoryLayout<Self>.size == 2 * MemoryLayout<Int>.size && MemoryLayout<Self>.stride == 2 * MemoryLayout<Int>.size
+            && MemoryLayout<Self>.offset(of: \.offset) == MemoryLayout<Int>.size
+            && MemoryLayout<ObjectIdentifier>.size == MemoryLayout<UnsafeRawPointer>.size
+    }
 }
 
 /// What identifies an input among many (an evaluation that reads a thousand elements' names).

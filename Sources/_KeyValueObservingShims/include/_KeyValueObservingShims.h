@@ -8,6 +8,8 @@
 #ifndef KEY_VALUE_OBSERVING_SHIMS_H
 #define KEY_VALUE_OBSERVING_SHIMS_H
 
+#include <stdint.h>
+
 /// How many threads are recording the observable reads they make (a tracked observation's
 /// evaluation, a registration's probe): while it is 0, an @Observed getter records nothing.
 __attribute__((weak)) long _kvo_recording_threads = 0;
@@ -86,11 +88,11 @@ static inline void _kvo_set_expected_reads(void *next, void *end) {
 /// records nothing, or its innermost recorder expected exactly this read next (the cursor then
 /// moves past it). A tracked evaluation that reads what its previous one read pays this per read:
 /// no call, no reference count.
-static inline __attribute__((always_inline)) long _kvo_read_is_expected(const void *object, long offset) {
+static inline __attribute__((always_inline)) long _kvo_read_is_expected(const void *object, intptr_t offset) {
     void **slots = _kvo_thread_slots();
     if (slots[0] == 0) return 1;
-    const long *next = (const long *)slots[2];
-    if (next == (const long *)slots[3] || (const void *)next[0] != object || next[1] != offset) return 0;
+    const intptr_t *next = (const intptr_t *)slots[2];
+    if (next == (const intptr_t *)slots[3] || (const void *)next[0] != object || next[1] != offset) return 0;
     slots[2] = (void *)(next + 2);
     return 1;
 }
