@@ -84,7 +84,8 @@ final class _TrackerCore: _Invalidatable, @unchecked Sendable {
         self.wantsPrior = wantsPrior
         self.fileID = fileID
         self.line = line
-        precondition(_TrackedInputIdentity.isLaidOutAsTheCursorReadsIt, "_TrackedInputIdentity is not laid out as _kvo_read_is_expected reads it")
+        precondition(
+            _TrackedInputIdentity.isLaidOutAsTheCursorReadsIt, "_TrackedInputIdentity is not laid out as _kvo_read_is_expected reads it")
         recorderReference = Unmanaged.passRetained(_TrackingRecorder(tracker: self))
         _kvo_add_live_trackers(1)
     }
