@@ -248,6 +248,9 @@ final class _TrackingRecorder: _ReadRecorder {
             if previous[..<matched].contains(where: { $0.matches(read) }) { return true }
             diverged = true
             current = Array(previous[..<matched])
+            // Room for as many inputs as the previous evaluation had, or a few: the appends below
+            // then reallocate nothing for a small expression.
+            current.reserveCapacity(Swift.max(previous.count, Self.initialCapacity))
         }
         if isKnown(read) { return true }
         if let index = indexInPrevious(of: read) {
@@ -257,6 +260,9 @@ final class _TrackingRecorder: _ReadRecorder {
         }
         return true
     }
+
+    /// The room `current` starts with when the reads diverge.
+    private static let initialCapacity = 4
 
     /// Up to this many inputs are searched one by one; beyond, through a hash table.
     private static let linearSearchLimit = 8

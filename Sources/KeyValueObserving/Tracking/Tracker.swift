@@ -37,13 +37,15 @@ final class _TrackerCore: _Invalidatable, @unchecked Sendable {
     @exclusivity(unchecked) final var inputs: [_TrackedInput] = [] {
         didSet {
             identities.deallocate()
+            // No inputs, no memory (no base address): the cursor then expects nothing.
+            guard !inputs.isEmpty else { return identities = UnsafeMutableBufferPointer(start: nil, count: 0) }
             identities = .allocate(capacity: inputs.count)
             _ = identities.initialize(from: inputs.lazy.map { _TrackedInputIdentity(objectID: $0.objectID, offset: $0.offset ?? -1) })
         }
     }
     /// `inputs`' objects and offsets, plain values in memory of the tracker's own: comparing a read
     /// with them retains nothing.
-    @exclusivity(unchecked) final var identities = UnsafeMutableBufferPointer<_TrackedInputIdentity>.allocate(capacity: 0)
+    @exclusivity(unchecked) final var identities = UnsafeMutableBufferPointer<_TrackedInputIdentity>(start: nil, count: 0)
     /// Evaluates and delivers (see `_TrackedState.step`), owned (+1) by the tracker; `nil` once the
     /// observation ended, which releases the expression and the handler with what they captured.
     /// Unmanaged, so that calling it retains nothing: only the owner replaces it (`removeInputs`,
