@@ -84,11 +84,7 @@ struct TrackedAcrossKindsTests {
         let evaluations = Locked(0)
         let outer = KeyValueObservation.tracking(options: [.new]) {
             let value = first.completedUnitCount
-            let count = evaluations.withLock { count -> Int in
-                count += 1
-                return count
-            }
-            trigger.completedUnitCount = Int64(count)
+            trigger.completedUnitCount = Int64(evaluations.increment())
             return value * 1_000 + shared.completedUnitCount
         } changeHandler: { change in
             outerValues.append(change.newValue!)
@@ -118,11 +114,7 @@ struct TrackedAcrossKindsTests {
         let values = Locked<[Int64]>([])
         let token = KeyValueObservation.tracking(options: [.new]) {
             let value = first.completedUnitCount
-            let index = evaluations.withLock { count -> Int in
-                defer { count += 1 }
-                return count
-            }
-            model.observeKey(index).invalidate()
+            model.observeKey(evaluations.increment() - 1).invalidate()
             return value * 1_000 + second.completedUnitCount
         } changeHandler: { change in
             values.append(change.newValue!)
@@ -153,8 +145,8 @@ struct TrackedAcrossKindsTests {
                 $0.progress.completedUnitCount
             } changeHandler: { holder, _ in
                 // `holder` is a strong reference: its deinitialisation cannot have begun.
-                if died.current { deliveredAfterDeath.withLock { $0 += 1 } }
-                delivered.withLock { $0 += 1 }
+                if died.current { deliveredAfterDeath.increment() }
+                delivered.increment()
                 withExtendedLifetime(holder) {}
             }
             let started = Locked(false)

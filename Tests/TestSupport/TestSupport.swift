@@ -20,8 +20,13 @@ extension Locked where Value: RangeReplaceableCollection {
 package typealias Counter = Locked<Int>
 
 extension Locked where Value == Int {
-    package func increment() {
-        withLock { $0 += 1 }
+    /// Adds one and returns the new count.
+    @discardableResult
+    package func increment() -> Int {
+        withLock { count -> Int in
+            count += 1
+            return count
+        }
     }
 }
 

@@ -165,26 +165,21 @@ extension Observed {
     ) {
         // The common case, in a frame of its own that saves no registers: this thread records
         // nothing, or its recorder expected exactly this read. Zero-sized properties may share
-        // their offset: their key path tells them apart, below.
-        if let storageOffset, MemoryLayout<Value>.size != 0,
-            _kvo_read_is_expected(Unmanaged.passUnretained(object).toOpaque(), storageOffset) != 0
-        {
-            return
-        }
-        _recordUnexpectedRead(of: object, storageOffset: storageOffset, storageKey: storageKey, key: key)
+        // their offset: their key path tells them apart.
+        let offset = MemoryLayout<Value>.size == 0 ? nil : storageOffset
+        if _ReadRecorder.isExpectedOnThisThread(object, offset: offset) { return }
+        _recordUnexpectedRead(of: object, offset: offset, storageKey: storageKey, key: key)
     }
 
-    /// `_recordRead`, for a read the thread's recorder did not expect (or one without an offset).
+    /// `_recordRead`, for a read the thread's recorder did not expect.
     @inline(never)
     static func _recordUnexpectedRead<EnclosingSelf: KeyValueObservable>(
-        of object: EnclosingSelf, storageOffset: Int?, storageKey: AnyKeyPath?, key: () -> AnyKeyPath
+        of object: EnclosingSelf, offset: Int?, storageKey: AnyKeyPath?, key: () -> AnyKeyPath
     ) {
-        if storageOffset == nil || MemoryLayout<Value>.size == 0, _kvo_get_thread_recorder() == nil { return }
         withoutActuallyEscaping(key) { key in
             _ReadRecorder.recordOnThisThread(
                 _ObservableRead(
-                    // Zero-sized properties may share their offset: their key path tells them apart.
-                    object: object, offset: MemoryLayout<Value>.size == 0 ? nil : storageOffset, key: key,
+                    object: object, offset: offset, key: key,
                     valueType: Value.self,
                     isZeroSized: MemoryLayout<Value>.size == 0, isExplicit: false, storageKey: storageKey))
         }
