@@ -24,23 +24,9 @@ extension Observed {
         let flags = registry._withUnsafeGuaranteedRef { $0.slowPathFlags.load(ordering: .acquiring) }
         // Zero-sized properties are found by key path, and a silenced setter by its key: under the lock.
         if MemoryLayout<Value>.size != 0, flags & (_SlowPath.batch | _SlowPath.silencedSetter) == _SlowPath.batch {
-            let valueType = ObjectIdentifier(Value.self)
-            let trivialSize = _ValueCell.trivialSize(Value.self)
-            let rawStorage = UnsafeMutableRawPointer(storage)
-            let recorded = registry._withUnsafeGuaranteedRef {
-                $0.recordInOwnedBatch(offset: storageOffset, storage: rawStorage, valueType: valueType, trivialSize: trivialSize)
-            }
-            switch recorded {
-            case .unavailable:
-                break
-            case .repeated:
-                storage.pointee._value = newValue
-                return
-            case .recorded(let change):
-                withUnsafeMutablePointer(to: &change.pointee.oldValue) { _ValueCell.store(storage.pointee._value, in: $0) }
-                storage.pointee._value = newValue
-                return
-            case .recordWithKey(let batch, let slot, let version):
+            let recorded = _shortcutRecord(storage: storage, storageOffset: storageOffset, registry: registry)
+            if _storeRecorded(recorded, newValue, storage: storage) { return }
+            if case .recordWithKey(let batch, let slot, let version) = recorded {
                 _recordInBatchWithKey(
                     newValue, on: object, storage: storage, storageOffset: storageOffset, slot: slot, version: version, key: key,
                     batch: batch)

@@ -94,7 +94,9 @@ public struct Observed<Value> {
     /// The fast path, with no slow-path flag and a property that is not zero-sized: the mask of the
     /// observed offsets, then a plain store or the lock-free read section of the set table and the
     /// delivery. Observers of every key alone are told from the same read section
-    /// (`_setNotifyingAnyKeyUnlocked`); everything else is `_setSlowPath` (`Observed+SlowPath.swift`).
+    /// (`_setNotifyingAnyKeyUnlocked`); a batch alone records the change through its shortcut in this
+    /// frame (`_recordInOwnedBatch`: a second frame, `_setSlowPath`'s, cost 27 instructions more per
+    /// batched set); everything else is `_setSlowPath` (`Observed+SlowPath.swift`).
     /// The fork is here, in this order, rather than in one function that `_setSlowPath` would call:
     /// the optimiser then lays out the fast path as it does for the plain set (the gate, `kvo-bench
     /// gate`, measured a few instructions more per set, and a call more per slow set, otherwise).
@@ -114,11 +116,19 @@ public struct Observed<Value> {
         // silenced setter (`_SlowPath`).
         let flags = registry._withUnsafeGuaranteedRef { $0.slowPathFlags.load(ordering: .acquiring) }
         if _slowPath(flags != 0) {
-            // Observers of every key alone are told without the lock, from the set table.
-            if MemoryLayout<Value>.size != 0, flags == _SlowPath.anyKey {
-                _setNotifyingAnyKeyUnlocked(
-                    newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry)
-                return
+            if MemoryLayout<Value>.size != 0 {
+                // Observers of every key alone are told without the lock, from the set table.
+                if flags == _SlowPath.anyKey {
+                    _setNotifyingAnyKeyUnlocked(
+                        newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry)
+                    return
+                }
+                // A change the calling thread's batch records through its shortcut, in this frame.
+                if flags == _SlowPath.batch,
+                    _recordInOwnedBatch(newValue, storage: storage, storageOffset: storageOffset, registry: registry)
+                {
+                    return
+                }
             }
             _setSlowPath(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry)
             return
@@ -139,6 +149,55 @@ public struct Observed<Value> {
         let found = registry._withUnsafeGuaranteedRef { $0.observersInReadSection(atOffset: storageOffset, key: key) }
         _deliver(newValue, to: found, storage: storage, on: object)
         registry._withUnsafeGuaranteedRef { $0.exitReading(reading) }
+    }
+
+    /// Stores `newValue` if the calling thread's batch records the change through its shortcut
+    /// (`recordInOwnedBatch`), or already has it; `false` if the set must take `_setSlowPath`, which
+    /// asks again and finds the same answer.
+    @inlinable
+    @inline(__always)
+    static func _recordInOwnedBatch(
+        _ newValue: Value,
+        storage: UnsafeMutablePointer<Observed<Value>>,
+        storageOffset: Int,
+        registry: Unmanaged<_ObserverRegistry>
+    ) -> Bool {
+        _storeRecorded(_shortcutRecord(storage: storage, storageOffset: storageOffset, registry: registry), newValue, storage: storage)
+    }
+
+    /// Asks the calling thread's batch to record a set of this property through its shortcut.
+    @inlinable
+    @inline(__always)
+    static func _shortcutRecord(
+        storage: UnsafeMutablePointer<Observed<Value>>,
+        storageOffset: Int,
+        registry: Unmanaged<_ObserverRegistry>
+    ) -> _BatchShortcutResult {
+        let rawStorage = UnsafeMutableRawPointer(storage)
+        return registry._withUnsafeGuaranteedRef {
+            $0.recordInOwnedBatch(
+                offset: storageOffset, storage: rawStorage, valueType: ObjectIdentifier(Value.self),
+                trivialSize: _ValueCell.trivialSize(Value.self))
+        }
+    }
+
+    /// Stores `newValue` if the batch recorded the change (writing the value before it into the
+    /// change) or already had it; `false` for anything else.
+    @inlinable
+    @inline(__always)
+    static func _storeRecorded(_ recorded: _BatchShortcutResult, _ newValue: Value, storage: UnsafeMutablePointer<Observed<Value>>) -> Bool
+    {
+        switch recorded {
+        case .unavailable, .recordWithKey:
+            return false
+        case .repeated:
+            storage.pointee._value = newValue
+            return true
+        case .recorded(let change):
+            withUnsafeMutablePointer(to: &change.pointee.oldValue) { _ValueCell.store(storage.pointee._value, in: $0) }
+            storage.pointee._value = newValue
+            return true
+        }
     }
 
     /// Stores `newValue` and notifies the observers of `found` around the store. `found` is
