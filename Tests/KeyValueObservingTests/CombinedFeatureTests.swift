@@ -110,6 +110,23 @@ struct CombinedFeatureTests {
     }
 }
 
+/// `@unchecked Sendable` in tests only: each property is set by one thread.
+final class Lanes: KeyValueObservable, @unchecked Sendable {
+    @Observed var a = 0
+    @Observed var b = 0
+    @Observed var c = 0
+    @Observed var d = 0
+
+    func set(_ lane: Int, to value: Int) {
+        switch lane {
+        case 0: a = value
+        case 1: b = value
+        case 2: c = value
+        default: d = value
+        }
+    }
+}
+
 @Suite("Batches, any-key observers and sequences across threads", .tags(.stress))
 struct CombinedConcurrencyTests {
     /// Two threads batch changes of different properties of one object at once, while others
@@ -145,6 +162,46 @@ struct CombinedConcurrencyTests {
         title.invalidate()
         body.invalidate()
         #expect(editor.observationInfo.observerCountsByKeyPath.isEmpty)
+    }
+
+    /// Four threads open batches on one object over and over, some nested, each changing its own
+    /// property twice per batch: the owner slot passes between them without the lock (or a batch
+    /// goes into the thread's record while another holds it), and every batch, wherever it was
+    /// kept, is one notification per key with the values before and after it.
+    @Test func batchesOfFourThreadsTakeTurnsInTheOwnerSlot() {
+        let lanes = Lanes()
+        let keys: [ReferenceWritableKeyPath<Lanes, Int>] = [\.a, \.b, \.c, \.d]
+        let seen = (0..<4).map { _ in Locked<[KeyValueObservedChange<Int>]>([]) }
+        let tokens = keys.indices.map { lane in
+            lanes.observe(keys[lane], options: [.old, .new]) { _, change in seen[lane].append(change) }
+        }
+        let rounds = 400
+        TestThread.run(4) { lane in
+            for round in 0..<rounds {
+                if round % 2 == 0 {
+                    // The nested batch opens after a change: it must join the outer one, wherever
+                    // that is kept, even when the owner slot is free by then.
+                    lanes.coalescingChanges {
+                        lanes.set(lane, to: 2 * round + 1)
+                        lanes.coalescingChanges { lanes.set(lane, to: 2 * round + 2) }
+                    }
+                } else {
+                    lanes.coalescingChanges {
+                        lanes.set(lane, to: 2 * round + 1)
+                        lanes.set(lane, to: 2 * round + 2)
+                    }
+                }
+            }
+        }
+        for lane in 0..<4 {
+            let changes = seen[lane].current
+            #expect(changes.count == rounds, "lane \(lane)")
+            for (round, change) in changes.enumerated() {
+                #expect(change.oldValue == 2 * round && change.newValue == 2 * round + 2, "lane \(lane), batch \(round)")
+            }
+        }
+        tokens.forEach { $0.invalidate() }
+        #expect(lanes.observationInfo.observerCountsByKeyPath.isEmpty)
     }
 
     /// Consumers are cancelled while the owner keeps setting.

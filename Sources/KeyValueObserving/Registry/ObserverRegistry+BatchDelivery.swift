@@ -60,12 +60,16 @@ extension _ObserverRegistry {
             deferral?.end()
             let isKept = owned._withUnsafeGuaranteedRef { $0.reset() }
             if !isKept {
+                // Dropped by a thread holding the slot, as `batchOwner` requires (a thread taking
+                // the slot without the lock may be reading the batch); if another holds it now, the
+                // batch, empty, stays.
+                let me = _threadID(thread)
                 let dropped: _BatchState? = withLock {
+                    guard state.slotBatch === owned.takeUnretainedValue(), takeOwnerSlot(for: me) else { return nil }
                     let dropped = state.slotBatch
-                    if state.slotBatch === owned.takeUnretainedValue() {
-                        state.slotBatch = nil
-                        ownedBatch.store(nil, ordering: .relaxed)
-                    }
+                    state.slotBatch = nil
+                    ownedBatch.store(nil, ordering: .relaxed)
+                    batchOwner.store(0, ordering: .releasing)
                     return dropped
                 }
                 // Cleared before the release: the batch may be freed with it (no slot holds it now,
@@ -96,8 +100,7 @@ extension _ObserverRegistry {
                 return true
             }
             guard isDone else { return .nested }
-            batchOwner.store(0, ordering: .relaxed)
-            publishSlowPathFlags()
+            giveBackOwnerSlot()
             owned._withUnsafeGuaranteedRef { prepareDelivery(of: $0, into: &delivery) }
             return .ownerSlot(owned)
         }
@@ -109,7 +112,7 @@ extension _ObserverRegistry {
             return batch
         }
         guard let finished else { return .nested }
-        publishSlowPathFlags()
+        storeStateFlags(state.slowPathFlags)
         prepareDelivery(of: finished, into: &delivery)
         return .record(finished)
     }

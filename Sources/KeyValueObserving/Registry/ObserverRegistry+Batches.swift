@@ -109,7 +109,7 @@ extension _ObserverRegistry {
         snapshot: inout _ObserverSnapshot?,
         anyKey: inout _AnyKeySnapshot?
     ) -> _SlowPathLookup {
-        let thread: pthread_t? = flags & (_SlowPath.batch | _SlowPath.silencedSetter) != 0 ? pthread_self() : nil
+        let thread: pthread_t? = flags & (_SlowPath.anyBatch | _SlowPath.silencedSetter) != 0 ? pthread_self() : nil
         return withLock { slowPathLookupLocked(offset: offset, thread: thread, key: &key, snapshot: &snapshot, anyKey: &anyKey) }
     }
 
@@ -219,83 +219,109 @@ extension _ObserverRegistry {
         return (-1, waiting && !state.learnedOffsets.contains { $0.offset == offset })
     }
 
+    /// Opens a batch of the calling thread: without the lock when the thread holds the owner slot
+    /// (a nested batch) or can take it, else with it.
     func beginBatch() {
         let thread = pthread_self()
         let me = _threadID(thread)
+        if beginBatchInOwnerSlot(me: me) { return }
         withLock { beginBatchLocked(thread: thread, me: me) }
+    }
+
+    /// Opens the batch without the lock if this thread, `me`, holds the owner slot or takes it; `false`
+    /// if it cannot (the slot is held, has no batch yet, its batch is still delivering, or some
+    /// thread's record has a batch, which may be this thread's own).
+    @inline(__always)
+    private func beginBatchInOwnerSlot(me: UInt) -> Bool {
+        let owner = batchOwner.load(ordering: .relaxed)
+        if owner == me {
+            // This thread's batch: nothing else touches it while the slot is this thread's.
+            guard let pointer = ownedBatch.load(ordering: .relaxed) else { return false }
+            Unmanaged<_BatchState>.fromOpaque(pointer)._withUnsafeGuaranteedRef { $0.depth += 1 }
+            return true
+        }
+        // A record's batch is set, and its bit stored, by its own thread: a thread with one sees it.
+        guard owner == 0, slowPathFlags.load(ordering: .relaxed) & _SlowPath.recordedBatch == 0 else { return false }
+        guard batchOwner.compareExchange(expected: 0, desired: me, successOrdering: .acquiring, failureOrdering: .relaxed).exchanged
+        else { return false }
+        // Holding the slot, the batch it points to cannot be dropped (`ownedBatch`).
+        if let pointer = ownedBatch.load(ordering: .relaxed) {
+            let isFree = Unmanaged<_BatchState>.fromOpaque(pointer)._withUnsafeGuaranteedRef { batch in
+                guard !batch.isDelivering.load(ordering: .acquiring) else { return false }
+                batch.depth = 1
+                return true
+            }
+            if isFree {
+                slowPathFlags.bitwiseOr(_SlowPath.batch, ordering: .releasing)
+                return true
+            }
+        }
+        batchOwner.store(0, ordering: .releasing)
+        return false
     }
 
     /// The transition of `beginBatch`, with the lock held.
     @inline(__always)
     private func beginBatchLocked(thread: pthread_t, me: UInt) {
-        let owner = batchOwner.load(ordering: .relaxed)
-        if owner == me, let batch = ownedBatch(of: thread) {
-            batch._withUnsafeGuaranteedRef { $0.depth += 1 }
-            return
-        }
         if !state.threads.isEmpty, let batch = recordedBatch(of: thread) {
             batch.depth += 1
             return
         }
-        if owner == 0 {
-            // The slot's batch is reused (its buffers keep their capacity, its shortcut may still
-            // hold), unless its last batch is still delivering.
-            if let pointer = ownedBatch.load(ordering: .relaxed) {
-                let batch = Unmanaged<_BatchState>.fromOpaque(pointer)
-                let isFree = batch._withUnsafeGuaranteedRef { batch in
-                    guard !batch.isDelivering.load(ordering: .acquiring) else { return false }
-                    batch.depth = 1
-                    return true
-                }
-                if isFree {
-                    claimOwnerSlot(for: me)
-                    return
-                }
-            } else {
-                let batch = _BatchState()
-                state.slotBatch = batch
-                ownedBatch.store(Unmanaged.passUnretained(batch).toOpaque(), ordering: .relaxed)
-                claimOwnerSlot(for: me)
+        // The slot's batch is reused (its buffers keep their capacity, its shortcut may still
+        // hold), unless its last batch is still delivering.
+        if let pointer = ownedBatch.load(ordering: .relaxed) {
+            let batch = Unmanaged<_BatchState>.fromOpaque(pointer)
+            let isFree = batch._withUnsafeGuaranteedRef { !$0.isDelivering.load(ordering: .acquiring) }
+            if isFree, takeOwnerSlot(for: me) {
+                batch._withUnsafeGuaranteedRef { $0.depth = 1 }
+                slowPathFlags.bitwiseOr(_SlowPath.batch, ordering: .releasing)
+                return
+            }
+        } else if batchOwner.load(ordering: .relaxed) == 0 {
+            let batch = _BatchState()
+            state.slotBatch = batch
+            ownedBatch.store(Unmanaged.passUnretained(batch).toOpaque(), ordering: .relaxed)
+            if takeOwnerSlot(for: me) {
+                slowPathFlags.bitwiseOr(_SlowPath.batch, ordering: .releasing)
                 return
             }
         }
-        // Another thread batches through the slot: this batch is in the thread's record.
+        // Another thread holds the slot (or its last batch is delivering): this batch is in the
+        // thread's record.
         let batch = _BatchState()
         state.withRecord(of: thread) { $0.batch = batch }
-        publishSlowPathFlags()
+        storeStateFlags(state.slowPathFlags)
     }
 
-    /// With the lock held: gives the owner slot, whose batch is ready, to the thread `me`.
-    private func claimOwnerSlot(for me: UInt) {
-        batchOwner.store(me, ordering: .relaxed)
-        slowPathFlags.store(slowPathFlags.load(ordering: .relaxed) | _SlowPath.batch, ordering: .releasing)
+    /// Takes the owner slot for the thread `me` if it is free (see `batchOwner`).
+    @inline(__always)
+    func takeOwnerSlot(for me: UInt) -> Bool {
+        batchOwner.compareExchange(expected: 0, desired: me, successOrdering: .acquiring, failureOrdering: .relaxed).exchanged
     }
 
-    /// The `slowPathFlags` bit of the batch in the owner slot, which no thread record shows. Called
-    /// with the lock held.
-    var ownedBatchFlags: UInt8 {
-        batchOwner.load(ordering: .relaxed) == 0 ? 0 : _SlowPath.batch
+    /// Gives the owner slot back, its batch closed: its bit first, so that the next holder's bit
+    /// is not cleared. Called by the slot's holder.
+    @inline(__always)
+    func giveBackOwnerSlot() {
+        slowPathFlags.bitwiseAnd(~_SlowPath.batch, ordering: .releasing)
+        batchOwner.store(0, ordering: .releasing)
     }
 
-    /// Stores `slowPathFlags` after a batch opened or closed: only its batch bit can change, and no
-    /// observer did, so `stateVersion` stays. Called with the lock held.
-    func publishSlowPathFlags() {
-        var hasBatch = batchOwner.load(ordering: .relaxed) != 0
-        if !hasBatch, state.threads.isEmpty {
-            slowPathFlags.store(slowPathFlags.load(ordering: .relaxed) & ~_SlowPath.batch, ordering: .releasing)
-            return
-        }
-        for index in state.threads.indices where !hasBatch {
-            hasBatch = state.threads[index].batch != nil
-        }
-        let flags = slowPathFlags.load(ordering: .relaxed) & ~_SlowPath.batch
-        slowPathFlags.store(hasBatch ? flags | _SlowPath.batch : flags, ordering: .releasing)
+    /// Stores the bits of `slowPathFlags` that the state decides (`State.slowPathFlags`), keeping the
+    /// owner slot's, which its holder sets and clears without the lock. Called with the lock held:
+    /// the state's bits change only then, so flipping those that differ leaves the slot's as it is
+    /// whatever its holder does meanwhile.
+    @inline(__always)
+    func storeStateFlags(_ flags: UInt8) {
+        let differing = (slowPathFlags.load(ordering: .relaxed) ^ flags) & ~_SlowPath.batch
+        // Most transitions leave the flags as they are: then nothing is stored.
+        if differing != 0 { slowPathFlags.bitwiseXor(differing, ordering: .releasing) }
     }
 
     /// The calling thread's open batch on this object, if any.
     @usableFromInline
     func currentBatch() -> _BatchState? {
-        guard slowPathFlags.load(ordering: .acquiring) & _SlowPath.batch != 0 else { return nil }
+        guard slowPathFlags.load(ordering: .acquiring) & _SlowPath.anyBatch != 0 else { return nil }
         let thread = pthread_self()
         return withLock { ownedBatch(of: thread)?.takeUnretainedValue() ?? recordedBatch(of: thread) }
     }

@@ -65,12 +65,15 @@ extension _ObserverRegistry {
             }
         }
 
-        /// The value of `_ObserverRegistry.slowPathFlags` for this state.
+        /// The value of `_ObserverRegistry.slowPathFlags` for this state, but for the owner slot's
+        /// bit (`_SlowPath.batch`), which its holder keeps.
         var slowPathFlags: UInt8 {
-            mutating get {
+            // Inlined into `publish()`, which every registration and removal calls (out of line,
+            // `tracked-register` measured 34 Ir/op more).
+            @inline(__always) mutating get {
                 var flags: UInt8 = anyKeyObservers.observers.isEmpty ? 0 : _SlowPath.anyKey
                 for record in threads {
-                    if record.batch != nil { flags |= _SlowPath.batch }
+                    if record.batch != nil { flags |= _SlowPath.recordedBatch }
                     if !record.silencedKeys.isEmpty { flags |= _SlowPath.silencedSetter }
                 }
                 return flags

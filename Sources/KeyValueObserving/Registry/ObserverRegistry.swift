@@ -47,7 +47,10 @@ final class _ObserverRegistry: @unchecked Sendable {
     /// every key.
     @usableFromInline let observedMask = Atomic<UInt64>(0)
     /// Why a set must take the slow path (`_SlowPath` bits: observers of every key, an open
-    /// batch, a silenced setter), or 0. One load for all three on the set path.
+    /// batch, a silenced setter), or 0. One load for all of them on the set path. The owner slot's
+    /// bit (`_SlowPath.batch`) is set and cleared by the thread that holds the slot, without the
+    /// lock, by read-modify-write; the others are stored from the state with the lock held
+    /// (`storeStateFlags`), leaving that bit as it is.
     @usableFromInline let slowPathFlags = Atomic<UInt8>(0)
     private let nextID = Atomic<UInt64>(1)
     /// The observers of the `@Observed` properties by storage offset, as the set path reads them
@@ -57,9 +60,13 @@ final class _ObserverRegistry: @unchecked Sendable {
     /// Changes on every `publish()`: what a batch learned of the state under the lock (its shortcut)
     /// holds while it is unchanged. Only changed with `mutex` held.
     @usableFromInline let stateVersion = Atomic<UInt>(0)
-    /// The owner slot: the thread (`_threadID`) whose open batch `ownedBatch` holds (retained), or 0.
-    /// Lets that thread find its batch without the lock (`ObserverRegistry+Batches.swift`). Only
-    /// changed with `mutex` held; without it, a thread only compares `batchOwner` with itself.
+    /// The owner slot: the thread (`_threadID`) that holds the batch `ownedBatch` points to (which
+    /// `State.slotBatch` retains), or 0. Lets that thread open, record in and find its batch without
+    /// the lock (`ObserverRegistry+Batches.swift`). Taken by compare-and-swap from 0 (acquiring), with
+    /// or without the lock; given back by its holder only, storing 0 (releasing): what the holder
+    /// wrote to the batch is then the next holder's to read. Otherwise a thread only compares
+    /// `batchOwner` with itself. `ownedBatch` is set with the lock held, and cleared only by a thread
+    /// that holds both the lock and the slot, so the slot's holder may use the batch it points to.
     @usableFromInline let batchOwner = Atomic<UInt>(0)
     @usableFromInline let ownedBatch = Atomic<UnsafeMutableRawPointer?>(nil)
 
@@ -120,7 +127,7 @@ final class _ObserverRegistry: @unchecked Sendable {
     func publish() {
         retireStaleSetTable()
         observedMask.store(state.observedMask, ordering: .releasing)
-        slowPathFlags.store(state.slowPathFlags | ownedBatchFlags, ordering: .releasing)
+        storeStateFlags(state.slowPathFlags)
         stateVersion.wrappingAdd(1, ordering: .releasing)
     }
 }
@@ -130,10 +137,14 @@ final class _ObserverRegistry: @unchecked Sendable {
 enum _SlowPath {
     /// The object has observers of every key.
     @inlinable static var anyKey: UInt8 { 1 }
-    /// Some thread has an open batch on the object.
+    /// The owner slot holds an open batch (`_ObserverRegistry.batchOwner`).
     @inlinable static var batch: UInt8 { 2 }
     /// Some thread is mutating a to-many property through the library (its setter is silenced).
     @inlinable static var silencedSetter: UInt8 { 4 }
+    /// Some thread's record holds an open batch (the owner slot was taken when it opened).
+    @inlinable static var recordedBatch: UInt8 { 8 }
+    /// Either kind of open batch.
+    @inlinable static var anyBatch: UInt8 { batch | recordedBatch }
 }
 
 /// The bit of `_ObserverRegistry.observedMask` for a storage offset. Distinct offsets may share a bit
