@@ -7,9 +7,10 @@ import Synchronization
 /// stay valid), so that a batch allocates nothing and takes no lock per change in the steady state.
 @usableFromInline
 final class _BatchState {
-    // `depth` is only accessed with the registry's lock held. The other variables are only accessed
-    // by the thread of the batch, one access at a time (the registry's lock, or `isDelivering`, orders
-    // the hand-over of a reused batch from one thread to the next): `@exclusivity(unchecked)`.
+    // Every variable is only accessed by the thread of the batch, one access at a time: a record's
+    // batch with the registry's lock held (`depth`) or by its thread; the owner slot's batch by the
+    // slot's holder, with or without the lock (the slot's release and acquire, and `isDelivering`,
+    // order the hand-over of a reused batch from one thread to the next): `@exclusivity(unchecked)`.
     @exclusivity(unchecked) var depth = 1
     /// The keys changed so far (`changeCount` of them, in the order of their first change), in a
     /// buffer of `changeCapacity`. Plain values: appending one copies a few words and retains nothing.

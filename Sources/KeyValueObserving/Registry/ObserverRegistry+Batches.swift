@@ -240,7 +240,8 @@ extension _ObserverRegistry {
             Unmanaged<_BatchState>.fromOpaque(pointer)._withUnsafeGuaranteedRef { $0.depth += 1 }
             return true
         }
-        // A record's batch is set, and its bit stored, by its own thread: a thread with one sees it.
+        // A thread whose record has a batch set it under the lock, and saw its bit set there (it set
+        // it or found it set), and the bit stays while the batch does: such a thread sees it here.
         guard owner == 0, slowPathFlags.load(ordering: .relaxed) & _SlowPath.recordedBatch == 0 else { return false }
         guard batchOwner.compareExchange(expected: 0, desired: me, successOrdering: .acquiring, failureOrdering: .relaxed).exchanged
         else { return false }
@@ -267,27 +268,32 @@ extension _ObserverRegistry {
             batch.depth += 1
             return
         }
-        // The slot's batch is reused (its buffers keep their capacity, its shortcut may still
-        // hold), unless its last batch is still delivering.
-        if let pointer = ownedBatch.load(ordering: .relaxed) {
-            let batch = Unmanaged<_BatchState>.fromOpaque(pointer)
-            let isFree = batch._withUnsafeGuaranteedRef { !$0.isDelivering.load(ordering: .acquiring) }
-            if isFree, takeOwnerSlot(for: me) {
-                batch._withUnsafeGuaranteedRef { $0.depth = 1 }
-                slowPathFlags.bitwiseOr(_SlowPath.batch, ordering: .releasing)
-                return
-            }
-        } else if batchOwner.load(ordering: .relaxed) == 0 {
-            let batch = _BatchState()
-            state.slotBatch = batch
-            ownedBatch.store(Unmanaged.passUnretained(batch).toOpaque(), ordering: .relaxed)
-            if takeOwnerSlot(for: me) {
+        // The slot first, as without the lock: `ownedBatch` is then set only by a thread holding the
+        // slot and the lock, and the next holder reads the batch through the slot's hand-over.
+        if takeOwnerSlot(for: me) {
+            if let pointer = ownedBatch.load(ordering: .relaxed) {
+                // The slot's batch is reused (its buffers keep their capacity, its shortcut may
+                // still hold), unless its last batch is still delivering.
+                let isFree = Unmanaged<_BatchState>.fromOpaque(pointer)._withUnsafeGuaranteedRef { batch in
+                    guard !batch.isDelivering.load(ordering: .acquiring) else { return false }
+                    batch.depth = 1
+                    return true
+                }
+                if isFree {
+                    slowPathFlags.bitwiseOr(_SlowPath.batch, ordering: .releasing)
+                    return
+                }
+                batchOwner.store(0, ordering: .releasing)
+            } else {
+                let batch = _BatchState()
+                state.slotBatch = batch
+                ownedBatch.store(Unmanaged.passUnretained(batch).toOpaque(), ordering: .relaxed)
                 slowPathFlags.bitwiseOr(_SlowPath.batch, ordering: .releasing)
                 return
             }
         }
-        // Another thread holds the slot (or its last batch is delivering): this batch is in the
-        // thread's record.
+        // Another thread holds the slot, or its last batch is still delivering: this batch is in
+        // the thread's record.
         let batch = _BatchState()
         state.withRecord(of: thread) { $0.batch = batch }
         storeStateFlags(state.slowPathFlags)

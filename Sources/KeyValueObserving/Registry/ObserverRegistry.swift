@@ -30,12 +30,14 @@ import Synchronization
 @usableFromInline
 final class _ObserverRegistry: @unchecked Sendable {
     // Invariant: `state` is only accessed with `mutex` held (and in deinit, when no one else can
-    // reach `self`). Every other stored property is an atomic: `observedMask`, `slowPathFlags` and
-    // `stateVersion` are only written with `mutex` held, right after the `state` change they
-    // summarise (releasing), and read without it (acquiring); `nextID` is a counter;
-    // `setTables` publishes the set table to lock-free readers (`_EpochPublished`; writers hold
-    // `mutex`, the lock it guards its retired tables with); `batchOwner` and `ownedBatch` are changed
-    // with `mutex` held and read without it only by the owning thread (`ObserverRegistry+Batches.swift`).
+    // reach `self`). Every other stored property is an atomic: `observedMask`, `stateVersion` and the
+    // state's bits of `slowPathFlags` are only written with `mutex` held, right after the `state`
+    // change they summarise (releasing), and read without it (acquiring); the owner slot's bit of
+    // `slowPathFlags` is set and cleared by read-modify-write by the slot's holder, with or
+    // without `mutex`; `nextID` is a counter; `setTables` publishes the set table to lock-free
+    // readers (`_EpochPublished`; writers hold `mutex`, the lock it guards its retired tables
+    // with); `batchOwner` is taken by compare-and-swap and given back by its holder, and
+    // `ownedBatch` is changed only by a thread holding both `mutex` and the slot (see `batchOwner`).
     // `mutex` is destroyed in deinit, when no one else can reach `self`. The mutex makes every
     // access to `state` exclusive, so the dynamic exclusivity checks (a thread-local access set, on
     // every set of an observed property) are redundant: `@exclusivity(unchecked)`.
@@ -65,8 +67,9 @@ final class _ObserverRegistry: @unchecked Sendable {
     /// the lock (`ObserverRegistry+Batches.swift`). Taken by compare-and-swap from 0 (acquiring), with
     /// or without the lock; given back by its holder only, storing 0 (releasing): what the holder
     /// wrote to the batch is then the next holder's to read. Otherwise a thread only compares
-    /// `batchOwner` with itself. `ownedBatch` is set with the lock held, and cleared only by a thread
-    /// that holds both the lock and the slot, so the slot's holder may use the batch it points to.
+    /// `batchOwner` with itself, or with 0 before trying to take it. `ownedBatch` is set and cleared
+    /// only by a thread that holds both the lock and the slot, so the slot's holder may use the
+    /// batch it points to.
     @usableFromInline let batchOwner = Atomic<UInt>(0)
     @usableFromInline let ownedBatch = Atomic<UnsafeMutableRawPointer?>(nil)
 
@@ -141,7 +144,8 @@ enum _SlowPath {
     @inlinable static var batch: UInt8 { 2 }
     /// Some thread is mutating a to-many property through the library (its setter is silenced).
     @inlinable static var silencedSetter: UInt8 { 4 }
-    /// Some thread's record holds an open batch (the owner slot was taken when it opened).
+    /// Some thread's record holds an open batch (the owner slot was held by another thread, or its
+    /// last batch was still delivering, when it opened).
     @inlinable static var recordedBatch: UInt8 { 8 }
     /// Either kind of open batch.
     @inlinable static var anyBatch: UInt8 { batch | recordedBatch }
