@@ -95,7 +95,7 @@ public struct Observed<Value> {
     /// observed offsets, then a plain store or the lock-free read section of the set table and the
     /// delivery. Observers of every key alone are told from the same read section
     /// (`_setNotifyingAnyKeyUnlocked`); a batch alone records the change through its shortcut in this
-    /// frame (`_recordInOwnedBatch`: a second frame, `_setSlowPath`'s, cost 27 instructions more per
+    /// frame (`_shortcutRecord`: a second frame, `_setSlowPath`'s, cost 27 instructions more per
     /// batched set); everything else is `_setSlowPath` (`Observed+SlowPath.swift`).
     /// The fork is here, in this order, rather than in one function that `_setSlowPath` would call:
     /// the optimiser then lays out the fast path as it does for the plain set (the gate, `kvo-bench
@@ -124,8 +124,10 @@ public struct Observed<Value> {
                     return
                 }
                 // A change the calling thread's batch records through its shortcut, in this frame.
+                // Else `_setSlowPath` asks again and finds the same answer.
                 if flags == _SlowPath.batch,
-                    _recordInOwnedBatch(newValue, storage: storage, storageOffset: storageOffset, registry: registry)
+                    _storeRecorded(
+                        _shortcutRecord(storage: storage, storageOffset: storageOffset, registry: registry), newValue, storage: storage)
                 {
                     return
                 }
@@ -151,21 +153,8 @@ public struct Observed<Value> {
         registry._withUnsafeGuaranteedRef { $0.exitReading(reading) }
     }
 
-    /// Stores `newValue` if the calling thread's batch records the change through its shortcut
-    /// (`recordInOwnedBatch`), or already has it; `false` if the set must take `_setSlowPath`, which
-    /// asks again and finds the same answer.
-    @inlinable
-    @inline(__always)
-    static func _recordInOwnedBatch(
-        _ newValue: Value,
-        storage: UnsafeMutablePointer<Observed<Value>>,
-        storageOffset: Int,
-        registry: Unmanaged<_ObserverRegistry>
-    ) -> Bool {
-        _storeRecorded(_shortcutRecord(storage: storage, storageOffset: storageOffset, registry: registry), newValue, storage: storage)
-    }
-
-    /// Asks the calling thread's batch to record a set of this property through its shortcut.
+    /// Asks the calling thread's batch to record a set of this property through its shortcut
+    /// (`recordInOwnedBatch`).
     @inlinable
     @inline(__always)
     static func _shortcutRecord(

@@ -246,19 +246,29 @@ extension _ObserverRegistry {
         guard batchOwner.compareExchange(expected: 0, desired: me, successOrdering: .acquiring, failureOrdering: .relaxed).exchanged
         else { return false }
         // Holding the slot, the batch it points to cannot be dropped (`ownedBatch`).
-        if let pointer = ownedBatch.load(ordering: .relaxed) {
-            let isFree = Unmanaged<_BatchState>.fromOpaque(pointer)._withUnsafeGuaranteedRef { batch in
-                guard !batch.isDelivering.load(ordering: .acquiring) else { return false }
-                batch.depth = 1
-                return true
-            }
-            if isFree {
-                slowPathFlags.bitwiseOr(_SlowPath.batch, ordering: .releasing)
-                return true
-            }
+        guard let pointer = ownedBatch.load(ordering: .relaxed) else {
+            batchOwner.store(0, ordering: .releasing)
+            return false
         }
-        batchOwner.store(0, ordering: .releasing)
-        return false
+        return openSlotBatch(pointer)
+    }
+
+    /// Called by the slot's holder: opens the slot's batch at `pointer` for reuse (its buffers keep
+    /// their capacity, its shortcut may still hold), or gives the slot back and returns `false` if
+    /// the batch's last delivery is still under way.
+    @inline(__always)
+    private func openSlotBatch(_ pointer: UnsafeMutableRawPointer) -> Bool {
+        let isFree = Unmanaged<_BatchState>.fromOpaque(pointer)._withUnsafeGuaranteedRef { batch in
+            guard !batch.isDelivering.load(ordering: .acquiring) else { return false }
+            batch.depth = 1
+            return true
+        }
+        guard isFree else {
+            batchOwner.store(0, ordering: .releasing)
+            return false
+        }
+        slowPathFlags.bitwiseOr(_SlowPath.batch, ordering: .releasing)
+        return true
     }
 
     /// The transition of `beginBatch`, with the lock held.
@@ -272,18 +282,7 @@ extension _ObserverRegistry {
         // slot and the lock, and the next holder reads the batch through the slot's hand-over.
         if takeOwnerSlot(for: me) {
             if let pointer = ownedBatch.load(ordering: .relaxed) {
-                // The slot's batch is reused (its buffers keep their capacity, its shortcut may
-                // still hold), unless its last batch is still delivering.
-                let isFree = Unmanaged<_BatchState>.fromOpaque(pointer)._withUnsafeGuaranteedRef { batch in
-                    guard !batch.isDelivering.load(ordering: .acquiring) else { return false }
-                    batch.depth = 1
-                    return true
-                }
-                if isFree {
-                    slowPathFlags.bitwiseOr(_SlowPath.batch, ordering: .releasing)
-                    return
-                }
-                batchOwner.store(0, ordering: .releasing)
+                if openSlotBatch(pointer) { return }
             } else {
                 let batch = _BatchState()
                 state.slotBatch = batch
