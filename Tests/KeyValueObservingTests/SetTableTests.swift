@@ -174,6 +174,87 @@ struct SetTableTests {
     }
 }
 
+@Suite("A key with one observer: no snapshot, the set table holds the observer")
+struct SingleObserverTests {
+    /// A registration and its sets make no snapshot; a second observer does, and removing it goes
+    /// back to none; a batch's delivery makes one (it reads the snapshots after unlocking).
+    @Test func aKeyWithOneObserverHasNoSnapshotUntilAPathBeyondTheSetTableAsks() {
+        let counter = Counter8()
+        let seen = Locked<[String]>([])
+        let first = counter.observe(\.k0, options: [.new]) { _, change in seen.append("first \(change.newValue!)") }
+        counter.k0 = 1
+        #expect(counter.hasPublishedSetTable)
+        #expect(counter.observedKeysWithSnapshot == 0)
+        let second = counter.observe(\.k0, options: [.new]) { _, change in seen.append("second \(change.newValue!)") }
+        #expect(counter.observedKeysWithSnapshot == 1)
+        counter.k0 = 2
+        second.invalidate()
+        #expect(counter.observedKeysWithSnapshot == 0)
+        counter.k0 = 3
+        counter.coalescingChanges {
+            counter.k0 = 4
+            counter.k0 = 5
+        }
+        #expect(counter.observedKeysWithSnapshot == 1)
+        counter.k0 = 6
+        #expect(seen.current == ["first 1", "first 2", "second 2", "first 3", "first 5", "first 6"])
+        withExtendedLifetime(first) {}
+    }
+
+    /// A single observer that needs the value before the store, removes duplicates or observes a
+    /// key its class notifies by hand is delivered from its snapshot, exactly as before.
+    @Test func aSingleObserverThatNeedsMoreThanTheNewValueGetsAllOfIt() {
+        let counter = Counter8()
+        let seen = Locked<[String]>([])
+        let priorAndOld = counter.observe(\.k0, options: [.old, .new, .prior]) { _, change in
+            seen.append(change.isPrior ? "prior old \(change.oldValue!)" : "\(change.oldValue!)→\(change.newValue!)")
+        }
+        let unique = counter.observe(\.k1, options: [.new], removingDuplicates: true) { _, change in
+            seen.append("k1 \(change.newValue!)")
+        }
+        counter.k0 = 1
+        counter.k1 = 7
+        counter.k1 = 7
+        counter.k1 = 8
+        #expect(seen.current == ["prior old 0", "0→1", "k1 7", "k1 8"])
+        let settings = Settings()
+        let balances = Locked<[Int]>([])
+        let balance = settings.observe(\.balance, options: [.new]) { _, change in balances.append(change.newValue!) }
+        // `balance` does not notify automatically: only the deposit's own notification counts.
+        settings.balance = 5
+        settings.deposit(10)
+        #expect(balances.current == [15])
+        withExtendedLifetime((priorAndOld, unique, balance)) {}
+    }
+
+    /// A key whose observers go from one to two and back while another thread sets it: the stable
+    /// observer gets every set, whether the set found it alone or in a snapshot.
+    @Test func setsRacingAKeyGoingFromOneObserverToTwoAndBackReachTheStableOne() {
+        let counter = Counter8()
+        let deliveries = Locked(0)
+        let lastSeen = Locked(0)
+        let stable = counter.observe(\.k0, options: [.new]) { _, change in
+            deliveries.withLock { $0 += 1 }
+            lastSeen.withLock { $0 = change.newValue! }
+        }
+        let sets = 20_000
+        TestThread.run(2) { me in
+            if me == 0 {
+                for value in 1...sets { counter.k0 = value }
+            } else {
+                for _ in 0..<2_000 {
+                    let token = counter.observe(\.k0) { _, _ in }
+                    token.invalidate()
+                }
+            }
+        }
+        #expect(deliveries.current == sets)
+        #expect(lastSeen.current == sets)
+        #expect(counter.retiredSetTableCount == 0)
+        withExtendedLifetime(stable) {}
+    }
+}
+
 class DirectBase: KeyValueObservable, @unchecked Sendable {
     @Observed var x = 0
 }

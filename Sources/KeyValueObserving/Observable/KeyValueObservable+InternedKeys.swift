@@ -73,10 +73,10 @@ extension KeyValueObservable {
 /// for the length of a read section (`_withExplicitKeyObservers`): not to be kept beyond it.
 @usableFromInline
 package struct _ExplicitKeyObservers {
-    @usableFromInline let snapshot: Unmanaged<_ObserverSnapshot>?
+    @usableFromInline let observers: _BorrowedObservers?
 
-    @inlinable init(_ snapshot: Unmanaged<_ObserverSnapshot>?) {
-        self.snapshot = snapshot
+    @inlinable init(_ observers: _BorrowedObservers?) {
+        self.observers = observers
     }
 
     /// No observers.
@@ -84,7 +84,9 @@ package struct _ExplicitKeyObservers {
 
     /// Whether some observer asked for `.prior`.
     @inlinable package var wantsPrior: Bool {
-        snapshot?._withUnsafeGuaranteedRef { !$0.isPlain && $0.needsWillChange } ?? false
+        // A single observer is in the set table alone only if it asked for nothing before the change.
+        guard let observers, !observers.isSingle else { return false }
+        return observers.snapshot._withUnsafeGuaranteedRef { !$0.isPlain && $0.needsWillChange }
     }
 
     /// Sends `phases` of the change from `oldValue` to `newValue` of `object`'s key to these
@@ -96,7 +98,14 @@ package struct _ExplicitKeyObservers {
     package func notify<Root: AnyObject, Value>(
         _ object: Root, from oldValue: Value, to newValue: Value, phases: _ExplicitNotificationPhases
     ) {
-        snapshot?._withUnsafeGuaranteedRef { snapshot in
+        guard let observers else { return }
+        if observers.isSingle {
+            if phases.contains(.change) {
+                observers.single._withUnsafeGuaranteedRef { _ObserverSnapshot.deliverAlone(newValue, to: $0, on: object) }
+            }
+            return
+        }
+        observers.snapshot._withUnsafeGuaranteedRef { snapshot in
             if snapshot.isPlain {
                 if phases.contains(.change) { snapshot.deliverPlain(newValue, on: object) }
             } else {

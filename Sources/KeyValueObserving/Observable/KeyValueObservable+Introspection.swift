@@ -68,6 +68,15 @@ extension KeyValueObservable {
         _existingRegistry?.setTables.load() != nil
     }
 
+    /// How many of the observed keys have a snapshot of their observers: a key with one observer
+    /// has none until a path other than the set table asks for it (a batch's delivery, a manual
+    /// notification), and the set table then holds the observer itself (`_BorrowedObservers`). A
+    /// hook for the tests of that claim, not API.
+    package var observedKeysWithSnapshot: Int {
+        guard let registry = _existingRegistry else { return 0 }
+        return registry.readState { $0.slots.lazy.filter(\.hasSnapshot).count }
+    }
+
     /// Whether the process-wide cache of `@Observed` keys knows `keyPath` as a key of this object's
     /// class, and then whether the property is zero-sized (`nil`: unknown, the next registration
     /// probes the property). A hook for the tests of that cache, not API.

@@ -89,14 +89,13 @@ extension Observed {
     ) {
         // A key with observers of its own: its snapshot says whether a set notifies; else the table
         // has the class's answer (`knownElement` checked it is there).
-        let notifies = element.snapshot.map { $0._withUnsafeGuaranteedRef { $0.notifiesAutomatically } } ?? element.notifiesAutomatically
-        guard notifies == true, let key = element.key else {
+        guard element.notifies == true, let key = element.key else {
             storage.pointee._value = newValue
             return
         }
         key._withUnsafeGuaranteedRef { key in
             anyKey?._withUnsafeGuaranteedRef { $0.willChange(object, key, storageOffset: storageOffset) }
-            _deliver(newValue, to: element.snapshot, storage: storage, on: object)
+            _deliver(newValue, to: element.observers, storage: storage, on: object)
             anyKey?._withUnsafeGuaranteedRef { $0.didChange(object, borrowing: key, storageOffset: storageOffset) }
         }
     }

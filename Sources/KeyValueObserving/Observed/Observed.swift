@@ -190,12 +190,12 @@ public struct Observed<Value> {
     }
 
     /// Stores `newValue` and notifies the observers of `found` around the store. `found` is
-    /// unretained: the caller keeps it alive (a read section of the set table, or a reference).
+    /// borrowed from the set table: the caller is in a read section.
     @inlinable
     @inline(__always)
     static func _deliver<EnclosingSelf: KeyValueObservable>(
         _ newValue: Value,
-        to found: Unmanaged<_ObserverSnapshot>?,
+        to found: _BorrowedObservers?,
         storage: UnsafeMutablePointer<Observed<Value>>,
         on object: EnclosingSelf
     ) {
@@ -203,7 +203,13 @@ public struct Observed<Value> {
             storage.pointee._value = newValue
             return
         }
-        found._withUnsafeGuaranteedRef { snapshot in
+        if found.isSingle {
+            // One observer that needs nothing before the store, where sets notify.
+            storage.pointee._value = newValue
+            found.single._withUnsafeGuaranteedRef { _ObserverSnapshot.deliverAlone(newValue, to: $0, on: object) }
+            return
+        }
+        found.snapshot._withUnsafeGuaranteedRef { snapshot in
             guard snapshot.notifiesAutomatically else {
                 storage.pointee._value = newValue
                 return

@@ -121,6 +121,8 @@ extension _ObserverRegistry {
     /// are those of the end of the batch (one may have registered meanwhile).
     @inline(__always)
     private func prepareDelivery(of batch: _BatchState, into delivery: inout BatchDelivery) {
+        // The delivery reads the snapshots from the copy, after unlocking.
+        state.makeAllSnapshots()
         delivery.pinned = state.slots
         let count = batch.changeCount
         if count != 0, !state.anyKeyObservers.observers.isEmpty {
@@ -140,7 +142,7 @@ extension _ObserverRegistry {
             let extra = change.pointee.extra
             let extraKey = extra < 0 ? nil : batch.extras[extra].key
             let (slot, needsLearning) = slotIndex(ofPropertyAt: offset, key: extraKey, hint: change.pointee.slotIndex)
-            change.pointee.current = slot < 0 ? nil : Unmanaged.passUnretained(delivery.pinned.unsafelyUnwrapped[slot].snapshot)
+            change.pointee.current = slot < 0 ? nil : Unmanaged.passUnretained(delivery.pinned.unsafelyUnwrapped[slot].madeSnapshot)
             if needsLearning { rare.learning = (rare.learning ?? []) + [index] }
             // A change is recorded without its key only when a slot knew its offset, which the
             // registry then remembers for good.
@@ -193,7 +195,7 @@ extension _ObserverRegistry {
             // With no observers left, the values are still taken (a box is released).
             let observers =
                 hintsAreRight
-                ? Unmanaged.passUnretained(slot < 0 ? _ObserverSnapshot.none : delivery.pinned.unsafelyUnwrapped[slot].snapshot)
+                ? Unmanaged.passUnretained(slot < 0 ? _ObserverSnapshot.none : delivery.pinned.unsafelyUnwrapped[slot].madeSnapshot)
                 : change.pointee.current ?? Unmanaged.passUnretained(_ObserverSnapshot.none)
             change.pointee.finisher._withUnsafeGuaranteedRef { finisher in
                 observers._withUnsafeGuaranteedRef { finisher.deliver(change, $0, batch, object) }

@@ -144,7 +144,7 @@ extension _ObserverRegistry {
         }
         let (index, needsLearning) = slotIndex(ofPropertyAt: offset, key: key, hint: -1)
         if index >= 0 {
-            snapshot = state.slots[index].snapshot
+            snapshot = state.snapshot(ofSlotAt: index)
             key = state.slots[index].keyPath
             found.slotIndex = index
         }
@@ -184,9 +184,7 @@ extension _ObserverRegistry {
         for index in state.slots.indices where state.slots[index].kind == .storage {
             // A slot still to learn its offset could be any property's.
             guard let offset = state.slots[index].offset else { return }
-            let snapshot = Unmanaged.passUnretained(state.slots[index].snapshot)
-            let isSimple = snapshot._withUnsafeGuaranteedRef { !$0.needsWillChange && $0.notifiesAutomatically }
-            guard isSimple else { return }
+            guard !state.slots[index].needsWillChange, state.slots[index].notifiesAutomatically else { return }
             batch.addToShortcut(offset: offset, slot: index)
         }
         batch.shortcutVersion = version

@@ -14,7 +14,7 @@ extension _ObserverRegistry.State {
             }
         }
         for slot in slots {
-            for entry in slot.snapshot.entries {
+            for entry in slot.entries {
                 if entry.isPathFollower {
                     followers.insert(entry.id)
                 } else if entry.isDirect {

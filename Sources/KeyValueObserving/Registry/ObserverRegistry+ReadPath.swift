@@ -36,10 +36,10 @@ extension _ObserverRegistry {
     ///   unknown.
     @inlinable
     @inline(__always)
-    func observersInReadSection(atOffset offset: Int, key: () -> AnyKeyPath) -> Unmanaged<_ObserverSnapshot>? {
+    func observersInReadSection(atOffset offset: Int, key: () -> AnyKeyPath) -> _BorrowedObservers? {
         switch lookUpPublished(offset: offset) {
-        case .observers(let snapshot):
-            return snapshot
+        case .observers(let observers):
+            return observers
         case .none:
             return nil
         case .unknown:
@@ -62,23 +62,23 @@ extension _ObserverRegistry {
     /// observers that table has for `offset`, unretained. Called inside a read section, which keeps
     /// the table, and so the snapshot returned, alive until it ends, even if it is replaced meanwhile.
     @usableFromInline
-    func learnOffset(_ offset: Int, key: () -> AnyKeyPath) -> Unmanaged<_ObserverSnapshot>? {
+    func learnOffset(_ offset: Int, key: () -> AnyKeyPath) -> _BorrowedObservers? {
         var learnedKey: AnyKeyPath?
         while true {
-            let found: Unmanaged<_ObserverSnapshot>?? = withLock {
+            let found: _BorrowedObservers?? = withLock {
                 if state.needsLearning(offset: offset) {
                     // The key is asked for outside the lock, then this runs again.
                     guard let learnedKey else { return nil }
-                    _ = state.learn(offset: offset, key: learnedKey)
+                    state.learn(offset: offset, key: learnedKey)
                     // The mask and the state version change only when something was learned: a
                     // version bump would make every batch's shortcut take the lock again.
                     publish()
                 }
                 publishSetTable()
                 if let table = setTables.load(),
-                    case .observers(let snapshot) = table._withUnsafeGuaranteedRef({ $0.lookUp(offset: offset) })
+                    case .observers(let observers) = table._withUnsafeGuaranteedRef({ $0.lookUp(offset: offset) })
                 {
-                    return .some(snapshot)
+                    return .some(observers)
                 }
                 return .some(nil)
             }

@@ -13,14 +13,15 @@ extension _ObserverRegistry.State {
         guard let index else {
             // `@Observed` keys are plain property key paths: comparing them runs no user code.
             let offset = kind == .storage ? learnedOffsets.first { _sameKey($0.key, keyPath) }?.offset : nil
-            let snapshot = _ObserverSnapshot.make(entries: CollectionOfOne(entry), notifiesAutomatically: notifiesAutomatically)
-            slots.append(_ObserverRegistry.Slot(kind: kind, offset: offset, keyPath: keyPath, snapshot: snapshot))
+            // One observer: no snapshot until something asks for one.
+            slots.append(
+                _ObserverRegistry.Slot(
+                    kind: kind, offset: offset, keyPath: keyPath, entry: entry, notifiesAutomatically: notifiesAutomatically))
+            allSnapshotsMade = false
             if kind == .keyPath { keyPathSlotsVersion &+= 1 }
             return nil
         }
-        let old = slots[index].snapshot
-        slots[index].snapshot = old.appending(entry)
-        return old
+        return slots[index].append(entry)
     }
 
     /// The key paths of the slots of keys that are not `@Observed`, for comparing outside the lock.
@@ -56,20 +57,17 @@ extension _ObserverRegistry.State {
     mutating func remove(id: UInt64, into removed: inout Removed) {
         var slotIndex = slots.startIndex
         while slotIndex < slots.endIndex {
-            let snapshot = slots[slotIndex].snapshot
-            guard let entryIndex = snapshot.index(ofID: id) else {
+            switch slots[slotIndex].remove(id: id) {
+            case .notHere:
                 slotIndex += 1
-                continue
-            }
-            snapshot.entries[entryIndex].deactivate()
-            if snapshot.count == 1 {
-                // The slot holds its snapshot.
+            case .wasLast:
+                // The slot holds its entry, and its snapshot if it has one.
                 let slot = slots.remove(at: slotIndex)
                 if slot.kind == .keyPath { keyPathSlotsVersion &+= 1 }
                 removed.slots.append(slot)
-            } else {
-                removed.snapshots.append(snapshot)
-                slots[slotIndex].snapshot = snapshot.removing(at: entryIndex)
+            case .removed(let replaced, let leftOne):
+                removed.snapshots.append(replaced)
+                if leftOne { allSnapshotsMade = false }
                 slotIndex += 1
             }
         }
@@ -163,7 +161,7 @@ extension _ObserverRegistry {
         switch key {
         case .observedProperty(let keyPath, let isZeroSized):
             return readState { state in
-                state.observedPropertySlotIndex(keyPath, isZeroSized: isZeroSized).map { state.slots[$0].snapshot }
+                state.observedPropertySlotIndex(keyPath, isZeroSized: isZeroSized).map { state.snapshot(ofSlotAt: $0) }
             }
         case .keyPath(let keyPath):
             while true {
@@ -171,7 +169,7 @@ extension _ObserverRegistry {
                 guard let match else { return nil }
                 let (isCurrent, snapshot) = readState { state -> (Bool, _ObserverSnapshot?) in
                     guard state.keyPathSlotsVersion == version else { return (false, nil) }
-                    return (true, state.keyPathSlotIndex(identicalTo: match).map { state.slots[$0].snapshot })
+                    return (true, state.keyPathSlotIndex(identicalTo: match).map { state.snapshot(ofSlotAt: $0) })
                 }
                 withExtendedLifetime(match) {}
                 if isCurrent { return snapshot }

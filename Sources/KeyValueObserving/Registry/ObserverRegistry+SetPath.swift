@@ -11,13 +11,14 @@ extension _ObserverRegistry.State {
     }
 
     /// Records which key is stored at `offset`, resolves the slot waiting for it, and returns that
-    /// slot's observers. `@Observed` keys are plain property key paths: comparing them runs no user code.
-    mutating func learn(offset: Int, key: AnyKeyPath) -> _ObserverSnapshot? {
+    /// slot's index. `@Observed` keys are plain property key paths: comparing them runs no user code.
+    @discardableResult
+    mutating func learn(offset: Int, key: AnyKeyPath) -> Int? {
         recordOffset(offset, for: key)
         for index in slots.indices where slots[index].kind == .storage && slots[index].offset == nil {
             if _sameKey(slots[index].keyPath, key) {
                 slots[index].offset = offset
-                return slots[index].snapshot
+                return index
             }
         }
         return nil
@@ -30,7 +31,7 @@ extension _ObserverRegistry.State {
         // By index, reading only the fields needed: copying a slot would retain its key and snapshot.
         for index in slots.indices where slots[index].kind == .storage {
             let slotOffset = slots[index].offset
-            if slotOffset == offset { return (slots[index].snapshot, false) }
+            if slotOffset == offset { return (snapshot(ofSlotAt: index), false) }
             needsLearning = needsLearning || slotOffset == nil
         }
         return (nil, needsLearning && !learnedOffsets.contains { $0.offset == offset })
@@ -62,7 +63,7 @@ extension _ObserverRegistry {
         let (found, needsLearning) = readState { $0.snapshot(forStorageAt: offset) }
         guard needsLearning else { return found }
         let key = key()
-        return withState { $0.learn(offset: offset, key: key) }
+        return withState { state in state.learn(offset: offset, key: key).map { state.snapshot(ofSlotAt: $0) } }
     }
 
     /// Records that the explicitly notified key `key` (see `_ExplicitlyNotifiedKeys`) is found at

@@ -49,6 +49,33 @@ extension _ObserverRegistry {
         /// batches for reuse (`ObserverRegistry+Batches.swift`).
         var slotBatch: _BatchState?
 
+        /// The snapshot of the slot at `index`, made if it has one observer and none yet. Making it
+        /// changes nothing the set table shows (it holds a single observer itself), so it does not
+        /// count as a change of the slots.
+        mutating func snapshot(ofSlotAt index: Int) -> _ObserverSnapshot {
+            if let made = slots[index].made { return made }
+            let version = setTableVersion
+            let snapshot = slots[index].makeSnapshot()
+            setTableVersion = version
+            return snapshot
+        }
+
+        /// Makes the snapshot of every slot that has none: a batch's delivery reads them from a copy
+        /// of the slots, after unlocking.
+        @inline(__always)
+        mutating func makeAllSnapshots() {
+            guard !allSnapshotsMade else { return }
+            makeMissingSnapshots()
+        }
+
+        private mutating func makeMissingSnapshots() {
+            for index in slots.indices where !slots[index].hasSnapshot { _ = snapshot(ofSlotAt: index) }
+            allSnapshotsMade = true
+        }
+
+        /// `false` once a slot may have been left with one observer and no snapshot.
+        var allSnapshotsMade = true
+
         /// The value of `_ObserverRegistry.observedMask` for this state.
         // `mutating` here and below: called on the registry's stored state, a non-mutating member
         // would copy the whole state (retaining every field) first.
@@ -116,7 +143,123 @@ extension _ObserverRegistry {
         /// The key: as the declaring class's accessor names it for an `@Observed` property, else the
         /// observed key path.
         let keyPath: AnyKeyPath
-        var snapshot: _ObserverSnapshot
+        /// `false` when the class turned automatic notification off for this key
+        /// (`automaticallyNotifiesObservers(for:)`).
+        let notifiesAutomatically: Bool
+        /// The key's observer while it has exactly one; `nil` with several (then `made` has them).
+        /// A key with one observer has no snapshot unless a path other than the set table asks for
+        /// one (`State.snapshot(ofSlotAt:)`, which makes it once): a registration and its removal
+        /// then allocate no snapshot, and the set table holds the entry itself.
+        private(set) var single: _ObserverEntry?
+        /// The snapshot of the observers: always there with several, made on demand with one.
+        fileprivate var made: _ObserverSnapshot?
+
+        init(kind: Kind, offset: Int?, keyPath: AnyKeyPath, entry: _ObserverEntry, notifiesAutomatically: Bool) {
+            self.kind = kind
+            self.offset = offset
+            self.keyPath = keyPath
+            self.notifiesAutomatically = notifiesAutomatically
+            single = entry
+        }
+
+        /// The number of observers (at least one: a slot without observers is removed).
+        var count: Int { single == nil ? made.unsafelyUnwrapped.count : 1 }
+
+        /// Whether the snapshot exists (always with several observers).
+        var hasSnapshot: Bool { made != nil }
+
+        /// The snapshot, made if the slot has one observer and none yet. Through
+        /// `State.snapshot(ofSlotAt:)`, which keeps the making from counting as a change of the
+        /// slots (the set table's version).
+        fileprivate mutating func makeSnapshot() -> _ObserverSnapshot {
+            if let made { return made }
+            let snapshot = _ObserverSnapshot.make(
+                entries: CollectionOfOne(single.unsafelyUnwrapped), notifiesAutomatically: notifiesAutomatically)
+            made = snapshot
+            return snapshot
+        }
+
+        /// The snapshot of a slot that has one (`hasSnapshot`): a batch's delivery reads the pinned
+        /// copy of the slots, whose snapshots were all made before it was taken.
+        var madeSnapshot: _ObserverSnapshot {
+            // Unchecked in optimised builds: read for every change a batch delivers.
+            assert(made != nil, "KeyValueObserving: a slot's snapshot was read before it was made")
+            return made.unsafelyUnwrapped
+        }
+
+        /// Whether a set can hand the change to the single observer alone, with no snapshot: it
+        /// needs nothing before the store and the class lets sets notify.
+        var deliversAlone: Bool {
+            guard notifiesAutomatically, let single else { return false }
+            return single.options.isDisjoint(with: [.old, .prior]) && !single.removesDuplicates
+        }
+
+        /// Whether some observer needs work before the change (a snapshot's `needsWillChange`),
+        /// without making a snapshot.
+        var needsWillChange: Bool {
+            if let made { return made.needsWillChange }
+            let options = single.unsafelyUnwrapped.options
+            return options.contains(.prior) || (!single.unsafelyUnwrapped.isDirect && options.contains(.old))
+        }
+
+        /// Adds `entry` after the observers. Returns the snapshot replaced, to release after unlocking.
+        mutating func append(_ entry: _ObserverEntry) -> _ObserverSnapshot? {
+            if let made {
+                self.made = made.appending(entry)
+                single = nil
+                return made
+            }
+            made = _ObserverSnapshot.make(entries: [single.unsafelyUnwrapped, entry], notifiesAutomatically: notifiesAutomatically)
+            single = nil
+            return nil
+        }
+
+        /// What `remove(id:)` did.
+        enum Removal {
+            case notHere
+            /// The entry was the slot's last: the caller removes the slot.
+            case wasLast
+            /// The entry is out; `replaced` is the snapshot to release after unlocking, and
+            /// `leftOne` whether one observer is left (and no snapshot).
+            case removed(replaced: _ObserverSnapshot, leftOne: Bool)
+        }
+
+        /// Deactivates and removes the entry of registration `id`, if it is here.
+        mutating func remove(id: UInt64) -> Removal {
+            if let single {
+                guard single.id == id else { return .notHere }
+                single.deactivate()
+                return .wasLast
+            }
+            let snapshot = made.unsafelyUnwrapped
+            guard let index = snapshot.index(ofID: id) else { return .notHere }
+            snapshot.entries[index].deactivate()
+            if snapshot.count == 1 { return .wasLast }
+            if snapshot.count == 2 {
+                single = snapshot.entries[1 - index]
+                made = nil
+                return .removed(replaced: snapshot, leftOne: true)
+            }
+            made = snapshot.removing(at: index)
+            return .removed(replaced: snapshot, leftOne: false)
+        }
+
+        /// The observers, in registration order.
+        var entries: Entries { Entries(single: single, snapshot: made) }
+
+        struct Entries: RandomAccessCollection {
+            let single: _ObserverEntry?
+            let snapshot: _ObserverSnapshot?
+            var startIndex: Int { 0 }
+            var endIndex: Int { single == nil ? snapshot.unsafelyUnwrapped.count : 1 }
+            subscript(index: Int) -> _ObserverEntry {
+                if let single {
+                    precondition(index == 0, "Slot.Entries: index out of range")
+                    return single
+                }
+                return snapshot.unsafelyUnwrapped.entries[index]
+            }
+        }
     }
 
     /// What one thread is in the middle of on this object. One record per thread replaces one list

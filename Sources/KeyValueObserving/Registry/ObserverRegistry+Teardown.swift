@@ -23,7 +23,7 @@ extension _ObserverRegistry.State {
         anyKeyObservers = _AnyKeySnapshot(observers: [])
         deinitHandlers = []
         for slot in torn.slots {
-            for entry in slot.snapshot.entries { entry.deactivate() }
+            for entry in slot.entries { entry.deactivate() }
         }
         torn.anyKey.observers.forEach { $0.deactivate() }
         return torn

@@ -17,8 +17,9 @@ typealias _ObserverSetTable = _HashTable<_ObserverSetEntry>
 struct _ObserverSetEntry: _HashTableElement {
     /// `Int.min` for a free element.
     @usableFromInline var offset: Int
-    /// The property's observers; `nil` for a property known to have none.
-    @usableFromInline var snapshot: Unmanaged<_ObserverSnapshot>?
+    /// The property's observers (one entry alone, or a snapshot); `nil` for a property known to
+    /// have none.
+    @usableFromInline var observers: _BorrowedObservers?
     /// The property's key as its accessor names it, while the object has observers of every key
     /// (`nil` otherwise, or if the registry does not know it).
     @usableFromInline var key: Unmanaged<AnyKeyPath>?
@@ -37,7 +38,7 @@ struct _ObserverSetEntry: _HashTableElement {
     }
 
     @usableFromInline
-    static var free: _ObserverSetEntry { _ObserverSetEntry(offset: .min, snapshot: nil, key: nil, notifiesAutomatically: nil) }
+    static var free: _ObserverSetEntry { _ObserverSetEntry(offset: .min, observers: nil, key: nil, notifiesAutomatically: nil) }
 
     /// The table's key: the offset (`key` is the property's key path).
     @inlinable
@@ -54,8 +55,17 @@ struct _ObserverSetEntry: _HashTableElement {
 
     @usableFromInline
     func release() {
-        snapshot?.release()
+        observers?.release()
         key?.release()
+    }
+
+    /// Whether a set of the property notifies: its observers' answer, else the class's, if known.
+    @inlinable
+    @inline(__always)
+    var notifies: Bool? {
+        guard let observers else { return notifiesAutomatically }
+        // A single observer is in the table alone only where sets notify.
+        return observers.isSingle || observers.snapshot._withUnsafeGuaranteedRef { $0.notifiesAutomatically }
     }
 
     @usableFromInline
@@ -68,7 +78,7 @@ struct _ObserverSetEntry: _HashTableElement {
 @usableFromInline
 enum _ObserverSetLookUp {
     /// The property's observers (borrowed: valid while the caller is a reader).
-    case observers(Unmanaged<_ObserverSnapshot>)
+    case observers(_BorrowedObservers)
     /// The property has no observers.
     case none
     /// The table does not know the property; the registry must be asked under its lock.
@@ -85,8 +95,8 @@ extension _HashTable where Entry == _ObserverSetEntry {
     @inline(__always)
     func lookUp(offset: Int) -> _ObserverSetLookUp {
         guard let element = element(for: offset) else { return extra.hasUnresolvedSlots ? .unknown : .none }
-        guard let snapshot = element.snapshot else { return .none }
-        return .observers(snapshot)
+        guard let observers = element.observers else { return .none }
+        return .observers(observers)
     }
 
     /// The element of the property stored at `offset`, if the table knows its key and whether a set
@@ -96,7 +106,7 @@ extension _HashTable where Entry == _ObserverSetEntry {
     @inline(__always)
     func knownElement(offset: Int) -> _ObserverSetEntry? {
         guard let element = element(for: offset), element.key != nil,
-            element.snapshot != nil || element.notifiesAutomatically != nil
+            element.observers != nil || element.notifiesAutomatically != nil
         else { return nil }
         return element
     }
@@ -106,14 +116,17 @@ extension _HashTable where Entry == _ObserverSetEntry {
     @inline(__always)
     var anyKeyObservers: Unmanaged<_AnyKeySnapshot>? { extra.anyKey }
 
-    /// Adds `offset` with its observers and key (retained), unless the table has it already. Only
-    /// before the table is published.
-    func insert(offset: Int, snapshot: _ObserverSnapshot?, key: AnyKeyPath?, notifiesAutomatically: Bool? = nil) {
-        guard element(for: offset) == nil else { return }
+    /// Adds `offset` with its observers (retained by the caller: the table takes that reference) and
+    /// its key (retained here), unless the table has it already. Only before the table is published.
+    func insert(offset: Int, observers: _BorrowedObservers?, key: AnyKeyPath?, notifiesAutomatically: Bool? = nil) {
+        guard element(for: offset) == nil else {
+            observers?.release()
+            return
+        }
         insert(
             _ObserverSetEntry(
                 offset: offset,
-                snapshot: snapshot.map { Unmanaged.passRetained($0) },
+                observers: observers,
                 key: key.map { Unmanaged.passRetained($0) },
                 notifiesAutomatically: notifiesAutomatically
             ))
@@ -140,18 +153,59 @@ extension _ObserverRegistry.State {
         let carriesKeys = anyKey != nil
         for index in slots.indices where slots[index].kind == .storage {
             if let offset = slots[index].offset {
-                table.insert(offset: offset, snapshot: slots[index].snapshot, key: carriesKeys ? slots[index].keyPath : nil)
+                // A single observer that needs nothing before the store is in the table itself.
+                let observers =
+                    slots[index].deliversAlone
+                    ? _BorrowedObservers(retaining: slots[index].single.unsafelyUnwrapped)
+                    : _BorrowedObservers(retaining: snapshot(ofSlotAt: index))
+                table.insert(offset: offset, observers: observers, key: carriesKeys ? slots[index].keyPath : nil)
             }
         }
         for index in learnedOffsets.indices {
             let offset = learnedOffsets[index].offset
             guard carriesKeys else {
-                table.insert(offset: offset, snapshot: nil, key: nil)
+                table.insert(offset: offset, observers: nil, key: nil)
                 continue
             }
             let decision = automaticNotification.first { $0.offset == offset }?.notifies
-            table.insert(offset: offset, snapshot: nil, key: learnedOffsets[index].key, notifiesAutomatically: decision)
+            table.insert(offset: offset, observers: nil, key: learnedOffsets[index].key, notifiesAutomatically: decision)
         }
         return table
+    }
+}
+
+/// The observers of a key as the set table holds them, borrowed for a read section: the key's one
+/// observer, when it needs nothing before the store and sets of the key notify (no snapshot is
+/// made for it), or its snapshot. One word: the entry's address is tagged in its low bit (objects
+/// are at least 16-byte aligned).
+@usableFromInline
+struct _BorrowedObservers: BitwiseCopyable {
+    @usableFromInline let bits: UnsafeRawPointer
+
+    /// Takes one reference to `entry`, which `release()` gives back.
+    init(retaining entry: _ObserverEntry) {
+        bits = UnsafeRawPointer(Unmanaged.passRetained(entry).toOpaque()) + 1
+    }
+
+    /// Takes one reference to `snapshot`, which `release()` gives back.
+    init(retaining snapshot: _ObserverSnapshot) {
+        bits = UnsafeRawPointer(Unmanaged.passRetained(snapshot).toOpaque())
+    }
+
+    /// Whether this is a single observer (`single`), not a snapshot (`snapshot`).
+    @inlinable
+    @inline(__always)
+    var isSingle: Bool { UInt(bitPattern: bits) & 1 != 0 }
+
+    @inlinable
+    @inline(__always)
+    var single: Unmanaged<_ObserverEntry> { Unmanaged.fromOpaque(bits - 1) }
+
+    @inlinable
+    @inline(__always)
+    var snapshot: Unmanaged<_ObserverSnapshot> { Unmanaged.fromOpaque(bits) }
+
+    func release() {
+        if isSingle { single.release() } else { snapshot.release() }
     }
 }

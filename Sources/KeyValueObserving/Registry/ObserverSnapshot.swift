@@ -178,17 +178,34 @@ extension _ObserverSnapshot {
     @inline(__always)
     func deliverPlain<Root: AnyObject, Value>(_ newValue: Value, on object: Root) {
         forEachEntry { _, unretained in
-            unretained._withUnsafeGuaranteedRef { entry in
-                let observer = unsafeDowncast(entry, to: _DirectObserver<Value>.self)
-                guard observer.isActive else { return }
-                let change = KeyValueObservedChange(settingNew: observer.options.contains(.new) ? newValue : nil, old: nil)
-                if observer.rootType == ObjectIdentifier(Root.self) {
-                    // The observer was registered with this very class: its handler takes `Root`.
-                    unsafeDowncast(observer, to: _RootedDirectObserver<Root, Value>.self).rootedHandler(object, change)
-                } else {
-                    observer.handler(object, change)
-                }
-            }
+            unretained._withUnsafeGuaranteedRef { Self.deliverPlain(newValue, to: $0, on: object) }
+        }
+    }
+
+    /// Delivers a change, after the store, to one direct observer that wants no old value.
+    @inlinable
+    @inline(__always)
+    static func deliverPlain<Root: AnyObject, Value>(_ newValue: Value, to entry: _ObserverEntry, on object: Root) {
+        let observer = unsafeDowncast(entry, to: _DirectObserver<Value>.self)
+        guard observer.isActive else { return }
+        let change = KeyValueObservedChange(settingNew: observer.options.contains(.new) ? newValue : nil, old: nil)
+        if observer.rootType == ObjectIdentifier(Root.self) {
+            // The observer was registered with this very class: its handler takes `Root`.
+            unsafeDowncast(observer, to: _RootedDirectObserver<Root, Value>.self).rootedHandler(object, change)
+        } else {
+            observer.handler(object, change)
+        }
+    }
+
+    /// Delivers a change, after the store, to a key's only observer, which needs nothing before it
+    /// (the set table holds such an observer without a snapshot: `_BorrowedObservers`).
+    @inlinable
+    @inline(__always)
+    static func deliverAlone<Root: AnyObject, Value>(_ newValue: Value, to entry: _ObserverEntry, on object: Root) {
+        if entry.isDirect {
+            deliverPlain(newValue, to: entry, on: object)
+        } else {
+            entry.didChange(object)
         }
     }
 
