@@ -312,7 +312,7 @@ final class _DirectFollower<Value>: _DirectObserver<Value>, @unchecked Sendable 
     init(id: UInt64, announcingTo resolver: _DependencyPaths, marker: _PathFollower.Marker, announcesValue: Bool) {
         self.resolver = resolver
         self.marker = marker
-        super.init(id: id, options: announcesValue ? [.new] : [], isDuplicate: nil, rootType: nil, isPathFollower: true)
+        super.init(id: id, options: announcesValue ? [.new] : [], rootType: nil, isPathFollower: true)
     }
 
     override func handler(_ object: AnyObject, _ change: KeyValueObservedChange<Value>) {

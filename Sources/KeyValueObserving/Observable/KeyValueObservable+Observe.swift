@@ -105,8 +105,12 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         var reading: (keyPath: AnyKeyPath, read: (KeyValueObservable) -> Void)?
         let entry: _ObserverEntry
         if registration.isDirect {
-            entry = _RootedDirectObserver<Self, Value>(
-                id: registration.id, options: options, isDuplicate: isDuplicate, handler: changeHandler)
+            if let isDuplicate {
+                entry = _DeduplicatingDirectObserver<Self, Value>(
+                    id: registration.id, options: options, isDuplicate: isDuplicate, handler: changeHandler)
+            } else {
+                entry = _RootedDirectObserver<Self, Value>(id: registration.id, options: options, handler: changeHandler)
+            }
         } else {
             let read = _reader(again, registered: keyPath)
             reader = read

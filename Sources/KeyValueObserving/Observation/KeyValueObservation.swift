@@ -18,20 +18,30 @@ import Synchronization
 /// strongly therefore lives until `invalidate()` is called, as in Foundation.
 public final class KeyValueObservation: Sendable {
     let registry: _ObserverRegistry?
-    let id: UInt64
     /// What else ends with this observation: the chain observers of a key-path chain or of a
     /// dependent key with chained inputs.
     private let parts: [any _Invalidatable]
-    /// Set when an `invalidate()` has finished: the later ones (the deinit's, usually) have nothing to
-    /// do. Set after the removal, not before, so that a call racing the first one still returns only
-    /// once the observer is removed.
-    private let isInvalidated = Atomic<Bool>(false)
+    /// The registration's id, and in the top bit (`invalidatedBit`) whether an `invalidate()` has
+    /// finished: the later ones (the deinit's, usually) have nothing to do. The bit is set after
+    /// the removal, not before, so that a call racing the first one still returns only once the
+    /// observer is removed. One word for both: the token is 40 bytes, a 48-byte block of the
+    /// allocator (a separate flag made it 41, a 64-byte block).
+    private let idAndState: Atomic<UInt64>
+
+    /// Registration ids count up from 1 and never reach the top bit.
+    private static var invalidatedBit: UInt64 { 1 << 63 }
+
+    /// The registration's id.
+    var id: UInt64 {
+        idAndState.load(ordering: .relaxed) & ~Self.invalidatedBit
+    }
 
     @usableFromInline
     init(registry: _ObserverRegistry?, id: UInt64, parts: [any _Invalidatable] = []) {
+        precondition(id & Self.invalidatedBit == 0, "KeyValueObserving: registration ids ran out")
         self.registry = registry
-        self.id = id
         self.parts = parts
+        idAndState = Atomic(id)
     }
 
     /// Ends the observation and releases the handler.
@@ -40,10 +50,11 @@ public final class KeyValueObservation: Sendable {
     /// the observed object has been deallocated. After it returns, no new delivery to this observer
     /// starts; a delivery that another thread had already started may still be running.
     public func invalidate() {
-        guard !isInvalidated.load(ordering: .acquiring) else { return }
-        registry?.remove(id: id)
+        let state = idAndState.load(ordering: .acquiring)
+        guard state & Self.invalidatedBit == 0 else { return }
+        registry?.remove(id: state)
         for part in parts { part.invalidate() }
-        isInvalidated.store(true, ordering: .releasing)
+        idAndState.bitwiseOr(Self.invalidatedBit, ordering: .releasing)
     }
 
     /// A token that ends `part`'s observation: for the package's other modules (the defaults store),

@@ -123,6 +123,9 @@ final class _AnyKeySnapshot: @unchecked Sendable {
     /// Some observer asked for `.prior`.
     @usableFromInline let wantsPrior: Bool
 
+    /// No observers: shared, so that a registry without observers of every key allocates none.
+    static let none = _AnyKeySnapshot(observers: [])
+
     init(observers: ContiguousArray<_AnyKeyObserver>) {
         self.observers = observers
         wantsPrior = observers.contains { $0.wantsPrior }

@@ -121,8 +121,13 @@ extension _ObserverRegistry {
     /// are those of the end of the batch (one may have registered meanwhile).
     @inline(__always)
     private func prepareDelivery(of batch: _BatchState, into delivery: inout BatchDelivery) {
-        // The delivery reads the snapshots from the copy, after unlocking.
-        state.makeAllSnapshots()
+        // Unless the observers changed since the changes were recorded, their slot indices are right.
+        delivery.hintsAreRight = batch.slotIndicesVersion == stateVersion.load(ordering: .relaxed)
+        // The delivery reads the snapshots from the copy, after unlocking. A change was recorded
+        // with its slot's snapshot made (`refreshShortcut`, `slowPathLookup`), and with the indices
+        // right no transition has happened since, so only a slot a transition left with one
+        // observer can lack it.
+        if !delivery.hintsAreRight, batch.changeCount != 0 { state.makeAllSnapshots() }
         delivery.pinned = state.slots
         let count = batch.changeCount
         if count != 0, !state.anyKeyObservers.observers.isEmpty {
@@ -131,8 +136,6 @@ extension _ObserverRegistry {
             rare.named = ([], [])
             delivery.rare = rare
         }
-        // Unless the observers changed since the changes were recorded, their slot indices are right.
-        delivery.hintsAreRight = batch.slotIndicesVersion == stateVersion.load(ordering: .relaxed)
         guard !delivery.hintsAreRight else { return }
         let rare = delivery.rare ?? BatchDelivery.Rare()
         delivery.rare = rare

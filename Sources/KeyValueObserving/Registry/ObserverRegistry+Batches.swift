@@ -185,6 +185,8 @@ extension _ObserverRegistry {
             // A slot still to learn its offset could be any property's.
             guard let offset = state.slots[index].offset else { return }
             guard !state.slots[index].needsWillChange, state.slots[index].notifiesAutomatically else { return }
+            // The batch's delivery reads the snapshot of every slot a change names.
+            _ = state.snapshot(ofSlotAt: index)
             batch.addToShortcut(offset: offset, slot: index)
         }
         batch.shortcutVersion = version

@@ -37,7 +37,7 @@ extension _ObserverRegistry {
         var keyPathSlotsVersion = 0
         var isTornDown = false
         /// The observers of every key of the object (`observeAnyKey`), in registration order.
-        var anyKeyObservers = _AnyKeySnapshot(observers: []) {
+        var anyKeyObservers = _AnyKeySnapshot.none {
             didSet { setTableVersion &+= 1 }
         }
         /// What to call when the object is deallocated (async sequences finish), by registration id.
@@ -138,14 +138,11 @@ extension _ObserverRegistry {
             case keyPath
         }
 
-        let kind: Kind
-        var offset: Int?
+        // The references first, then the optional offset and the one-byte fields together: 40
+        // bytes a slot (56 in declaration order kind, offset, key).
         /// The key: as the declaring class's accessor names it for an `@Observed` property, else the
         /// observed key path.
         let keyPath: AnyKeyPath
-        /// `false` when the class turned automatic notification off for this key
-        /// (`automaticallyNotifiesObservers(for:)`).
-        let notifiesAutomatically: Bool
         /// The key's observer while it has exactly one; `nil` with several (then `made` has them).
         /// A key with one observer has no snapshot unless a path other than the set table asks for
         /// one (`State.snapshot(ofSlotAt:)`, which makes it once): a registration and its removal
@@ -153,6 +150,11 @@ extension _ObserverRegistry {
         private(set) var single: _ObserverEntry?
         /// The snapshot of the observers: always there with several, made on demand with one.
         fileprivate var made: _ObserverSnapshot?
+        var offset: Int?
+        let kind: Kind
+        /// `false` when the class turned automatic notification off for this key
+        /// (`automaticallyNotifiesObservers(for:)`).
+        let notifiesAutomatically: Bool
 
         init(kind: Kind, offset: Int?, keyPath: AnyKeyPath, entry: _ObserverEntry, notifiesAutomatically: Bool) {
             self.kind = kind
@@ -209,7 +211,7 @@ extension _ObserverRegistry {
                 single = nil
                 return made
             }
-            made = _ObserverSnapshot.make(entries: [single.unsafelyUnwrapped, entry], notifiesAutomatically: notifiesAutomatically)
+            made = _ObserverSnapshot.make(single.unsafelyUnwrapped, entry, notifiesAutomatically: notifiesAutomatically)
             single = nil
             return nil
         }

@@ -20,7 +20,7 @@ extension _ObserverRegistry.State {
         threads.removeAll { $0.isEmpty }
         let torn = TornDown(slots: slots, anyKey: anyKeyObservers, deinitHandlers: deinitHandlers, unfinishedChanges: unfinished)
         slots = []
-        anyKeyObservers = _AnyKeySnapshot(observers: [])
+        anyKeyObservers = _AnyKeySnapshot.none
         deinitHandlers = []
         for slot in torn.slots {
             for entry in slot.entries { entry.deactivate() }

@@ -2,12 +2,13 @@
 /// reads them without the lock (`ObserverRegistry+ReadPath.swift`).
 ///
 /// An open-addressed hash table in one allocation: a slot per offset whose property is known (the
-/// resolved slots of the registry, with their snapshots, and the offsets a set has revealed that
-/// have no observers, with none). A look-up is a multiplication, a shift and usually one comparison,
+/// resolved slots of the registry, with their observers: a single one itself, several in their
+/// snapshot, `_BorrowedObservers`; and the offsets a set has revealed that have no observers, with
+/// none). A look-up is a multiplication, a shift and usually one comparison,
 /// whatever the number of observed keys. While the object has observers of every key, the table also
 /// carries them (in its header) and, for each known offset, its key and whether a set of it notifies:
 /// a set then tells them without the lock (`Observed._setNotifyingAnyKeyUnlocked`). The table holds
-/// one strong reference to each snapshot and key, released when the table is freed (after every
+/// one strong reference to each single observer, snapshot and key, released when the table is freed (after every
 /// reader that may still use it has left: `_EpochPublished`). A `_HashTable` of `_ObserverSetEntry`.
 @usableFromInline
 typealias _ObserverSetTable = _HashTable<_ObserverSetEntry>

@@ -1,5 +1,7 @@
 /// The observers of one key at one moment, immutable. The registry replaces a key's snapshot on every
-/// registration and removal. A setter borrows the current one from the published set table, with no
+/// registration and removal; a key with a single observer has none until a path beyond the set table
+/// asks for one (`_ObserverRegistry.Slot`), and the set table holds that observer itself
+/// (`_BorrowedObservers`). A setter borrows the current one from the published set table, with no
 /// lock and no retain, for the time of its read section (`ObserverRegistry+ReadPath.swift`); the slow
 /// path (`Observed+SlowPath.swift`) and a batch's end take it under the lock (a retain, or the copy of
 /// the slots array that holds it) and deliver from it after unlocking. Either way handlers never run
@@ -79,6 +81,14 @@ final class _ObserverSnapshot: ManagedBuffer<_ObserverSnapshot.Header, _Observer
         make(count: entries.count, notifiesAutomatically: notifiesAutomatically) { elements in
             // Traps if `entries` yields fewer or more than `count`: no element is left uninitialised.
             _ = UnsafeMutableBufferPointer(start: elements, count: entries.count).initialize(fromContentsOf: entries)
+        }
+    }
+
+    /// A snapshot of `first` and `second` (with no array to allocate, under the registry's lock).
+    static func make(_ first: _ObserverEntry, _ second: _ObserverEntry, notifiesAutomatically: Bool) -> _ObserverSnapshot {
+        make(count: 2, notifiesAutomatically: notifiesAutomatically) { elements in
+            elements.initialize(to: first)
+            (elements + 1).initialize(to: second)
         }
     }
 

@@ -71,7 +71,9 @@ package final class _HashTable<Entry: _HashTableElement>: ManagedBuffer<_HashTab
     }
 
     /// A new table with this one's elements and extra, and room for `additional` more: the way to
-    /// add to a published table (fill the copy, publish it).
+    /// add to a published table (fill the copy, publish it). The elements and the extra are copied
+    /// bit for bit, with no retain: only for tables whose elements own nothing (`release()` does
+    /// nothing), such as the key cache's; the set table's own references, so it is never copied.
     package func copy(reserving additional: Int) -> _HashTable {
         let (count, extra) = withUnsafeMutablePointerToHeader { ($0.pointee.count, $0.pointee.extra) }
         let copy = Self.make(count: count + additional, extra: extra)

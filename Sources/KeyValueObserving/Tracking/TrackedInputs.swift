@@ -90,7 +90,7 @@ final class _TrackedDirectInput<Value>: _DirectObserver<Value>, @unchecked Senda
 
     init(id: UInt64, tracker: _TrackerCore) {
         self.tracker = tracker
-        super.init(id: id, options: tracker.wantsPrior ? [.prior] : [], isDuplicate: nil, rootType: nil, isPathFollower: true)
+        super.init(id: id, options: tracker.wantsPrior ? [.prior] : [], rootType: nil, isPathFollower: true)
     }
 
     override func handler(_ object: AnyObject, _ change: KeyValueObservedChange<Value>) {
