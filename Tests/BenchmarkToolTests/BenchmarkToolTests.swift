@@ -195,6 +195,17 @@ struct BenchmarkToolTests {
         #expect(run.output.contains("109.0"))
     }
 
+    @Test func gateWarnsAboutAScenarioDearerThanItsThresholdWithinTheTolerance() throws {
+        let file = try thresholds(instructionsPerOp: 100)
+        let run = try kvoBench(["gate", "--thresholds", file], environment: ["VALGRIND": try fakeValgrind(), "FAKE_IR_PER_OP": "105"])
+        #expect(run.status == 0, "\(run.output)\(run.error)")
+        #expect(run.output.contains("ok, but 5.0 Ir/op over the threshold"))
+        #expect(run.output.contains("warning: unobserved-set costs more than"))
+        let level = try kvoBench(["gate", "--thresholds", file], environment: ["VALGRIND": try fakeValgrind(), "FAKE_IR_PER_OP": "101"])
+        #expect(level.status == 0, "\(level.output)\(level.error)")
+        #expect(!level.output.contains("warning:"))
+    }
+
     @Test func gateFailsWithStatusTwoBeyondTheTolerance() throws {
         let file = try thresholds(instructionsPerOp: 100)
         let run = try kvoBench(["gate", "--thresholds", file], environment: ["VALGRIND": try fakeValgrind(), "FAKE_IR_PER_OP": "111"])
