@@ -124,6 +124,31 @@ struct EpochPublishedTests {
         #expect(freed(family) == Array(1...publications), "the current table freed with its owner")
     }
 
+    /// The list of retired tables is allocated by the first retirement, not before: an owner whose
+    /// first table is never replaced allocates none. Once there, it serves later retirements.
+    @Test func theRetiredListIsAllocatedByTheFirstRetirement() {
+        let family = 4
+        let shared = Published(family: family)
+        shared.lock.lock()
+        let beforeAny = shared.tables.hasRetiredList
+        shared.lock.unlock()
+        shared.publish(id: 1)
+        shared.lock.lock()
+        let afterFirst = shared.tables.hasRetiredList
+        shared.lock.unlock()
+        #expect(!beforeAny)
+        #expect(!afterFirst, "publishing over nothing retires nothing")
+        #expect(shared.retiredCount == 0)
+        shared.publish(id: 2)
+        shared.publish(id: 3)
+        shared.lock.lock()
+        let afterReplacing = shared.tables.hasRetiredList
+        shared.lock.unlock()
+        #expect(afterReplacing)
+        #expect(shared.retiredCount == 0, "no reader: the replaced tables are freed at once")
+        #expect(freed(family) == [1, 2])
+    }
+
     /// A table retired while a reader is inside it waits for that reader, even while other readers
     /// come and go on the other counter and more tables are retired; nested read sections keep it
     /// as long as the outermost.

@@ -227,6 +227,68 @@ struct SingleObserverTests {
         withExtendedLifetime((priorAndOld, unique, balance)) {}
     }
 
+    /// Inside a batch, a key drops from two observers to one and another key gets its first
+    /// observer: the batch's end, whose slot indices went stale, delivers from snapshots it makes
+    /// first, exactly to the observers there at the end.
+    @Test func aBatchWhoseKeysLoseOrGainTheirOnlyObserverDeliversExactly() {
+        let counter = Counter8()
+        let seen = Locked<[String]>([])
+        let first = counter.observe(\.k0, options: [.new]) { _, change in seen.append("first \(change.newValue!)") }
+        let second = counter.observe(\.k0, options: [.new]) { _, change in seen.append("second \(change.newValue!)") }
+        counter.k0 = 1
+        var late: KeyValueObservation?
+        counter.coalescingChanges {
+            counter.k0 = 2
+            second.invalidate()
+            late = counter.observe(\.k1, options: [.new]) { _, change in seen.append("late \(change.newValue!)") }
+            counter.k1 = 5
+            counter.k2 = 7
+        }
+        #expect(seen.current == ["first 1", "second 1", "first 2", "late 5"])
+        withExtendedLifetime((first, late)) {}
+    }
+
+    /// Batches and plain sets on two threads while a third registers and removes the only observers
+    /// of other keys (slots made and dropped, snapshots made by batches): every set of a stable
+    /// observer's key is delivered once.
+    @Test func batchesAndSetsRacingSlotsThatComeAndGoReachTheStableObservers() {
+        let counter = Counter8()
+        let batched = Locked(0)
+        let plain = Locked(0)
+        let stableBatched = counter.observe(\.k0, options: [.new]) { _, _ in batched.withLock { $0 += 1 } }
+        let stablePlain = counter.observe(\.k4, options: [.new]) { _, _ in plain.withLock { $0 += 1 } }
+        let rounds = 3_000
+        TestThread.run(3) { me in
+            switch me {
+            case 0:
+                for value in 1...rounds {
+                    counter.coalescingChanges {
+                        counter.k0 = value
+                        counter.k1 = value
+                        counter.k2 = value
+                    }
+                }
+            case 1:
+                for value in 1...rounds {
+                    counter.k4 = value
+                    counter.coalescingChanges { counter.k3 = value }
+                }
+            default:
+                // Keys the other threads write: registering reads no value without `.initial`.
+                for _ in 0..<rounds {
+                    let tokens = [
+                        counter.observe(\.k1) { _, _ in }, counter.observe(\.k2, options: [.old, .new]) { _, _ in },
+                        counter.observe(\.k5) { _, _ in },
+                    ]
+                    for token in tokens { token.invalidate() }
+                }
+            }
+        }
+        #expect(batched.current == rounds)
+        #expect(plain.current == rounds)
+        withExtendedLifetime((stableBatched, stablePlain)) {}
+    }
+
     /// A key whose observers go from one to two and back while another thread sets it: the stable
     /// observer gets every set, whether the set found it alone or in a snapshot.
     @Test func setsRacingAKeyGoingFromOneObserverToTwoAndBackReachTheStableOne() {

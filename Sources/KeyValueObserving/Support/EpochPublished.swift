@@ -45,9 +45,10 @@ import Synchronization
 /// before it (then the decrement synchronizes with it, and the reader sees `true` or a later value).
 @usableFromInline
 package struct _EpochPublished<Table: AnyObject>: ~Copyable, @unchecked Sendable {
-    // Invariant (@unchecked Sendable): `retired` is allocated in init, freed in deinit, and its
-    // pointee only accessed with the owner's lock held (the lock passed to `reclaim`); every other
-    // stored property is an atomic that follows the protocol above.
+    // Invariant (@unchecked Sendable): the retired list (`retiredList`) is allocated on the first
+    // retirement, freed in deinit, and it and its pointee are only accessed with the owner's lock
+    // held (the lock passed to `reclaim`), or in deinit; every other stored property is an atomic
+    // that follows the protocol above.
 
     /// The published table, or `nil`; one reference is owned here.
     @usableFromInline let current = Atomic<Unmanaged<Table>?>(nil)
@@ -59,20 +60,32 @@ package struct _EpochPublished<Table: AnyObject>: ~Copyable, @unchecked Sendable
     /// Whether retired tables wait to be freed. Written with the lock held.
     @usableFromInline let hasRetiredTables = Atomic<Bool>(false)
     /// The tables unpublished and not freed yet, each with the counters seen at zero since (bit 0:
-    /// the low counter, bit 1: the high one).
-    private let retired: UnsafeMutablePointer<[(table: Unmanaged<Table>, quietCounters: UInt8)]>
+    /// the low counter, bit 1: the high one): a `RetiredList`, allocated when the first table is
+    /// retired (an observed object whose table is never replaced allocates none: 32 bytes). An
+    /// atomic only to be mutable in place; every access is relaxed, with the lock held.
+    private let retiredList = Atomic<UnsafeMutableRawPointer?>(nil)
 
-    package init() {
-        retired = .allocate(capacity: 1)
-        retired.initialize(to: [])
-    }
+    private typealias RetiredList = [(table: Unmanaged<Table>, quietCounters: UInt8)]
+
+    package init() {}
 
     deinit {
         // No reader can exist: the owner is going away.
         current.load(ordering: .acquiring)?.release()
-        for entry in retired.pointee { entry.table.release() }
-        retired.deinitialize(count: 1)
-        retired.deallocate()
+        if let retired = retiredList.load(ordering: .relaxed)?.assumingMemoryBound(to: RetiredList.self) {
+            for entry in retired.pointee { entry.table.release() }
+            retired.deinitialize(count: 1)
+            retired.deallocate()
+        }
+    }
+
+    /// The retired list, allocated if it is not yet. Lock held.
+    private func retired() -> UnsafeMutablePointer<RetiredList> {
+        if let retired = retiredList.load(ordering: .relaxed) { return retired.assumingMemoryBound(to: RetiredList.self) }
+        let retired = UnsafeMutablePointer<RetiredList>.allocate(capacity: 1)
+        retired.initialize(to: [])
+        retiredList.store(UnsafeMutableRawPointer(retired), ordering: .relaxed)
+        return retired
     }
 
     // MARK: Readers
@@ -123,7 +136,7 @@ package struct _EpochPublished<Table: AnyObject>: ~Copyable, @unchecked Sendable
     /// (the gate's `register-invalidate`).
     @inline(never)
     private func retire(_ table: Unmanaged<Table>) {
-        retired.pointee.append((table, 0))
+        retired().pointee.append((table, 0))
         hasRetiredTables.store(true, ordering: .releasing)
     }
 
@@ -148,6 +161,9 @@ package struct _EpochPublished<Table: AnyObject>: ~Copyable, @unchecked Sendable
     /// reader can be using out of the queue and returns them, to be released after unlocking
     /// (releasing a table may run user code).
     package func takeReclaimable() -> [Unmanaged<Table>] {
+        // Nothing was ever retired: nothing to free, and no reader to wait for.
+        guard let retiredRaw = retiredList.load(ordering: .relaxed) else { return [] }
+        let retired = retiredRaw.assumingMemoryBound(to: RetiredList.self)
         // A read-modify-write, not a load (see the proof above).
         let counts = readers.wrappingAdd(0, ordering: .acquiringAndReleasing).oldValue
         let quiet: UInt8 = (counts & 0xFFFF_FFFF == 0 ? 1 : 0) | (counts &>> 32 == 0 ? 2 : 0)
@@ -183,7 +199,10 @@ package struct _EpochPublished<Table: AnyObject>: ~Copyable, @unchecked Sendable
     // MARK: Introspection (tests)
 
     /// How many retired tables wait to be freed. Lock held.
-    package var retiredCount: Int { retired.pointee.count }
+    package var retiredCount: Int { retiredList.load(ordering: .relaxed)?.assumingMemoryBound(to: RetiredList.self).pointee.count ?? 0 }
+
+    /// Whether the retired list is allocated (on the first retirement). Lock held.
+    package var hasRetiredList: Bool { retiredList.load(ordering: .relaxed) != nil }
 
     /// The readers on each of the two counters, and which counter (0 or 1) new readers count on.
     package var readerCounts: (counts: [Int], newReadersCounter: Int) {
