@@ -55,22 +55,13 @@ extension _ObserverRegistry.State {
     /// Removes and deactivates the registration `id` wherever it is (an entry of a dependent key sits
     /// in one slot per input), adding what it takes out to `removed`.
     mutating func remove(id: UInt64, into removed: inout Removed) {
-        // Asking each slot is a mutation of `slots` (which counts as a change for the set table):
-        // a removal that finds nothing puts the version back.
-        let version = setTableVersion
-        var found = false
-        defer { if !found { setTableVersion = version } }
         var slotIndex = slots.startIndex
         while slotIndex < slots.endIndex {
-            let removal = slots[slotIndex].remove(id: id)
-            if case .notHere = removal {
+            guard let entryIndex = slots[slotIndex].index(ofID: id) else {
                 slotIndex += 1
                 continue
             }
-            found = true
-            switch removal {
-            case .notHere:
-                slotIndex += 1
+            switch slots[slotIndex].remove(at: entryIndex) {
             case .wasLast:
                 // The slot holds its entry, and its snapshot if it has one.
                 let slot = slots.remove(at: slotIndex)

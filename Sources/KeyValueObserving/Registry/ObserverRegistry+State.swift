@@ -216,9 +216,8 @@ extension _ObserverRegistry {
             return nil
         }
 
-        /// What `remove(id:)` did.
+        /// What `remove(at:)` did.
         enum Removal {
-            case notHere
             /// The entry was the slot's last: the caller removes the slot.
             case wasLast
             /// The entry is out; `replaced` is the snapshot to release after unlocking, and
@@ -226,15 +225,21 @@ extension _ObserverRegistry {
             case removed(replaced: _ObserverSnapshot, leftOne: Bool)
         }
 
-        /// Deactivates and removes the entry of registration `id`, if it is here.
-        mutating func remove(id: UInt64) -> Removal {
+        /// The index of the entry of registration `id`, if it is here. Not mutating: asking every
+        /// slot through a mutation of `slots` would cost each a uniqueness check and count as a
+        /// change of the slots.
+        func index(ofID id: UInt64) -> Int? {
+            if let single { return single.id == id ? 0 : nil }
+            return made.unsafelyUnwrapped.index(ofID: id)
+        }
+
+        /// Deactivates and removes the entry at `index` (found by `index(ofID:)`).
+        mutating func remove(at index: Int) -> Removal {
             if let single {
-                guard single.id == id else { return .notHere }
                 single.deactivate()
                 return .wasLast
             }
             let snapshot = made.unsafelyUnwrapped
-            guard let index = snapshot.index(ofID: id) else { return .notHere }
             snapshot.entries[index].deactivate()
             if snapshot.count == 1 { return .wasLast }
             if snapshot.count == 2 {
