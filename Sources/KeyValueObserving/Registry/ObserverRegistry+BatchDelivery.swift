@@ -128,6 +128,15 @@ extension _ObserverRegistry {
         // right no transition has happened since, so only a slot a transition left with one
         // observer can lack it.
         if !delivery.hintsAreRight, batch.changeCount != 0 { state.makeAllSnapshots() }
+        // Debug builds check that rule: a path that hands out slot indices without making the
+        // snapshot would be undefined behaviour in an optimised build (`Slot.madeSnapshot`).
+        assert(
+            !delivery.hintsAreRight
+                || (0..<batch.changeCount).allSatisfy { index in
+                    let slot = (batch.changes + index).pointee.slotIndex
+                    return slot < 0 || state.slots[slot].hasSnapshot
+                },
+            "KeyValueObserving: a batched change names a slot without a snapshot")
         delivery.pinned = state.slots
         let count = batch.changeCount
         if count != 0, !state.anyKeyObservers.observers.isEmpty {

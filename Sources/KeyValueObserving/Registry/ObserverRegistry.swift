@@ -54,6 +54,8 @@ final class _ObserverRegistry: @unchecked Sendable {
     /// lock, by read-modify-write; the others are stored from the state with the lock held
     /// (`storeStateFlags`), leaving that bit as it is.
     @usableFromInline let slowPathFlags = Atomic<UInt8>(0)
+    /// The next registration id: from 1, per registry, never reaching the top bit, which a token
+    /// keeps for its "invalidated" flag (`KeyValueObservation.idAndState`).
     private let nextID = Atomic<UInt64>(1)
     /// The observers of the `@Observed` properties by storage offset, as the set path reads them
     /// without the lock (`ObserverRegistry+ReadPath.swift`): no table until a set needs it after a
