@@ -139,7 +139,7 @@ extension _ObserverRegistry {
         }
 
         // The references first, then the optional offset and the one-byte fields together: 40
-        // bytes a slot (56 in declaration order kind, offset, key).
+        // bytes a slot (56 with the kind and the offset first).
         /// The key: as the declaring class's accessor names it for an `@Observed` property, else the
         /// observed key path.
         let keyPath: AnyKeyPath
@@ -163,9 +163,6 @@ extension _ObserverRegistry {
             self.notifiesAutomatically = notifiesAutomatically
             single = entry
         }
-
-        /// The number of observers (at least one: a slot without observers is removed).
-        var count: Int { single == nil ? made.unsafelyUnwrapped.count : 1 }
 
         /// Whether the snapshot exists (always with several observers).
         var hasSnapshot: Bool { made != nil }
