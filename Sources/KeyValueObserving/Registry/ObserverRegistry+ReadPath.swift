@@ -60,7 +60,7 @@ extension _ObserverRegistry {
     /// Learns which key is stored at `offset` if the registry is waiting to learn it, publishes the
     /// set table of the current state if the published one is stale (`nil`), and returns the
     /// observers that table has for `offset`, unretained. Called inside a read section, which keeps
-    /// the table, and so the snapshot returned, alive until it ends, even if it is replaced meanwhile.
+    /// the table, and so the observers returned, alive until it ends, even if it is replaced meanwhile.
     @usableFromInline
     func learnOffset(_ offset: Int, key: () -> AnyKeyPath) -> _BorrowedObservers? {
         var learnedKey: AnyKeyPath?
