@@ -243,8 +243,7 @@ extension _ObserverRegistry {
         // A thread whose record has a batch set it under the lock, and saw its bit set there (it set
         // it or found it set), and the bit stays while the batch does: such a thread sees it here.
         guard owner == 0, slowPathFlags.load(ordering: .relaxed) & _SlowPath.recordedBatch == 0 else { return false }
-        guard batchOwner.compareExchange(expected: 0, desired: me, successOrdering: .acquiring, failureOrdering: .relaxed).exchanged
-        else { return false }
+        guard takeOwnerSlot(for: me) else { return false }
         // Holding the slot, the batch it points to cannot be dropped (`ownedBatch`).
         guard let pointer = ownedBatch.load(ordering: .relaxed) else {
             batchOwner.store(0, ordering: .releasing)
