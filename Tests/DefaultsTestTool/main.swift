@@ -19,6 +19,7 @@ let usage = """
            DefaultsTestTool resources PREFIX COUNT [polling]
            DefaultsTestTool layers FILE PREFIX DIRECTORY [ARG]...
            DefaultsTestTool secrets FILE DIRECTORY SECRET
+           DefaultsTestTool declared-secrets FILE DIRECTORY TOKEN TOKEN2 PASSWORD SESSION SESSION2 BROKEN
            DefaultsTestTool errors PATH [--handler] [--flush] [--wait-for-retry] [--drop] [KEY VALUE]...
 
       STORE is the path of a defaults file, or an etcd store: URL[,URL…]#PREFIX
@@ -35,6 +36,8 @@ let usage = """
                       (see Layers.swift)
       secrets         sets, reads, watches and fails to decode a secret, printing every
                       description (see Layers.swift)
+      declared-secrets  the same with secrets declared only when the store is made, a broken
+                      file and a change lost at exit (see DeclaredSecrets.swift)
       errors          sets the keys on the file PATH and exits without flushing, printing what the
                       store reports (see Errors.swift)
     """
@@ -111,6 +114,8 @@ case ("layers", 4...):
     printLayers(arguments)
 case ("secrets", 4):
     exerciseSecrets(arguments)
+case ("declared-secrets", 9):
+    exerciseDeclaredSecrets(arguments)
 case ("errors", 2...):
     reportErrors(Array(arguments.dropFirst()))
 

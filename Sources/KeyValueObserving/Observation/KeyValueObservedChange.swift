@@ -36,7 +36,13 @@ public struct KeyValueObservedChange<Value> {
     let _indexes: _IndexesBox?
 
     /// `true` for the notification sent before a change to observers that asked for `.prior`.
-    public let isPrior: Bool
+    public var isPrior: Bool { _flags & 1 != 0 }
+
+    /// `isPrior` (bit 0) and whether the values are redacted where the change is printed or
+    /// reflected (bit 1, `_redactingValues()`), in one byte: the record keeps the size it had with
+    /// `isPrior` alone.
+    @usableFromInline
+    let _flags: UInt8
 
     /// Creates a change record.
     public init(
@@ -50,7 +56,7 @@ public struct KeyValueObservedChange<Value> {
         self.newValue = newValue
         self.oldValue = oldValue
         self._indexes = indexes.map(_IndexesBox.init)
-        self.isPrior = isPrior
+        self._flags = isPrior ? 1 : 0
     }
 
     /// A to-many change (`insert(_:at:into:)`, `remove(at:from:)`, `replace(at:with:in:)`), for the
@@ -61,7 +67,7 @@ public struct KeyValueObservedChange<Value> {
         self.newValue = options.contains(.new) && !isPrior ? change.newElements : nil
         self.oldValue = options.contains(.old) ? change.oldElements : nil
         self._indexes = change.indexes
-        self.isPrior = isPrior
+        self._flags = isPrior ? 1 : 0
     }
 
     /// The set path's initializer: a `.setting` change, with no `RangeSet` in its signature.
@@ -71,7 +77,39 @@ public struct KeyValueObservedChange<Value> {
         self.newValue = newValue
         self.oldValue = oldValue
         self._indexes = nil
-        self.isPrior = isPrior
+        self._flags = isPrior ? 1 : 0
+    }
+
+    private init(_ change: Self, flags: UInt8) {
+        self.kind = change.kind
+        self.newValue = change.newValue
+        self.oldValue = change.oldValue
+        self._indexes = change._indexes
+        self._flags = flags
+    }
+
+    /// Whether the values are redacted where the change is printed or reflected (a secret's change
+    /// passed on by `ObservableDefaults`).
+    package var _isRedacting: Bool { _flags & 2 != 0 }
+
+    /// The same change, whose `description`, `debugDescription`, `dump` and `Mirror` show
+    /// `<redacted>` in place of its values; `newValue` and `oldValue` still return them.
+    package func _redactingValues() -> Self {
+        Self(self, flags: _flags | 2)
+    }
+}
+
+/// The record's children as `dump` and `print` show them; a redacting record's values read
+/// `<redacted>`.
+extension KeyValueObservedChange: CustomReflectable {
+    public var customMirror: Mirror {
+        func shown(_ value: Value?) -> Any { _isRedacting && value != nil ? "<redacted>" : value as Any }
+        return Mirror(
+            self,
+            children: [
+                "kind": kind, "newValue": shown(newValue), "oldValue": shown(oldValue), "indexes": indexes as Any, "isPrior": isPrior,
+            ],
+            displayStyle: .struct)
     }
 }
 

@@ -13,7 +13,7 @@ import Musl
 /// None of these stops the store: it keeps the last good values in memory and keeps serving reads
 /// and writes, so a broken file, a full disk or an unreachable cluster never crashes the program.
 /// `location` says which file or which etcd cluster and prefix the problem concerns.
-public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible {
+public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible, CustomReflectable {
     /// What went wrong.
     public struct Kind: Sendable, Hashable, CustomStringConvertible {
         let name: String
@@ -95,7 +95,9 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
     /// For `.corruptFile` and `.duplicateKey`: the byte offset (0-based) of the problem.
     public let byteOffset: Int?
     /// For `.typeMismatch` and `.layerProblem`: the value found, as JSON (in the file, etcd) or as
-    /// text (a layer); `<redacted>` for a secret key (`DefaultsKey.isSecret`).
+    /// text (a layer); `<redacted>` for a secret key (declared with `secrets:` or
+    /// `DefaultsKey.isSecret`) or a value of a secret layer (`DefaultsLayer.isSecret`), and then
+    /// `reason` quotes no part of it either.
     public let found: String?
     /// For `.readFailed` and `.writeFailed`: the system error number.
     public let errno: Int32?
@@ -117,6 +119,7 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         column: Int? = nil,
         byteOffset: Int? = nil,
         found: String? = nil,
+        isSecret: Bool = false,
         errno: Int32? = nil,
         corruptCopyPath: String? = nil,
         reason: String
@@ -131,7 +134,7 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         self.corruptCopyPath = corruptCopyPath
         // A secret's value is never kept: not as `found`, not quoted in the reason (a decoding
         // error's description can quote the value it refused).
-        if let key, let found, DefaultsKeyNames.isSecret(key) {
+        if let found, isSecret || key.map(DefaultsKeyNames.isSecret) == true {
             self.found = DefaultsKeyNames.redacted
             self.reason = Self.redacting(found, in: reason)
         } else {
@@ -176,8 +179,16 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         kind == .corruptFile && errno == EBUSY
     }
 
+    /// `found` and `reason` as printed: redacted again if the key was declared secret after the
+    /// error was made (secrecy only grows).
+    private var shown: (found: String?, reason: String) {
+        guard let found, found != DefaultsKeyNames.redacted, let key, DefaultsKeyNames.isSecret(key) else { return (found, reason) }
+        return (DefaultsKeyNames.redacted, Self.redacting(found, in: reason))
+    }
+
     /// One line naming the file (or the etcd cluster and prefix), the place or key, and the cause.
     public var description: String {
+        let (found, reason) = shown
         let path = location.description
         switch kind {
         case .corruptFile where self.path == nil:
@@ -205,6 +216,19 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible 
         default:
             return "\(path): \(kind == .writeFailed ? "cannot write" : "cannot read") defaults file: \(reason)"
         }
+    }
+
+    /// What `dump` and `Mirror` show: the fields, with a secret's value redacted as in `description`.
+    public var customMirror: Mirror {
+        let (found, reason) = shown
+        return Mirror(
+            self,
+            children: [
+                "kind": kind, "location": location, "key": key as Any, "line": line as Any, "column": column as Any,
+                "byteOffset": byteOffset as Any, "found": found as Any, "errno": errno as Any, "corruptCopyPath": corruptCopyPath as Any,
+                "reason": reason, "keepsLastGoodValues": keepsLastGoodValues,
+            ],
+            displayStyle: .struct)
     }
 
     /// `:LINE:COLUMN (byte OFFSET)` where the error has a place in the file, else empty.

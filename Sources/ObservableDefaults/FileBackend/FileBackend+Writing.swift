@@ -199,7 +199,7 @@ extension FileBackend {
                 // The write keeps one value per key: keep the file with all of them first.
                 merge.corruption = Self.naming(try copyAside(bytes, of: file, as: "duplicate-keys"), in: error)
             }
-            merge.replacedAt = try file.write(merged).replacedAt
+            merge.replacedAt = try file.write(merged, isPrivate: lock.withLock { state.createsPrivateFile }).replacedAt
         }
         merge.written = merged
         return merge

@@ -73,6 +73,9 @@ final class FileBackend: DefaultsBackend, @unchecked Sendable {
         var failedCopy: (content: Int, error: DefaultsError, attempts: Int)?
         /// For tests: called instead of writing a copy aside (to fail it as a full disk would).
         var copyAsideHook: (@Sendable ([UInt8]) throws(DefaultsError) -> String)?
+        /// A store on this file declared secrets: a file this process creates is readable by its
+        /// owner only (an existing file keeps its own mode).
+        var createsPrivateFile = false
     }
 
     struct QueueState {
@@ -116,6 +119,11 @@ final class FileBackend: DefaultsBackend, @unchecked Sendable {
             return [subscription, pollSubscription, targetWatch?.subscription, awaitedDirectory?.subscription]
         }
         for subscription in subscriptions { subscription?.cancel() }
+    }
+
+    /// From now on, a file this back end creates has mode 0600 (a store declared secrets).
+    func createsPrivateFile() {
+        lock.withLock { state.createsPrivateFile = true }
     }
 }
 

@@ -36,17 +36,21 @@ extension DefaultsFile {
     }
 
     /// Replaces the file with `values`, pretty-printed with sorted keys: temporary file in the same
-    /// directory, fsync, rename, fsync of the directory. Call it with the lock held.
+    /// directory, fsync, rename, fsync of the directory. Call it with the lock held. A file that
+    /// exists keeps its mode; a new one is readable by its owner only if `isPrivate` (0600), by
+    /// everyone otherwise (0644, less the umask).
     ///
     /// - Returns: the `CLOCK_MONOTONIC` time just before the (fsynced) new file replaced the old one,
     ///   and the identity of the file written (taken from its descriptor before the rename, so that
     ///   it is this process's file even if another program replaces it right after).
     /// - Throws: `.writeFailed` (with the file left as it was) on any failure, a full disk included.
     @discardableResult
-    func write(_ values: [String: JSONValue]) throws(DefaultsError) -> (replacedAt: UInt64, identity: Identity) {
+    func write(_ values: [String: JSONValue], isPrivate: Bool = false) throws(DefaultsError) -> (replacedAt: UInt64, identity: Identity) {
         let text = JSONValue.object(values).prettyText + "\n"
         let temporary = directory + "/." + name + ".tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        // A private file is created private: a secret is never readable by others, not even
+        // between this open and a fchmod.
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, isPrivate ? 0o600 : 0o644)
         if descriptor < 0 {
             let error = errno
             throw failure(.writeFailed, "cannot create \(temporary): \(Self.describe(error))", errno: error)

@@ -26,7 +26,8 @@ package enum DefaultsKeyNames {
         var keyPaths: [KeyPath<DefaultsStorage, DefaultsStorage.KeyValue>] = []
         /// The offset of each key path (the registry asks with the key path a caller passed).
         var byKeyPath: [AnyKeyPath: Int] = [:]
-        /// The names declared secret (`DefaultsKey(_:default:isSecret:)`, `kvo-defaults --secret`).
+        /// The names declared secret (`DefaultsStore`'s `secrets:`, `DefaultsKey(_:default:isSecret:)`,
+        /// `kvo-defaults --secret`). Only ever grows.
         var secrets: Set<String> = []
     }
 
@@ -56,6 +57,11 @@ package enum DefaultsKeyNames {
     /// `DefaultsKey.isSecret`).
     package static func markSecret(_ name: String) {
         table.withLock { _ = $0.secrets.insert(name) }
+    }
+
+    /// Declares the keys `names` secret in this process (a store's `secrets:`).
+    package static func markSecret(_ names: some Sequence<String>) {
+        table.withLock { $0.secrets.formUnion(names) }
     }
 
     /// Whether the key `name` was declared secret.

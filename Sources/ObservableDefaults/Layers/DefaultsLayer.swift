@@ -21,6 +21,10 @@ import Foundation
 /// Text values (arguments, environment, files) are decoded for the key's type (see the
 /// "Configuration layers and secrets" article): a value that does not decode is reported once,
 /// naming the layer and the key but not the value, and the next layer answers.
+///
+/// A layer can be secret as a whole (`isSecret`): every value it holds is redacted wherever the
+/// library prints it, for any key, declared secret or not. A directory layer is secret unless told
+/// otherwise, because mounted Kubernetes and Docker secrets live there; the other layers are not.
 public struct DefaultsLayer: Sendable {
     enum Source: Sendable {
         case arguments([String])
@@ -31,15 +35,24 @@ public struct DefaultsLayer: Sendable {
 
     let source: Source
 
+    /// Whether every value this layer holds is secret: redacted in descriptions, dumps, mirrors,
+    /// errors and `kvo-defaults`' output, whatever the key (typed reads still return it).
+    public let isSecret: Bool
+
     /// The command-line arguments `arguments` (for example `CommandLine.arguments.dropFirst()`):
     /// `--name=value`, or `--name value` when the value does not start with `--`; a bare `--name`
     /// reads as `true` for a `Bool` key. Parsing stops at `--`; the last occurrence of a flag wins;
     /// flags no key reads are ignored. A key named `playbackSpeed` reads `--playback-speed` and
     /// `--playbackSpeed`.
     ///
-    /// - Parameter arguments: the arguments, without the program's name.
-    public static func arguments(_ arguments: some Sequence<String>) -> DefaultsLayer {
-        DefaultsLayer(source: .arguments(Array(arguments)))
+    /// A secret passed on the command line is visible to every user of the machine (in `/proc` and
+    /// `ps`): pass secrets in a file of a directory layer instead.
+    ///
+    /// - Parameters:
+    ///   - arguments: the arguments, without the program's name.
+    ///   - isSecret: whether every value the layer holds is secret (see `isSecret`).
+    public static func arguments(_ arguments: some Sequence<String>, isSecret: Bool = false) -> DefaultsLayer {
+        DefaultsLayer(source: .arguments(Array(arguments)), isSecret: isSecret)
     }
 
     /// Environment variables named `PREFIX_KEY_NAME`: the key's name in upper snake case after the
@@ -51,8 +64,9 @@ public struct DefaultsLayer: Sendable {
     /// - Parameters:
     ///   - prefix: the variables' prefix, with or without its trailing `_`; empty for none.
     ///   - variables: the variables to read; `nil` (the default) for this process's environment.
-    public static func environment(prefix: String, variables: [String: String]? = nil) -> DefaultsLayer {
-        DefaultsLayer(source: .environment(prefix: prefix, variables: variables))
+    ///   - isSecret: whether every value the layer holds is secret (see `isSecret`).
+    public static func environment(prefix: String, variables: [String: String]? = nil, isSecret: Bool = false) -> DefaultsLayer {
+        DefaultsLayer(source: .environment(prefix: prefix, variables: variables), isSecret: isSecret)
     }
 
     /// A directory of files, one per key, named as the key (`playbackSpeed`) or in kebab case
@@ -63,23 +77,35 @@ public struct DefaultsLayer: Sendable {
     /// Names starting with `.` are skipped; a directory that does not exist holds nothing until it
     /// appears.
     ///
+    /// The layer is secret by default (`isSecret`): mounted secrets live in such directories. Pass
+    /// `isSecret: false` for a ConfigMap, whose values may be printed.
+    ///
+    /// ```swift
+    /// .directory(URL(fileURLWithPath: "/run/secrets"))                       // secret
+    /// .directory(URL(fileURLWithPath: "/etc/myapp/config"), isSecret: false)  // a ConfigMap
+    /// ```
+    ///
     /// - Parameters:
     ///   - directory: the directory (a `file:` URL).
     ///   - watching: how changes are noticed: `.automatic`, or `.polling(interval:)` for a network
     ///     file system.
-    public static func directory(_ directory: URL, watching: DefaultsStore.Watching = .automatic) -> DefaultsLayer {
+    ///   - isSecret: whether every value the layer holds is secret (see `isSecret`); `true` unless
+    ///     told otherwise.
+    public static func directory(_ directory: URL, watching: DefaultsStore.Watching = .automatic, isSecret: Bool = true) -> DefaultsLayer {
         precondition(directory.isFileURL, "DefaultsLayer.directory: \(directory) is not a file URL")
         var path = directory.standardizedFileURL.path
         if !path.hasPrefix("/") { path = FileManager.default.currentDirectoryPath + "/" + path }
-        return DefaultsLayer(source: .directory(path: path, watching: watching))
+        return DefaultsLayer(source: .directory(path: path, watching: watching), isSecret: isSecret)
     }
 
     /// A layer that code changes: `layer[key] = value` answers for `key` in every store made with it
     /// and notifies their observers, on the setting thread.
     ///
-    /// - Parameter layer: the layer (one layer can serve several stores).
-    public static func memory(_ layer: DefaultsMemoryLayer) -> DefaultsLayer {
-        DefaultsLayer(source: .memory(layer))
+    /// - Parameters:
+    ///   - layer: the layer (one layer can serve several stores).
+    ///   - isSecret: whether every value the layer holds is secret (see `isSecret`).
+    public static func memory(_ layer: DefaultsMemoryLayer, isSecret: Bool = false) -> DefaultsLayer {
+        DefaultsLayer(source: .memory(layer), isSecret: isSecret)
     }
 
     /// What kind of layer this is.

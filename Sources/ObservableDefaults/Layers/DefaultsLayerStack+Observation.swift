@@ -232,7 +232,8 @@ extension DefaultsLayerStack: _ExplicitlyNotifiedKeys {
             if !holdings.isEmpty { layered[name] = holdings }
         }
         var snapshot = storage.snapshot()
-        snapshot.layers = DefaultsSnapshot.Layers(holdings: layered, stack: self)
+        let secretKeys = Set(layered.filter { holdsSecret($0.value) }.keys)
+        snapshot.layers = DefaultsSnapshot.Layers(holdings: layered, secretKeys: secretKeys, stack: self)
         return snapshot
     }
 }

@@ -61,6 +61,8 @@ package final class DefaultsLayerStack: KeyValueObservable, @unchecked Sendable 
     let layers: [Layer]
     /// The kind of each layer.
     package let kinds: [DefaultsLayerKind]
+    /// Whether each layer is secret as a whole (`DefaultsLayer.isSecret`).
+    package let secretLayers: [Bool]
     /// Where each layer reads from, for `source(of:)`: the directory, the prefix.
     let places: [String]
     @usableFromInline let storage: DefaultsStorage
@@ -93,6 +95,7 @@ package final class DefaultsLayerStack: KeyValueObservable, @unchecked Sendable 
         }
         self.layers = layers
         self.kinds = descriptors.map(\.kind)
+        self.secretLayers = descriptors.map(\.isSecret)
         self.places = places
         self.storage = storage
         self.errorHandler = errorHandler
@@ -122,6 +125,12 @@ package final class DefaultsLayerStack: KeyValueObservable, @unchecked Sendable 
     }
 
     // MARK: Reading
+
+    /// Whether a secret layer holds a value in `holdings`: then every value of the key is redacted
+    /// where it is printed, the ones of the other layers too (they are often the same secret).
+    package func holdsSecret(_ holdings: Holdings) -> Bool {
+        zip(holdings, secretLayers).contains { $0 != nil && $1 }
+    }
 
     /// Whether no layer holds a value of the key interned at `offset` (known once the key was read
     /// or observed): its read is the storage's (`DefaultsStore.value(for:)` inlines that, so that
@@ -279,6 +288,7 @@ package final class DefaultsLayerStack: KeyValueObservable, @unchecked Sendable 
 
     /// Reports that the layer at `layer` holds a value of `key` that does not decode as `Value`.
     func reportUndecodable<Value>(_ holding: UpperValue, layer: Int, key: String, as type: Value.Type, reason: String) {
+        let isSecret = secretLayers[layer] || DefaultsKeyNames.isSecret(key)
         let (found, spelling): (String?, String) =
             switch holding {
             case .text(let text): (text.text, text.spelling)
@@ -291,10 +301,10 @@ package final class DefaultsLayerStack: KeyValueObservable, @unchecked Sendable 
             }
         reportOnce(
             DefaultsError(
-                .layerProblem, location: storage.backend.location, key: key, found: found,
+                .layerProblem, location: storage.backend.location, key: key, found: found, isSecret: isSecret,
                 reason: "the \(kinds[layer]) layer's value of key '\(key)' (\(spelling)) does not decode as \(Value.self)"
                     // A secret's reason is left out: it can quote the value, or a part of it.
-                    + (DefaultsKeyNames.isSecret(key) ? "; " : ": \(reason); ") + "the next layer answers"),
+                    + (isSecret ? "; " : ": \(reason); ") + "the next layer answers"),
             cause: cause)
     }
 }

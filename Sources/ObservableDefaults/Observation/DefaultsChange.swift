@@ -26,13 +26,20 @@ public struct DefaultsChange<Value: Sendable>: Sendable {
     /// change carries it too). `nil` for a `set` or `batch` of this process (observers are told
     /// before etcd has applied it), for `.initial` notifications, and for every change of a
     /// file-backed store.
-    public var revision: Int64? { flags >> 5 == 0 ? nil : Int64(flags >> 5) }
+    public var revision: Int64? { flags >> 6 == 0 ? nil : Int64(flags >> 6) }
     /// Where `newValue` came from: one of the store's layers (`DefaultsLayer`), its back end
     /// (`.store`), its registered defaults or the key's own default. For a prior notification,
     /// where the old value came from.
     public var layer: DefaultsLayerKind { DefaultsLayerKind(code: flags >> 2 & 7) }
-    /// `isPrior` (bit 0), `origin` (bit 1: another process), `layer` (bits 2 to 4; 0: the back end)
-    /// and `revision` (the bits above; 0: none, etcd's revisions start at 1) in one word: a change
+    /// Whether the values are secret: the key was declared secret (a store's `secrets:`,
+    /// `DefaultsKey.isSecret`), or the old or the new value came from a secret layer
+    /// (`DefaultsLayer.isSecret`). A secret change prints and reflects `<redacted>` in place of both
+    /// values (`description`, `dump`, `Mirror`, `keyValueChange`); `newValue` and `oldValue` still
+    /// return them.
+    public var isSecret: Bool { flags & 32 != 0 || DefaultsKeyNames.isSecret(key) }
+    /// `isPrior` (bit 0), `origin` (bit 1: another process), `layer` (bits 2 to 4; 0: the back end),
+    /// whether a value came from a secret layer (bit 5), and `revision` (the bits above; 0: none,
+    /// etcd's revisions start at 1) in one word: a change
     /// passed to a handler stays small enough to travel in registers, as it did before it carried
     /// a revision (a separate field made every observed set about 4% slower).
     @usableFromInline let flags: UInt64
@@ -42,8 +49,10 @@ public struct DefaultsChange<Value: Sendable>: Sendable {
 
     /// The change as the core module's change record (kind `.setting`), for code shared with
     /// `KeyValueObservable` observers.
+    /// A secret change's record redacts its values where it is printed or reflected, as this one does.
     public var keyValueChange: KeyValueObservedChange<Value> {
-        KeyValueObservedChange(kind: .setting, newValue: newValue, oldValue: oldValue, isPrior: isPrior)
+        let change = KeyValueObservedChange(kind: .setting, newValue: newValue, oldValue: oldValue, isPrior: isPrior)
+        return isSecret ? change._redactingValues() : change
     }
 
     /// Creates a change record.
@@ -54,19 +63,21 @@ public struct DefaultsChange<Value: Sendable>: Sendable {
     ///   - oldValue: the value before the change, if asked for.
     ///   - isPrior: whether this is the notification sent before the change.
     ///   - origin: who made the change.
-    ///   - revision: the back end's revision of the change, if it has one (etcd; positive, below 2⁵⁹).
+    ///   - revision: the back end's revision of the change, if it has one (etcd; positive, below 2⁵⁸).
     ///   - layer: where the new value came from (the back end by default).
+    ///   - isSecret: whether the old or the new value came from a secret source (see `isSecret`,
+    ///     which is also true for a key declared secret).
     @inlinable
     public init(
         key: String, newValue: Value?, oldValue: Value?, isPrior: Bool = false, origin: Origin, revision: Int64? = nil,
-        layer: DefaultsLayerKind = .store
+        layer: DefaultsLayerKind = .store, isSecret: Bool = false
     ) {
         self.key = key
         self.newValue = newValue
         self.oldValue = oldValue
         self.flags =
-            UInt64(clamping: revision ?? 0) << 5 | (layer == .store ? 0 : layer.code << 2) | (origin == .anotherProcess ? 2 : 0)
-            | (isPrior ? 1 : 0)
+            UInt64(clamping: revision ?? 0) << 6 | (isSecret ? 32 : 0) | (layer == .store ? 0 : layer.code << 2)
+            | (origin == .anotherProcess ? 2 : 0) | (isPrior ? 1 : 0)
     }
 }
 

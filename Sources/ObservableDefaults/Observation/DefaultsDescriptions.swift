@@ -1,14 +1,14 @@
 import KeyValueObserving
 
-// Descriptions that never print a secret's value (`DefaultsKey.isSecret`): changes, store-wide
-// changes and snapshots print `<redacted>` in its place, in `description`, `debugDescription` and
-// `dump` (their mirrors) alike.
+// Descriptions that never print a secret's value (a key declared secret, or a value of a secret
+// layer): changes, store-wide changes and snapshots print `<redacted>` in its place, in
+// `description`, `debugDescription`, `String(reflecting:)`, `dump` and `Mirror` alike.
 
 extension DefaultsChange: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// `playbackSpeed: 1.0 → 1.5 (thisProcess, from store)`; a secret key's values read
     /// `<redacted>`.
     public var description: String {
-        let isSecret = DefaultsKeyNames.isSecret(key)
+        let isSecret = isSecret
         func shown(_ value: Value?) -> String {
             guard let value else { return "–" }
             return isSecret ? DefaultsKeyNames.redacted : String(describing: value)
@@ -21,7 +21,7 @@ extension DefaultsChange: CustomStringConvertible, CustomDebugStringConvertible,
     public var debugDescription: String { "DefaultsChange(\(description))" }
 
     public var customMirror: Mirror {
-        let isSecret = DefaultsKeyNames.isSecret(key)
+        let isSecret = isSecret
         func shown(_ value: Value?) -> Any {
             guard let value else { return Optional<Value>.none as Any }
             return isSecret ? DefaultsKeyNames.redacted : value
@@ -30,23 +30,29 @@ extension DefaultsChange: CustomStringConvertible, CustomDebugStringConvertible,
             self,
             children: [
                 "key": key, "newValue": shown(newValue), "oldValue": shown(oldValue), "isPrior": isPrior, "origin": origin,
-                "revision": revision as Any, "layer": layer,
+                "revision": revision as Any, "layer": layer, "isSecret": isSecret,
             ])
     }
 }
 
-extension DefaultsStoreChange: CustomStringConvertible, CustomDebugStringConvertible {
+extension DefaultsStoreChange: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The keys, the origin and the values after the change (secret ones `<redacted>`).
     public var description: String {
         "keys \(keys.sorted()) (\(origin)\(revision.map { ", revision \($0)" } ?? "")): \(values)"
     }
 
     public var debugDescription: String { "DefaultsStoreChange(\(description))" }
+
+    /// The keys, the origin, the revision and the values, as the snapshot's mirror shows them
+    /// (secret ones `<redacted>`).
+    public var customMirror: Mirror {
+        Mirror(self, children: ["keys": keys, "origin": origin, "revision": revision as Any, "values": values], displayStyle: .struct)
+    }
 }
 
 extension DefaultsSnapshot: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
-    /// Every key with a value, as JSON, sorted by name (secret ones `<redacted>`; a layer's value as
-    /// its text).
+    /// Every key with a value, as JSON, sorted by name (a layer's value as its text); the values of
+    /// a secret key, or of a key a secret layer held, read `<redacted>`.
     public var description: String {
         "[" + describedValues().map { "\($0.key): \($0.value)" }.joined(separator: ", ") + "]"
     }
@@ -60,7 +66,7 @@ extension DefaultsSnapshot: CustomStringConvertible, CustomDebugStringConvertibl
     /// Each key's value as text, the first layer's for a layered key.
     private func describedValues() -> [(key: String, value: String)] {
         keys.sorted().map { name in
-            if DefaultsKeyNames.isSecret(name) { return (name, DefaultsKeyNames.redacted) }
+            if DefaultsKeyNames.isSecret(name) || layers?.secretKeys.contains(name) == true { return (name, DefaultsKeyNames.redacted) }
             if let holdings = layers?.holdings[name], let first = holdings.lazy.compactMap({ $0 }).first {
                 switch first {
                 case .text(let text): return (name, text.text ?? "true")

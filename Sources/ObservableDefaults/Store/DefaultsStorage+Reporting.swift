@@ -33,16 +33,48 @@ extension DefaultsStorage {
 
     /// Registers a store's error handler and returns its id.
     package func addErrorHandler(_ handler: @escaping @Sendable (DefaultsError) -> Void) -> UInt64 {
-        lock.withLock {
+        let (id, dropped) = lock.withLock {
             state.nextObserverID += 1
             state.errorHandlers[state.nextObserverID] = handler
             state.hasHadErrorHandler = true
-            return state.nextObserverID
+            return (state.nextObserverID, dropReleasedStoresHandlersIfNothingPending())
         }
+        withExtendedLifetime(dropped) {}
+        return id
     }
 
+    /// Lets go of the released stores' handlers once no change is pending (they are let go after
+    /// the lock: what they capture may do anything in its deinit). Called with the lock held.
+    private func dropReleasedStoresHandlersIfNothingPending() -> [@Sendable (DefaultsError) -> Void] {
+        guard state.dirty.isEmpty, state.unencodableKeys.isEmpty, !state.releasedStoresHandlers.isEmpty else { return [] }
+        defer { state.releasedStoresHandlers = [] }
+        return state.releasedStoresHandlers
+    }
+
+    /// Removes a store's error handler as the store goes. While changes are still pending (a write
+    /// that failed, the exit's flush to come) the handler is kept for them: a store given a handler
+    /// never has its problems printed to standard error, even after it was let go.
     package func removeErrorHandler(id: UInt64) {
-        lock.withLock { _ = state.errorHandlers.removeValue(forKey: id) }
+        let released: [@Sendable (DefaultsError) -> Void] = lock.withLock {
+            let dropped = dropReleasedStoresHandlersIfNothingPending()
+            guard let handler = state.errorHandlers.removeValue(forKey: id) else { return dropped }
+            if !state.dirty.isEmpty || !state.unencodableKeys.isEmpty {
+                state.releasedStoresHandlers.append(handler)
+                return dropped
+            }
+            return dropped + [handler]
+        }
+        withExtendedLifetime(released) {}
+    }
+
+    /// The handlers to tell of a problem now, and whether to print it to standard error instead.
+    /// Called with the lock held.
+    private func recipients(of error: DefaultsError) -> (handlers: [@Sendable (DefaultsError) -> Void], toStandardError: Bool) {
+        if !state.errorHandlers.isEmpty { return (Array(state.errorHandlers.values), false) }
+        // No live store has a handler. With a live store without one, standard error; else the
+        // handlers of the released stores whose changes are still pending.
+        if state.storesWithoutHandler == 0, !state.releasedStoresHandlers.isEmpty { return (state.releasedStoresHandlers, false) }
+        return ([], state.storesWithoutHandler > 0 || !state.hasHadErrorHandler || error.kind == .changesLost)
     }
 
     /// Counts a store created without an error handler (`delta` 1) or one going away (-1): while
@@ -59,13 +91,7 @@ extension DefaultsStorage {
     /// (`.changesLost`) are the exception: with no handler left to tell, they go to standard error,
     /// so that a loss is never silent.
     package func report(_ error: DefaultsError) {
-        let (handlers, toStandardError) = lock.withLock {
-            (
-                Array(state.errorHandlers.values),
-                state.errorHandlers.isEmpty
-                    && (state.storesWithoutHandler > 0 || !state.hasHadErrorHandler || error.kind == .changesLost)
-            )
-        }
+        let (handlers, toStandardError) = lock.withLock { recipients(of: error) }
         if !handlers.isEmpty {
             for handler in handlers { handler(error) }
         } else if toStandardError {
@@ -122,13 +148,16 @@ extension DefaultsStorage {
     }
 
     /// Called by deinit: changes still pending when the last store is let go (their write failed
-    /// and nothing holds the storage for a retry) are lost; say so, on standard error (no store is
-    /// left to have a handler), rather than lose them silently. Keys whose loss the exit told
-    /// already (the exit's flush can hold the last reference) are not told again.
+    /// and nothing holds the storage for a retry) are lost; say so, to the handlers of the stores
+    /// that had one, else on standard error, rather than lose them silently. Keys whose loss the exit
+    /// told already (the exit's flush can hold the last reference) are not told again.
     func reportChangesLostAtRelease() {
         let keys = state.dirty.keys.filter { !state.keysReportedLost.contains($0) }.sorted()
         guard !keys.isEmpty, fileBackend != nil else { return }
-        DefaultsStorage.printToStandardError(Self.lostChanges(keys, location: backend.location, cause: nil))
+        let error = Self.lostChanges(keys, location: backend.location, cause: nil)
+        let (handlers, toStandardError) = recipients(of: error)
+        for handler in handlers { handler(error) }
+        if toStandardError { DefaultsStorage.printToStandardError(error) }
     }
 
     static func printToStandardError(_ error: DefaultsError) {

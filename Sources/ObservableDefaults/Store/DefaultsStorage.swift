@@ -66,6 +66,10 @@ package final class DefaultsStorage: KeyValueObservable, @unchecked Sendable {
         var unencodableKeys: Set<String> = []
         var nextObserverID: UInt64 = 0
         var errorHandlers: [UInt64: @Sendable (DefaultsError) -> Void] = [:]
+        /// The handlers of stores let go while changes were pending: told of what happens to those
+        /// changes when no live store has a handler (see `removeErrorHandler(id:)`). Dropped once
+        /// nothing is pending, when a store comes or goes (or with the storage).
+        var releasedStoresHandlers: [@Sendable (DefaultsError) -> Void] = []
         /// The causes reported, or thrown to a caller, and not forgotten since (see
         /// `DefaultsStorage+Reporting`).
         var reportedCauses: Set<Cause> = []

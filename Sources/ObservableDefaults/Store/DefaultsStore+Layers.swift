@@ -52,12 +52,13 @@ extension DefaultsStore {
 
     /// `source(of:)`, with a secret's values shown if `revealingSecrets` (`kvo-defaults --reveal`).
     package func _source<Value>(of key: DefaultsKey<Value>, revealingSecrets: Bool) -> DefaultsValueSource {
-        let isSecret = key.isSecret && !revealingSecrets
-        func shown(_ text: String?) -> String? { isSecret ? DefaultsKeyNames.redacted : text }
+        let holdings = layerStack?.holdings(for: key.name, offset: key.offset).0 ?? []
+        let isSecret = key.isSecret || layerStack?.holdsSecret(holdings) == true
+        let redacts = isSecret && !revealingSecrets
+        func shown(_ text: String?) -> String? { redacts ? DefaultsKeyNames.redacted : text }
         var layers: [DefaultsValueSource.Layer] = []
         var answering: Int?
         if let layerStack {
-            let (holdings, _) = layerStack.holdings(for: key.name, offset: key.offset)
             for index in layerStack.kinds.indices {
                 let holding = holdings.isEmpty ? nil : holdings[index]
                 var problem: String?
@@ -73,14 +74,15 @@ extension DefaultsStore {
                     }
                     if case .failure(let failure) = DefaultsLayerStack.decode(holding, as: Value.self) {
                         // A secret's reason could quote it ("1.5 is not an Int").
-                        problem = "does not decode as \(Value.self)" + (isSecret ? "" : ": \(failure.reason)")
+                        problem = "does not decode as \(Value.self)" + (redacts ? "" : ": \(failure.reason)")
                     } else if answering == nil {
                         answering = layers.count
                     }
                 }
                 layers.append(
                     DefaultsValueSource.Layer(
-                        kind: layerStack.kinds[index], place: layerStack.places[index], spelling: spelling, value: value, problem: problem))
+                        kind: layerStack.kinds[index], place: layerStack.places[index], spelling: spelling, value: value, problem: problem,
+                        isSecret: layerStack.secretLayers[index]))
             }
         }
         let entry = storage.entry(for: key.name)
@@ -104,7 +106,7 @@ extension DefaultsStore {
             DefaultsValueSource.Layer(
                 kind: .defaultValue, place: "DefaultsKey.defaultValue", spelling: nil,
                 value: shown((try? JSONValue(encoding: key.defaultValue))?.compactText ?? "\(key.defaultValue)"), problem: nil))
-        return DefaultsValueSource(key: key.name, layers: layers, answeringIndex: answering!)
+        return DefaultsValueSource(key: key.name, layers: layers, answeringIndex: answering!, isSecret: isSecret)
     }
 
     /// An entry's value as compact JSON.
@@ -145,7 +147,7 @@ extension DefaultsStore {
                     oldValue: options.contains(.old) && !isInitial ? old.value : nil,
                     isPrior: change.isPrior, origin: value.origin,
                     revision: value.baseAfter.revision <= 0 || value.cause != .store ? nil : value.baseAfter.revision,
-                    layer: change.isPrior ? old.kind : new.kind))
+                    layer: change.isPrior ? old.kind : new.kind, isSecret: stack.isSecret(old) || stack.isSecret(new)))
         }
     }
 
@@ -188,6 +190,11 @@ extension DefaultsStore {
 }
 
 extension DefaultsLayerStack {
+    /// Whether `resolved` came from a secret layer.
+    func isSecret<Value>(_ resolved: Resolved<Value>) -> Bool {
+        resolved.layer.map { secretLayers[$0] } ?? false
+    }
+
     /// What `value`, a change of `key`'s layers or storage, is for `key`'s observers: the effective
     /// values before and after, or `nil` if it did not change what the key resolves to (a set of a
     /// key a layer shadows; a layer's change below the answering one).
@@ -210,8 +217,9 @@ extension DefaultsLayerStack {
 
 /// Where a key's value comes from, and what every layer of its store holds for it
 /// (`DefaultsStore.source(of:)`): for the operator asking why a setting is ignored. Its
-/// `description` is a table, one line per layer, first first; values of a secret key read
-/// `<redacted>`.
+/// `description` is a table, one line per layer, first first. Where the key is secret (declared
+/// secret, or held by a secret layer: `isSecret`), every value in it reads `<redacted>`: they are
+/// redacted when the source is made, so no description, dump or mirror can show them.
 public struct DefaultsValueSource: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
     /// What one layer holds for the key.
     public struct Layer: Sendable, Hashable {
@@ -228,6 +236,17 @@ public struct DefaultsValueSource: Sendable, CustomStringConvertible, CustomDebu
         public let value: String?
         /// Why its value is skipped (it does not decode for the key's type), or `nil`.
         public let problem: String?
+        /// Whether the layer is secret as a whole (`DefaultsLayer.isSecret`).
+        public let isSecret: Bool
+
+        init(kind: DefaultsLayerKind, place: String, spelling: String?, value: String?, problem: String?, isSecret: Bool = false) {
+            self.kind = kind
+            self.place = place
+            self.spelling = spelling
+            self.value = value
+            self.problem = problem
+            self.isSecret = isSecret
+        }
     }
 
     /// The key's name.
@@ -237,6 +256,10 @@ public struct DefaultsValueSource: Sendable, CustomStringConvertible, CustomDebu
     public let layers: [Layer]
     /// The index in `layers` of the one that answers.
     public let answeringIndex: Int
+    /// Whether the key's values are secret when the source was made: the key was declared secret,
+    /// or a secret layer holds a value of it. Its values are then `<redacted>` (unless the source
+    /// was made for `kvo-defaults read --explain --reveal`).
+    public let isSecret: Bool
 
     /// The layer that answers.
     public var answering: Layer { layers[answeringIndex] }

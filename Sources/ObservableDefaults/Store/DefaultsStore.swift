@@ -79,6 +79,10 @@ public final class DefaultsStore: Sendable {
     ///   - directory: where the suite's file lives.
     ///   - watching: how other processes' writes are noticed.
     ///   - layers: read-only layers read before the file, the first first (see `DefaultsLayer`).
+    ///   - secrets: the names of the keys whose values are secret, declared before the store reads
+    ///     anything: never printed by the library (descriptions, dumps, mirrors, errors, standard
+    ///     error), and a file this store creates is readable by its owner only (mode 0600). Secrecy
+    ///     is process-wide and only grows (see `DefaultsKey.isSecret`).
     ///   - errorHandler: called with each problem (corrupt file, value of the wrong type, failed
     ///     write), on the thread that met it, once per distinct cause (a cause `flush()` or `update`
     ///     threw counts as told; once the problem is over, a new one is told again); with no
@@ -88,6 +92,7 @@ public final class DefaultsStore: Sendable {
         directory: URL? = nil,
         watching: Watching = .automatic,
         layers: [DefaultsLayer] = [],
+        secrets: [String] = [],
         errorHandler: (@Sendable (DefaultsError) -> Void)? = nil
     ) {
         precondition(
@@ -96,11 +101,12 @@ public final class DefaultsStore: Sendable {
         )
         let directory = directory ?? Self.defaultDirectory()
         self.init(
-            fileURL: directory.appendingPathComponent(suiteName + ".json"), watching: watching, layers: layers, errorHandler: errorHandler)
+            fileURL: directory.appendingPathComponent(suiteName + ".json"), watching: watching, layers: layers, secrets: secrets,
+            errorHandler: errorHandler)
     }
 
     /// A store for the suite `suiteName`, or an error if `suiteName` cannot name a suite: the
-    /// throwing form of `init(suiteName:directory:watching:layers:errorHandler:)`, for names that come
+    /// throwing form of `init(suiteName:directory:watching:layers:secrets:errorHandler:)`, for names that come
     /// from input.
     ///
     /// ```swift
@@ -112,13 +118,16 @@ public final class DefaultsStore: Sendable {
     ///   - directory: where the suite's file lives; by default `defaultDirectory()`.
     ///   - watching: how other processes' writes are noticed.
     ///   - layers: read-only layers read before the file, the first first (see `DefaultsLayer`).
-    ///   - errorHandler: called with each problem met later (see `init(fileURL:watching:layers:errorHandler:)`).
+    ///   - secrets: the names of the keys whose values are secret (see
+    ///     `init(fileURL:watching:layers:secrets:errorHandler:)`).
+    ///   - errorHandler: called with each problem met later (see `init(fileURL:watching:layers:secrets:errorHandler:)`).
     /// - Throws: `DefaultsError` of kind `.invalidSuiteName` if `suiteName` is not valid.
     public convenience init(
         validatingSuiteName suiteName: String,
         directory: URL? = nil,
         watching: Watching = .automatic,
         layers: [DefaultsLayer] = [],
+        secrets: [String] = [],
         errorHandler: (@Sendable (DefaultsError) -> Void)? = nil
     ) throws(DefaultsError) {
         let directory = directory ?? Self.defaultDirectory()
@@ -129,7 +138,8 @@ public final class DefaultsStore: Sendable {
                     "'\(suiteName)' is not a valid suite name (it must be a file name without its extension: not empty, no '/', no NUL, not '.' or '..')"
             )
         }
-        self.init(suiteName: suiteName, directory: directory, watching: watching, layers: layers, errorHandler: errorHandler)
+        self.init(
+            suiteName: suiteName, directory: directory, watching: watching, layers: layers, secrets: secrets, errorHandler: errorHandler)
     }
 
     /// A store for the file at `fileURL`, created with its missing directories by the first write:
@@ -139,6 +149,8 @@ public final class DefaultsStore: Sendable {
     /// let store = DefaultsStore(
     ///     fileURL: URL(fileURLWithPath: "/srv/myapp/settings.json"),
     ///     watching: .polling(interval: .seconds(2)),
+    ///     layers: [.directory(URL(fileURLWithPath: "/run/secrets"))],
+    ///     secrets: ["apiToken", "dbPassword"],
     ///     errorHandler: { error in print("settings:", error) }
     /// )
     /// ```
@@ -148,15 +160,21 @@ public final class DefaultsStore: Sendable {
     ///   - watching: how other processes' writes are noticed.
     ///   - layers: read-only layers read before the file, the first first (see `DefaultsLayer`):
     ///     the command line, the environment, a directory of files, a `DefaultsMemoryLayer`.
+    ///   - secrets: the names of the keys whose values are secret, declared before the store reads
+    ///     anything: never printed by the library (descriptions, dumps, mirrors, errors, standard
+    ///     error), and a file this store creates is readable by its owner only (mode 0600). Secrecy
+    ///     is process-wide and only grows (see `DefaultsKey.isSecret`).
     ///   - errorHandler: called with each problem (corrupt file, value of the wrong type, failed
     ///     write), on the thread that met it, once per distinct cause (a cause `flush()` or `update`
     ///     threw counts as told; once the problem is over, a new one is told again); with no
     ///     handler, problems are printed to standard error.
     public convenience init(
-        fileURL: URL, watching: Watching = .automatic, layers: [DefaultsLayer] = [],
+        fileURL: URL, watching: Watching = .automatic, layers: [DefaultsLayer] = [], secrets: [String] = [],
         errorHandler: (@Sendable (DefaultsError) -> Void)? = nil
     ) {
         precondition(fileURL.isFileURL, "DefaultsStore(fileURL:): \(fileURL) is not a file URL")
+        // Before anything is read: a problem met while loading must not print a secret.
+        DefaultsKeyNames.markSecret(secrets)
         var path = fileURL.standardizedFileURL.path
         if !path.hasPrefix("/") {
             path = FileManager.default.currentDirectoryPath + "/" + path
@@ -164,6 +182,7 @@ public final class DefaultsStore: Sendable {
         var interval: Duration?
         if case .polling(let every) = watching { interval = every }
         let (storage, problems) = DefaultsStorageRegistry.storage(forPath: path, pollingInterval: interval)
+        if !secrets.isEmpty { storage.fileBackend?.createsPrivateFile() }
         self.init(storage: storage, problems: problems, layers: layers, errorHandler: errorHandler)
     }
 

@@ -85,6 +85,9 @@ extension DefaultsStore {
     ///     after it, as after a compaction. Stores of this process that share one storage (same
     ///     endpoints, prefix and user) use the first one's cap.
     ///   - layers: read-only layers read before etcd, the first first (see `DefaultsLayer`).
+    ///   - secrets: the names of the keys whose values are secret, declared before the store reads
+    ///     anything: never printed by the library (descriptions, dumps, mirrors, errors, standard
+    ///     error). Secrecy is process-wide and only grows (see `DefaultsKey.isSecret`).
     ///   - errorHandler: called with each problem met later (an outage when it starts, a refused
     ///     change, a value that is not JSON or does not decode), on the thread that met it; with no
     ///     handler, problems are printed to standard error. The end of an outage is a change of
@@ -105,11 +108,12 @@ extension DefaultsStore {
         timeout: Duration = .seconds(5),
         maximumReplySize: Int = 64 * 1024 * 1024,
         layers: [DefaultsLayer] = [],
+        secrets: [String] = [],
         errorHandler: (@Sendable (DefaultsError) -> Void)? = nil
     ) throws(DefaultsError) {
         try self.init(
             etcd: endpoints, prefix: prefix, credentials: credentials, trustedCertificates: trustedCertificates, timeout: timeout,
-            maximumReplySize: maximumReplySize, sharesStorage: true, layers: layers, errorHandler: errorHandler)
+            maximumReplySize: maximumReplySize, sharesStorage: true, layers: layers, secrets: secrets, errorHandler: errorHandler)
     }
 
     /// `init(etcd:prefix:credentials:trustedCertificates:timeout:maximumReplySize:layers:errorHandler:)`, with
@@ -124,8 +128,11 @@ extension DefaultsStore {
         maximumReplySize: Int = EtcdClientOptions.defaultMaximumReplySize,
         sharesStorage: Bool,
         layers: [DefaultsLayer] = [],
+        secrets: [String] = [],
         errorHandler: (@Sendable (DefaultsError) -> Void)? = nil
     ) throws(DefaultsError) {
+        // Before anything is read: a problem met while loading must not print a secret.
+        DefaultsKeyNames.markSecret(secrets)
         precondition(timeout > .zero, "DefaultsStore(etcd:): the timeout must be positive (got \(timeout))")
         precondition(maximumReplySize > 0, "DefaultsStore(etcd:): maximumReplySize must be positive (got \(maximumReplySize))")
         try EtcdBackend.validate(endpoints)

@@ -122,8 +122,9 @@ final class EtcdBackend: DefaultsBackend, @unchecked Sendable {
             return try JSONValue.parse(value)
         } catch {
             let isNew = lock.withLock { state.reportedValues.insert("\(revision)\u{0}\(key)").inserted }
-            let problem = DefaultsError(
-                .corruptFile, location: location, key: key, reason: "\(error.reason) (revision \(revision))")
+            // A parse error can quote a character of the value: not a secret's.
+            let cause = DefaultsKeyNames.isSecret(key) ? "it does not parse" : error.reason
+            let problem = DefaultsError(.corruptFile, location: location, key: key, reason: "\(cause) (revision \(revision))")
             storage.noteUnreadable(key, error: problem, revision: revision)
             if isNew { storage.report(problem) }
             return nil
