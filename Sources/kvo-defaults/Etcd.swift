@@ -74,14 +74,14 @@ struct EtcdArguments {
 
     /// The store, waiting up to `timeout` (default 5 s) for the cluster's first answer.
     ///
-    /// - Throws: `DefaultsError` from `DefaultsStore(etcd:prefix:credentials:trustedCertificates:timeout:maximumReplySize:layers:errorHandler:)`.
+    /// - Throws: `DefaultsError` from `DefaultsStore(etcd:prefix:credentials:trustedCertificates:timeout:maximumReplySize:layers:secrets:errorHandler:)`.
     func openStore(
-        timeout: Duration?, layers: [DefaultsLayer], errorHandler: @escaping @Sendable (DefaultsError) -> Void
+        timeout: Duration?, layers: [DefaultsLayer], secrets: [String], errorHandler: @escaping @Sendable (DefaultsError) -> Void
     ) throws(DefaultsError) -> DefaultsStore {
         try DefaultsStore(
             etcd: endpoints!, prefix: prefix!, credentials: credentials(),
             trustedCertificates: trustedCertificates.map { URL(fileURLWithPath: $0) }, timeout: timeout ?? .seconds(5),
-            layers: layers, errorHandler: errorHandler)
+            layers: layers, secrets: secrets, errorHandler: errorHandler)
     }
 
     /// The credentials of `--user`, with the password from `--password-file` or the environment.

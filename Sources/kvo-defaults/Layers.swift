@@ -54,11 +54,6 @@ struct LayerOptions {
         return layers
     }
 
-    /// Declares the `--secret` keys secret in this process (the library then redacts them too).
-    func markSecrets() {
-        for name in secrets { DefaultsKeyNames.markSecret(name) }
-    }
-
     /// Whether the value of `key` from `layer` is printed as `<redacted>`: a secret key's, and
     /// every value from a directory (where secrets are mounted), unless `--reveal`.
     func redacts(_ key: String, from layer: DefaultsLayerKind? = nil) -> Bool {

@@ -65,7 +65,8 @@ let usage = """
                       see another process's environment: run it with the same variables)
       --directory D   the directory layer: one file per key (Kubernetes' and Docker's mounted
                       secrets and ConfigMaps); its values are printed as <redacted>
-      --secret KEY    KEY is secret: its values are printed as <redacted> (repeat for each key)
+      --secret KEY    KEY is secret: its values are printed as <redacted> (repeat for each key),
+                      and a file the tool creates is readable by its owner only
       --reveal        (read) print secret values and a directory's values as they are
       --explain       (read) which layer answers for KEY, what each holds, and why one is skipped
       --add N         (update) the number to add (negative to subtract)
@@ -185,7 +186,6 @@ if addend != nil, command != "update" { usageError("'--add' only applies to 'upd
 if replacesCorruptFile, command != "write" { usageError("'--replace-corrupt' only applies to 'write'") }
 if layerOptions.reveals, command != "read" { usageError("'--reveal' only applies to 'read'") }
 if layerOptions.explains, command != "read" { usageError("'--explain' only applies to 'read'") }
-layerOptions.markSecrets()
 
 var fileURL: URL?
 if etcd.hasOptionsWithoutEndpoints { usageError("'--prefix', '--user', '--password-file' and '--cacert' need '--etcd URL[,URL...]'") }
@@ -240,10 +240,10 @@ let handler: @Sendable (DefaultsError) -> Void = { error in
 }
 let store: DefaultsStore
 if let fileURL {
-    store = DefaultsStore(fileURL: fileURL, layers: layerOptions.layers, errorHandler: handler)
+    store = DefaultsStore(fileURL: fileURL, layers: layerOptions.layers, secrets: layerOptions.secrets, errorHandler: handler)
 } else {
     do {
-        store = try etcd.openStore(timeout: timeout, layers: layerOptions.layers, errorHandler: handler)
+        store = try etcd.openStore(timeout: timeout, layers: layerOptions.layers, secrets: layerOptions.secrets, errorHandler: handler)
     } catch {
         fail(error.description)
     }
@@ -385,7 +385,7 @@ case "update":
     let key = positional[0]
     do {
         let new = try store.updateJSONValue(forKey: key) { current throws(CommandError) in try adding(addend, to: current, key: key) }
-        printLine(new?.compactText ?? "")
+        printLine(layerOptions.redacts(key) ? DefaultsKeyNames.redacted : new?.compactText ?? "")
     } catch let error as CommandError {
         fail(error.message)
     } catch let error as DefaultsError where error.kind == .corruptFile && error.path != nil {

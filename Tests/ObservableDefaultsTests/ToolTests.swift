@@ -356,6 +356,14 @@ struct ToolLayerTests {
         for output in [all.output + all.error, one.output + one.error, explained.output + explained.error] {
             #expect(!output.contains(secret))
         }
+        // A file made by a command that declares a secret is not world-readable.
+        var info = stat()
+        #expect(stat(file, &info) == 0 && info.st_mode & 0o777 == 0o600)
+        // update prints the new value: not a secret's.
+        #expect(try runTool(["write", "--file", file, "pin", "41"]).status == 0)
+        let updated = try runTool(["update", "--file", file, "pin", "--add", "1", "--secret", "pin"])
+        #expect(updated.status == 0 && updated.output == "<redacted>\n", "\(updated)")
+        #expect(try runTool(["update", "--file", file, "pin", "--add", "1"]).output == "43\n")
         let revealed = try runTool(["read", "--file", file, "apiToken", "--secret", "apiToken", "--reveal"])
         #expect(revealed.output == "\"\(secret)\"\n")
         // A watch of a secret prints that it changed, not what it holds.

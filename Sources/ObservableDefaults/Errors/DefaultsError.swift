@@ -7,7 +7,7 @@ import Musl
 #endif
 
 /// A problem with a defaults file, an etcd cluster or a stored value, reported to a store's error
-/// handler (see `DefaultsStore.init(fileURL:watching:layers:errorHandler:)`) and thrown by
+/// handler (see `DefaultsStore.init(fileURL:watching:layers:secrets:errorHandler:)`) and thrown by
 /// `DefaultsStore.flush()`.
 ///
 /// None of these stops the store: it keeps the last good values in memory and keeps serving reads

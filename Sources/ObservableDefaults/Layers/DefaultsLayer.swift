@@ -122,13 +122,13 @@ public struct DefaultsLayer: Sendable {
 /// Where a key's value comes from: one of the store's layers, its back end, its registered defaults
 /// or the key's own default.
 public enum DefaultsLayerKind: String, Sendable, Hashable, CustomStringConvertible {
-    /// The command line (`DefaultsLayer.arguments(_:)`).
+    /// The command line (`DefaultsLayer.arguments(_:isSecret:)`).
     case arguments
-    /// The environment (`DefaultsLayer.environment(prefix:variables:)`).
+    /// The environment (`DefaultsLayer.environment(prefix:variables:isSecret:)`).
     case environment
-    /// A directory of files (`DefaultsLayer.directory(_:watching:)`).
+    /// A directory of files (`DefaultsLayer.directory(_:watching:isSecret:)`).
     case directory
-    /// A `DefaultsMemoryLayer` (`DefaultsLayer.memory(_:)`).
+    /// A `DefaultsMemoryLayer` (`DefaultsLayer.memory(_:isSecret:)`).
     case memory
     /// The store's writable back end: its file, or its etcd prefix.
     case store

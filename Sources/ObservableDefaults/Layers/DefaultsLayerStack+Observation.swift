@@ -232,8 +232,7 @@ extension DefaultsLayerStack: _ExplicitlyNotifiedKeys {
             if !holdings.isEmpty { layered[name] = holdings }
         }
         var snapshot = storage.snapshot()
-        let secretKeys = Set(layered.filter { holdsSecret($0.value) }.keys)
-        snapshot.layers = DefaultsSnapshot.Layers(holdings: layered, secretKeys: secretKeys, stack: self)
+        snapshot.layers = DefaultsSnapshot.Layers(holdings: layered, secretLayers: secretLayers, stack: self)
         return snapshot
     }
 }

@@ -126,8 +126,7 @@ package final class DefaultsLayerStack: KeyValueObservable, @unchecked Sendable 
 
     // MARK: Reading
 
-    /// Whether a secret layer holds a value in `holdings`: then every value of the key is redacted
-    /// where it is printed, the ones of the other layers too (they are often the same secret).
+    /// Whether a secret layer holds a value in `holdings` (`DefaultsValueSource.isSecret`).
     package func holdsSecret(_ holdings: Holdings) -> Bool {
         zip(holdings, secretLayers).contains { $0 != nil && $1 }
     }

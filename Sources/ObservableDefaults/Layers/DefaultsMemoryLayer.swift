@@ -1,7 +1,7 @@
 import KeyValueObserving
 
 /// A layer of values that code sets: for tests, for a value computed at startup, for an override an
-/// administrator applies at run time. Put it in a store's layers with `DefaultsLayer.memory(_:)`;
+/// administrator applies at run time. Put it in a store's layers with `DefaultsLayer.memory(_:isSecret:)`;
 /// what it holds answers before the layers below it and the store's back end.
 ///
 /// ```swift

@@ -52,7 +52,7 @@ extension DefaultsStoreChange: CustomStringConvertible, CustomDebugStringConvert
 
 extension DefaultsSnapshot: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// Every key with a value, as JSON, sorted by name (a layer's value as its text); the values of
-    /// a secret key, or of a key a secret layer held, read `<redacted>`.
+    /// a secret key, and those of a secret layer, read `<redacted>`.
     public var description: String {
         "[" + describedValues().map { "\($0.key): \($0.value)" }.joined(separator: ", ") + "]"
     }
@@ -66,9 +66,10 @@ extension DefaultsSnapshot: CustomStringConvertible, CustomDebugStringConvertibl
     /// Each key's value as text, the first layer's for a layered key.
     private func describedValues() -> [(key: String, value: String)] {
         keys.sorted().map { name in
-            if DefaultsKeyNames.isSecret(name) || layers?.secretKeys.contains(name) == true { return (name, DefaultsKeyNames.redacted) }
-            if let holdings = layers?.holdings[name], let first = holdings.lazy.compactMap({ $0 }).first {
-                switch first {
+            if DefaultsKeyNames.isSecret(name) { return (name, DefaultsKeyNames.redacted) }
+            if let layers, let holdings = layers.holdings[name], let index = holdings.firstIndex(where: { $0 != nil }) {
+                if layers.secretLayers[index] { return (name, DefaultsKeyNames.redacted) }
+                switch holdings[index]! {
                 case .text(let text): return (name, text.text ?? "true")
                 case .memory(let memory): return (name, (try? JSONValue(encoding: memory.value))?.compactText ?? "?")
                 }

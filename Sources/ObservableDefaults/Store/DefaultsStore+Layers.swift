@@ -54,12 +54,15 @@ extension DefaultsStore {
     package func _source<Value>(of key: DefaultsKey<Value>, revealingSecrets: Bool) -> DefaultsValueSource {
         let holdings = layerStack?.holdings(for: key.name, offset: key.offset).0 ?? []
         let isSecret = key.isSecret || layerStack?.holdsSecret(holdings) == true
-        let redacts = isSecret && !revealingSecrets
-        func shown(_ text: String?) -> String? { redacts ? DefaultsKeyNames.redacted : text }
+        // A secret key's values are redacted in every layer; a secret layer's values in any key.
+        let redactsKey = key.isSecret && !revealingSecrets
+        func shown(_ text: String?) -> String? { redactsKey ? DefaultsKeyNames.redacted : text }
         var layers: [DefaultsValueSource.Layer] = []
         var answering: Int?
         if let layerStack {
             for index in layerStack.kinds.indices {
+                let redacts = redactsKey || (layerStack.secretLayers[index] && !revealingSecrets)
+                func shown(_ text: String?) -> String? { redacts ? DefaultsKeyNames.redacted : text }
                 let holding = holdings.isEmpty ? nil : holdings[index]
                 var problem: String?
                 var value: String?
@@ -217,9 +220,9 @@ extension DefaultsLayerStack {
 
 /// Where a key's value comes from, and what every layer of its store holds for it
 /// (`DefaultsStore.source(of:)`): for the operator asking why a setting is ignored. Its
-/// `description` is a table, one line per layer, first first. Where the key is secret (declared
-/// secret, or held by a secret layer: `isSecret`), every value in it reads `<redacted>`: they are
-/// redacted when the source is made, so no description, dump or mirror can show them.
+/// `description` is a table, one line per layer, first first. The values of a key declared secret,
+/// and those of a secret layer (`DefaultsLayer.isSecret`), read `<redacted>`: they are redacted when
+/// the source is made, so no description, dump or mirror can show them.
 public struct DefaultsValueSource: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
     /// What one layer holds for the key.
     public struct Layer: Sendable, Hashable {
@@ -232,7 +235,8 @@ public struct DefaultsValueSource: Sendable, CustomStringConvertible, CustomDebu
         /// Where it holds the key's value: `--playback-speed`, `PLAYER_PLAYBACK_SPEED`, a file's
         /// path; `nil` where it holds none, or for the back end and the defaults.
         public let spelling: String?
-        /// The value it holds as text (`<redacted>` for a secret key); `nil` if it holds none.
+        /// The value it holds as text (`<redacted>` for a secret key or a secret layer); `nil` if it
+        /// holds none.
         public let value: String?
         /// Why its value is skipped (it does not decode for the key's type), or `nil`.
         public let problem: String?
@@ -256,9 +260,9 @@ public struct DefaultsValueSource: Sendable, CustomStringConvertible, CustomDebu
     public let layers: [Layer]
     /// The index in `layers` of the one that answers.
     public let answeringIndex: Int
-    /// Whether the key's values are secret when the source was made: the key was declared secret,
-    /// or a secret layer holds a value of it. Its values are then `<redacted>` (unless the source
-    /// was made for `kvo-defaults read --explain --reveal`).
+    /// Whether the key's values are secret when the source was made: the key was declared secret
+    /// (all its values read `<redacted>`), or a secret layer holds a value of it (that layer's
+    /// value reads `<redacted>`), unless the source was made for `kvo-defaults read --reveal`.
     public let isSecret: Bool
 
     /// The layer that answers.

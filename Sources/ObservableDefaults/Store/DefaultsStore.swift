@@ -4,7 +4,7 @@ import KeyValueObserving
 /// A defaults store, observable across instances and across processes: the `UserDefaults` that
 /// server and command-line Swift lacks on Linux. It keeps its values in a file (the initializers
 /// here), or, with the `ObservableDefaultsEtcd` library, under a prefix of an etcd cluster shared by
-/// many machines (`DefaultsStore(etcd:prefix:credentials:trustedCertificates:timeout:maximumReplySize:layers:errorHandler:)`), with the same
+/// many machines (`DefaultsStore(etcd:prefix:credentials:trustedCertificates:timeout:maximumReplySize:layers:secrets:errorHandler:)`), with the same
 /// keys, observation, `update`, `batch` and `snapshot()`. What follows describes the file; `location`
 /// says which back end a store uses.
 ///
@@ -72,7 +72,7 @@ public final class DefaultsStore: Sendable {
     ///
     /// The suite name must be valid (see `isValidSuiteName(_:)`): an invalid one traps, as a
     /// programmer error. For a name that comes from input (a command line, a configuration file),
-    /// use `init(validatingSuiteName:directory:watching:layers:errorHandler:)`, which throws instead.
+    /// use `init(validatingSuiteName:directory:watching:layers:secrets:errorHandler:)`, which throws instead.
     ///
     /// - Parameters:
     ///   - suiteName: a file name without its extension: not empty, no `/`, not `.` or `..`.

@@ -18,9 +18,9 @@ public struct DefaultsSnapshot: Sendable {
     /// What a layered store's layers held.
     struct Layers: Sendable {
         let holdings: [String: DefaultsLayerStack.Holdings]
-        /// The keys a secret layer held a value of (`DefaultsLayer.isSecret`): all their values are
-        /// redacted where the snapshot is printed.
-        let secretKeys: Set<String>
+        /// Whether each layer was secret (`DefaultsLayer.isSecret`): its values are redacted where
+        /// the snapshot is printed.
+        let secretLayers: [Bool]
         /// For decoding and reporting; a snapshot does not keep the store alive.
         weak let stack: DefaultsLayerStack?
     }

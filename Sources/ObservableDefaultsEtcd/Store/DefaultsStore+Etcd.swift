@@ -116,7 +116,7 @@ extension DefaultsStore {
             maximumReplySize: maximumReplySize, sharesStorage: true, layers: layers, secrets: secrets, errorHandler: errorHandler)
     }
 
-    /// `init(etcd:prefix:credentials:trustedCertificates:timeout:maximumReplySize:layers:errorHandler:)`, with
+    /// `init(etcd:prefix:credentials:trustedCertificates:timeout:maximumReplySize:layers:secrets:errorHandler:)`, with
     /// `sharesStorage: false` giving this store its own values, client and watch (for tests: two
     /// "processes" in one).
     package convenience init(
