@@ -100,6 +100,10 @@ struct SecretTests {
         #expect(store[DefaultsKey(tokenName, default: "")] == secret)
         #expect(store.snapshot()[DefaultsKey(tokenName, default: "")] == secret)
         #expect(DefaultsKey(tokenName, default: "").isSecret)
+        // A secret key's default is not printed either.
+        let printedKey = everythingPrinted(DefaultsKey(tokenName, default: secret + "-default"))
+        #expect(printedKey.contains(tokenName) && leak(of: secret, in: printedKey) == nil, "\(printedKey)")
+        #expect(everythingPrinted(DefaultsKey(name("open"), default: "visible-default")).contains("visible-default"))
     }
 
     @Test func everyInitializerTakesSecrets() throws {

@@ -47,6 +47,10 @@ public struct DefaultsKey<Value: Codable & Sendable>: Sendable {
     /// prints `<redacted>` in their place. Secrecy belongs to the name, for the whole process: once
     /// a key of that name is declared secret, every key of that name is.
     ///
+    /// The name is secret only from when the key is first made: a key declared as a computed or
+    /// lazy static is made at its first use, after a start-up snapshot may have printed it. Declare
+    /// secrets when the store is made instead (`secrets:` of every `DefaultsStore` initializer).
+    ///
     /// - Parameters:
     ///   - name: The key's name (see `init(_:default:)`).
     ///   - defaultValue: The value read while the key is absent.
@@ -58,6 +62,17 @@ public struct DefaultsKey<Value: Codable & Sendable>: Sendable {
 
     /// Whether the key's values are secret (see `init(_:default:isSecret:)`).
     public var isSecret: Bool { DefaultsKeyNames.isSecret(name) }
+}
+
+/// What `dump` and `print` show of a key: its name, its default (`<redacted>` for a secret key) and
+/// whether it is secret.
+extension DefaultsKey: CustomReflectable {
+    public var customMirror: Mirror {
+        let isSecret = isSecret
+        return Mirror(
+            self, children: ["name": name, "defaultValue": isSecret ? DefaultsKeyNames.redacted : defaultValue, "isSecret": isSecret],
+            displayStyle: .struct)
+    }
 }
 
 extension DefaultsKey {
