@@ -20,6 +20,7 @@ let usage = """
            DefaultsTestTool layers FILE PREFIX DIRECTORY [ARG]...
            DefaultsTestTool secrets FILE DIRECTORY SECRET
            DefaultsTestTool declared-secrets FILE DIRECTORY TOKEN TOKEN2 PASSWORD SESSION SESSION2 BROKEN
+           DefaultsTestTool config FILE DIRECTORY [ARG]...
            DefaultsTestTool errors PATH [--handler] [--flush] [--wait-for-retry] [--drop] [KEY VALUE]...
 
       STORE is the path of a defaults file, or an etcd store: URL[,URL…]#PREFIX
@@ -38,6 +39,8 @@ let usage = """
                       description (see Layers.swift)
       declared-secrets  the same with secrets declared only when the store is made, a broken
                       file and a change lost at exit (see DeclaredSecrets.swift)
+      config          decodes a server's configuration strictly at start-up, exiting 78 on bad
+                      input (see Configuration.swift)
       errors          sets the keys on the file PATH and exits without flushing, printing what the
                       store reports (see Errors.swift)
     """
@@ -116,6 +119,8 @@ case ("secrets", 4):
     exerciseSecrets(arguments)
 case ("declared-secrets", 9):
     exerciseDeclaredSecrets(arguments)
+case ("config", 3...):
+    decodeConfiguration(arguments)
 case ("errors", 2...):
     reportErrors(Array(arguments.dropFirst()))
 

@@ -74,6 +74,10 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible,
         /// cannot be read as a whole (an unreadable file in a directory layer, two keys that map to
         /// one environment variable). The reason names the layer; it never holds a value.
         public static let layerProblem = Kind(name: "layerProblem")
+        /// A configuration type (`DefaultsStore.decode(_:strictly:)`) does not decode:
+        /// `configurationProblems` lists each property that failed (a value missing, or one that
+        /// does not decode, with the layer and the key), never a secret's value.
+        public static let invalidConfiguration = Kind(name: "invalidConfiguration")
 
         public var description: String { name }
     }
@@ -109,6 +113,8 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible,
     /// For `.corruptFile`: whether the store holds values read from an earlier, good version of the
     /// file (`false` when the file was already broken when the store opened it).
     public internal(set) var keepsLastGoodValues = true
+    /// For `.invalidConfiguration`: each property that failed, in the order the type decodes them.
+    public internal(set) var configurationProblems: [DefaultsConfigurationProblem] = []
 
     /// An error about the store at `location` (a back end's errors, and those of values of any store).
     package init(
@@ -210,6 +216,8 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible,
             return reason
         case .changesLost, .layerProblem:
             return "\(path): \(reason)"
+        case .invalidConfiguration:
+            return "\(path): \(reason):" + configurationProblems.map { "\n  - \($0)" }.joined()
         case .unreachable, .authenticationFailed, .permissionDenied, .remoteFailed, .invalidEndpoint:
             let about = key.map { " (key '\($0)')" } ?? ""
             return "\(path)\(about): \(reason)"
@@ -226,7 +234,7 @@ public struct DefaultsError: Error, Sendable, Hashable, CustomStringConvertible,
             children: [
                 "kind": kind, "location": location, "key": key as Any, "line": line as Any, "column": column as Any,
                 "byteOffset": byteOffset as Any, "found": found as Any, "errno": errno as Any, "corruptCopyPath": corruptCopyPath as Any,
-                "reason": reason, "keepsLastGoodValues": keepsLastGoodValues,
+                "reason": reason, "keepsLastGoodValues": keepsLastGoodValues, "configurationProblems": configurationProblems,
             ],
             displayStyle: .struct)
     }

@@ -232,7 +232,7 @@ extension DefaultsLayerStack: _ExplicitlyNotifiedKeys {
             if !holdings.isEmpty { layered[name] = holdings }
         }
         var snapshot = storage.snapshot()
-        snapshot.layers = DefaultsSnapshot.Layers(holdings: layered, secretLayers: secretLayers, stack: self)
+        snapshot.layers = DefaultsSnapshot.Layers(holdings: layered, secretLayers: secretLayers, kinds: kinds, stack: self)
         return snapshot
     }
 }

@@ -21,6 +21,8 @@ public struct DefaultsSnapshot: Sendable {
         /// Whether each layer was secret (`DefaultsLayer.isSecret`): its values are redacted where
         /// the snapshot is printed.
         let secretLayers: [Bool]
+        /// The kind of each layer, to name it in a configuration's problems.
+        let kinds: [DefaultsLayerKind]
         /// For decoding and reporting; a snapshot does not keep the store alive.
         weak let stack: DefaultsLayerStack?
     }
