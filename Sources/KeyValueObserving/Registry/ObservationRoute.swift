@@ -157,8 +157,10 @@ enum _ObservationRoute {
             // An input of an unrelated class cannot be read from the object (`checkDeclaredInputs`
             // reports it).
             guard isRelated(type(of: key).rootType, type(of: object)) else { return }
-            let inputs = dependencyInputs(of: key, in: table, object: object)
-            if !inputs.isEmpty {
+            // A key declared with no inputs (`[\Car.label: []]`) has no dependencies, as in KVO:
+            // only its own notifications reach its observers, not those of what its getter reads
+            // (`checkDeclaredInputs` reports those reads).
+            if let inputs = declaredInputs(of: key, in: table, object: object) {
                 // A stored `@Observed` property that also has declared inputs notifies for its own
                 // sets as well, as Foundation does for a KVO-compliant setter.
                 let own = unique(registry(of: object).probe { _ = object[keyPath: key] })
@@ -225,7 +227,7 @@ enum _ObservationRoute {
     ) {
         let objectType = type(of: object)
         guard _CheckedDependencies.firstCheck(of: keyPath, in: objectType) else { return }
-        let inputs = dependencyInputs(of: keyPath, in: table, object: object)
+        let inputs = declaredInputs(of: keyPath, in: table, object: object) ?? []
         let keyRoot = type(of: keyPath).rootType
         for input in inputs where !isRelated(type(of: input).rootType, keyRoot) {
             KeyValueObservingDiagnosticCenter.report(
@@ -285,15 +287,18 @@ enum _ObservationRoute {
     }
 
     /// The declared inputs of `key`: its entry in the table, united with the entries of the same key
-    /// declared at other levels of the class hierarchy (`equivalentKeys`).
-    private static func dependencyInputs<Root: KeyValueObservable>(
+    /// declared at other levels of the class hierarchy (`equivalentKeys`); `nil` if it has none (an
+    /// empty entry is a declaration: no inputs).
+    private static func declaredInputs<Root: KeyValueObservable>(
         of key: AnyKeyPath,
         in table: [AnyKeyPath: [AnyKeyPath]],
         object: Root
-    ) -> [AnyKeyPath] {
-        var inputs = table[key] ?? []
+    ) -> [AnyKeyPath]? {
+        var inputs = table[key]
         for candidate in equivalentKeys(of: key, in: table, object: object) {
-            for input in table[candidate] ?? [] where !inputs.contains(input) { inputs.append(input) }
+            var united = inputs ?? []
+            for input in table[candidate] ?? [] where !united.contains(input) { united.append(input) }
+            inputs = united
         }
         return inputs
     }
