@@ -211,10 +211,12 @@ enum _ObservationRoute {
     }
 
     /// Checks the table's entry for `keyPath` against what the key reads, once per class and key:
-    /// an `@Observed` property of the object that the key reads but that none of its declared inputs
-    /// reads (transitively: reading an input reads what it is computed from) makes it stale when that
-    /// property changes; an input whose root type is unrelated to the key's can never be read from
-    /// the object. Both are reported. Reads listed in `keyPathsNotAffecting` are deliberate.
+    /// an `@Observed` property that the key reads but that none of its declared inputs reads
+    /// (transitively: reading an input reads what it is computed from) makes it stale when that
+    /// property changes, whether it is the object's or one of another object the getter reaches (a
+    /// child, `settings.username`, or an array's element); an input whose root type is unrelated to
+    /// the key's can never be read from the object. Both are reported. Reads listed in
+    /// `keyPathsNotAffecting` are deliberate.
     ///
     /// The probe sees the branch the getter takes now: an input read only on another branch is not
     /// caught.
@@ -243,13 +245,20 @@ enum _ObservationRoute {
                     line: line
                 ))
         }
-        let registry = registry(of: object)
-        let keyReads = unique(registry.probe { _ = object[keyPath: keyPath] })
-        guard !keyReads.isEmpty else { return }
+        // Every object's reads: those of the observed object are checked against what its declared
+        // inputs read there, the others (through a child object, an array's elements) against what
+        // the inputs read on the same object.
+        let keyProbe = _EveryObjectProbeRecorder.probe(from: object) { _ = object[keyPath: keyPath] }
+        let keyReads = unique(keyProbe.filter { $0.object === object }.map(\.read))
+        let readsElsewhere = unique(keyProbe.filter { $0.object !== object })
+        guard !keyReads.isEmpty || !readsElsewhere.isEmpty else { return }
         var covered: [AnyKeyPath] = []
+        var coveredElsewhere: [ObjectRead] = []
         for input in inputs where isRelated(type(of: input).rootType, keyRoot) {
             covered.append(input)
-            covered.append(contentsOf: registry.probe { _ = object[keyPath: input] }.map(\.key))
+            let inputReads = _EveryObjectProbeRecorder.probe(from: object) { _ = object[keyPath: input] }
+            covered.append(contentsOf: inputReads.filter { $0.object === object }.map(\.read.key))
+            coveredElsewhere.append(contentsOf: inputReads.filter { $0.object !== object })
         }
         let deliberate = _DependencyTable.notAffecting(for: objectType)
         let excluded =
@@ -259,16 +268,23 @@ enum _ObservationRoute {
                 && !covered.contains { _sameKey($0, read.key) }
                 && !excluded.contains { _sameKey($0, read.key) || isInherited(read.key, by: $0) }
         }
-        guard !missing.isEmpty else { return }
-        KeyValueObservingDiagnosticCenter.report(
-            KeyValueObservingDiagnostic(
-                incompleteDependenciesOf: keyPath,
-                declared: inputs,
-                missing: missing.map { ($0.key, _KeyNames.name(of: $0.key)) },
-                objectType: objectType,
-                fileID: fileID,
-                line: line
-            ))
+        var missingElsewhere: [ObjectRead] = []
+        if !readsElsewhere.isEmpty {
+            // A deliberate omission through another object is its path (`\Car.engine.rpm`), or the
+            // property itself (`\Wheel.pressure`, for the elements of an array).
+            let excludedElsewhere = excluded.filter { isRelated(type(of: $0).rootType, keyRoot) }.flatMap { omission in
+                _EveryObjectProbeRecorder.probe(from: object) { _ = object[keyPath: omission] }.filter { $0.object !== object }
+            }
+            let readByInputs = Set((coveredElsewhere + excludedElsewhere).map(ReadID.init))
+            missingElsewhere = readsElsewhere.filter { reached in
+                !readByInputs.contains(ReadID(reached))
+                    && !excluded.contains { _sameKey($0, reached.read.key) || isInherited(reached.read.key, by: $0) }
+            }
+        }
+        guard !missing.isEmpty || !missingElsewhere.isEmpty else { return }
+        reportMissingInputs(
+            of: keyPath, declared: inputs, missing: missing, missingElsewhere: missingElsewhere, keyReads: keyProbe,
+            object: object, fileID: fileID, line: line)
     }
 
     /// Whether one of two types is the other or a subclass of it.
@@ -331,6 +347,12 @@ enum _ObservationRoute {
             }
         }
         return equivalents
+    }
+
+    /// The reads, keeping the first of those of the same object and key.
+    static func unique(_ reads: [ObjectRead]) -> [ObjectRead] {
+        var seen: Set<ReadID> = []
+        return reads.filter { seen.insert(ReadID($0)).inserted }
     }
 
     static func unique(_ reads: [_ObserverRegistry.ProbedRead]) -> [_ObserverRegistry.ProbedRead] {
