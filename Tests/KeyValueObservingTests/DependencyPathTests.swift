@@ -174,7 +174,7 @@ struct DependencyPathTests {
         return collected.current
     }
 
-    @Test func aReadThroughAChildThatTheTableDoesNotCoverIsReportedWithItsPath() {
+    @Test func aReadThroughAChildThatTheTableDoesNotCoverIsReportedWithThePathToDeclare() {
         let state = ViaChildState()
         let values = Locked<[String?]>([])
         var token: KeyValueObservation?
@@ -195,18 +195,15 @@ struct DependencyPathTests {
         state.settings.username = "ben"
         #expect(values.current == [])
         token?.invalidate()
-    }
-
-    @Test func aReadThroughAChildThatTheTableDeclaresIsNotReportedAndNotifies() {
-        let state = ViaChildDeclaredState()
-        let values = Locked<[String?]>([])
-        var token: KeyValueObservation?
-        let reported = diagnostics {
-            token = state.observe(\.viaChild, options: [.new]) { _, change in values.append(change.newValue) }
+        // Declared with that path, the key is not reported, and is notified.
+        let declared = ViaChildDeclaredState()
+        let declaredValues = Locked<[String?]>([])
+        let declaredReported = diagnostics {
+            token = declared.observe(\.viaChild, options: [.new]) { _, change in declaredValues.append(change.newValue) }
         }
-        #expect(reported.isEmpty)
-        state.settings.username = "ben"
-        #expect(values.current == ["ben"])
+        #expect(declaredReported.isEmpty)
+        declared.settings.username = "ben"
+        #expect(declaredValues.current == ["ben"])
         token?.invalidate()
     }
 
@@ -221,7 +218,7 @@ struct DependencyPathTests {
         token?.invalidate()
     }
 
-    @Test func readsThroughTheElementsOfAnArrayAreReportedPointingToTrackedObservation() {
+    @Test func readsThroughTheElementsOfAnArrayAreReportedPointingToTrackedObservationUnlessDeliberate() {
         let crew = Crew()
         let values = Locked<[[String]?]>([])
         var token: KeyValueObservation?
@@ -242,13 +239,10 @@ struct DependencyPathTests {
         crew.people = [Member(name: "Edsger")]
         #expect(values.current == [["Edsger"]])
         token?.invalidate()
-    }
-
-    @Test func readsThroughElementsListedInKeyPathsNotAffectingAreNotReported() {
-        let crew = QuietCrew()
-        var token: KeyValueObservation?
-        let reported = diagnostics { token = crew.observe(\.names) { _, _ in } }
-        #expect(reported.isEmpty)
+        // Declared deliberate (the element's property in keyPathsNotAffecting), they are not reported.
+        let quiet = QuietCrew()
+        let quietReported = diagnostics { token = quiet.observe(\.names) { _, _ in } }
+        #expect(quietReported.isEmpty)
         token?.invalidate()
     }
 
