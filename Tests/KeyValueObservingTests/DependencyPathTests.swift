@@ -95,8 +95,157 @@ final class Wallet: KeyValueObservable {
     }
 }
 
+/// Reads `settings.username` but declares only `settings`: a new username leaves it stale.
+final class ViaChildState: KeyValueObservable, @unchecked Sendable {
+    @Observed var settings = UserSettings()
+    var viaChild: String { settings.username }
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\ViaChildState.viaChild: [\ViaChildState.settings]]
+    }
+
+    override class var keyPathNames: [AnyKeyPath: String] {
+        [\ViaChildState.viaChild: "viaChild"]
+    }
+}
+
+/// The same key declared with the path it reads: nothing to report.
+final class ViaChildDeclaredState: KeyValueObservable, @unchecked Sendable {
+    @Observed var settings = UserSettings()
+    var viaChild: String { settings.username }
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\ViaChildDeclaredState.viaChild: [\ViaChildDeclaredState.settings.username]]
+    }
+}
+
+/// Reads through a constant child, then through its `@Observed` child, declaring nothing there.
+final class ViaGrandchildState: KeyValueObservable, @unchecked Sendable {
+    let account = Account()
+    @Observed var title = "Dr"
+    var line: String { "\(title) \(account.profile.username)" }
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\ViaGrandchildState.line: [\ViaGrandchildState.title]]
+    }
+}
+
+final class Member: KeyValueObservable, @unchecked Sendable {
+    @Observed var name: String
+
+    init(name: String) {
+        self.name = name
+    }
+}
+
+/// Reads each element's `name`, which no key path of the table can name.
+final class Crew: KeyValueObservable, @unchecked Sendable {
+    @Observed var people = [Member(name: "Ada"), Member(name: "Grace")]
+    var names: [String] { people.map(\.name) }
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\Crew.names: [\Crew.people]]
+    }
+
+    override class var keyPathNames: [AnyKeyPath: String] {
+        [\Crew.names: "names"]
+    }
+}
+
+/// The same, with the elements' reads declared deliberate.
+final class QuietCrew: KeyValueObservable, @unchecked Sendable {
+    @Observed var people = [Member(name: "Ada")]
+    var names: [String] { people.map(\.name) }
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\QuietCrew.names: [\QuietCrew.people]]
+    }
+
+    override class var keyPathsNotAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\QuietCrew.names: [\Member.name]]
+    }
+}
+
 @Suite("Dependent keys reaching into other objects")
 struct DependencyPathTests {
+    private func diagnostics(_ body: () -> Void) -> [KeyValueObservingDiagnostic] {
+        let collected = Locked<[KeyValueObservingDiagnostic]>([])
+        KeyValueObservingDiagnosticCenter.withHandler({ collected.append($0) }, operation: body)
+        return collected.current
+    }
+
+    @Test func aReadThroughAChildThatTheTableDoesNotCoverIsReportedWithThePathToDeclare() {
+        let state = ViaChildState()
+        let values = Locked<[String?]>([])
+        var token: KeyValueObservation?
+        let line: UInt = #line + 2
+        let reported = diagnostics {
+            token = state.observe(\.viaChild, options: [.new]) { _, change in values.append(change.newValue) }
+        }
+        #expect(reported.map(\.kind) == [.incompleteDependencies])
+        #expect(reported.first?.line == line)
+        #expect(reported.first?.readNames == ["settings.username"])
+        #expect(reported.first?.reads == [\ViaChildState.settings.username])
+        let message = reported.first?.message ?? ""
+        #expect(message.contains("reads `settings.username`, which its declared inputs do not cover"), "\(message)")
+        #expect(
+            message.contains("[\\ViaChildState.viaChild: [\\ViaChildState.settings, \\ViaChildState.settings.username]]"),
+            "\(message)")
+        // What the diagnostic says: the child's change does not reach the key's observers.
+        state.settings.username = "ben"
+        #expect(values.current == [])
+        token?.invalidate()
+        // Declared with that path, the key is not reported, and is notified.
+        let declared = ViaChildDeclaredState()
+        let declaredValues = Locked<[String?]>([])
+        let declaredReported = diagnostics {
+            token = declared.observe(\.viaChild, options: [.new]) { _, change in declaredValues.append(change.newValue) }
+        }
+        #expect(declaredReported.isEmpty)
+        declared.settings.username = "ben"
+        #expect(declaredValues.current == ["ben"])
+        token?.invalidate()
+    }
+
+    @Test func aReadThroughAConstantChildsChildIsReportedWithTheWholePath() {
+        let state = ViaGrandchildState()
+        var token: KeyValueObservation?
+        let reported = diagnostics { token = state.observe(\.line) { _, _ in } }
+        #expect(reported.map(\.kind) == [.incompleteDependencies])
+        #expect(reported.first?.readNames == ["account.profile.username"])
+        let message = reported.first?.message ?? ""
+        #expect(message.contains("\\ViaGrandchildState.account.profile.username"), "\(message)")
+        token?.invalidate()
+    }
+
+    @Test func readsThroughTheElementsOfAnArrayAreReportedPointingToTrackedObservationUnlessDeliberate() {
+        let crew = Crew()
+        let values = Locked<[[String]?]>([])
+        var token: KeyValueObservation?
+        let reported = diagnostics {
+            token = crew.observe(\.names, options: [.new]) { _, change in values.append(change.newValue) }
+        }
+        #expect(reported.map(\.kind) == [.incompleteDependencies])
+        #expect(reported.first?.readNames == ["name"])
+        #expect(reported.first?.reads == [\Member.name])
+        let message = reported.first?.message ?? ""
+        #expect(message.contains("reads `name` through the elements of `people`"), "\(message)")
+        #expect(message.contains("observeTracking { $0.names }"), "\(message)")
+        #expect(message.contains("[\\Crew.names: [\\Member.name]]"), "\(message)")
+        // What the diagnostic says: an element renamed does not reach the key's observers; the
+        // array replaced does.
+        crew.people[0].name = "Ada Lovelace"
+        #expect(values.current == [])
+        crew.people = [Member(name: "Edsger")]
+        #expect(values.current == [["Edsger"]])
+        token?.invalidate()
+        // Declared deliberate (the element's property in keyPathsNotAffecting), they are not reported.
+        let quiet = QuietCrew()
+        let quietReported = diagnostics { token = quiet.observe(\.names) { _, _ in } }
+        #expect(quietReported.isEmpty)
+        token?.invalidate()
+    }
+
     @Test func aConstantChildIsFollowed() {
         let state = ConstantChildState()
         let greetings = Locked<[String?]>([])

@@ -48,6 +48,20 @@ final class Loop: KeyValueObservable {
     }
 }
 
+/// A key declared with no inputs: as in KVO, it has no dependencies.
+final class Headline: KeyValueObservable {
+    @Observed var title = "Draft"
+    var emptyDeclared: String { title }
+
+    override class var keyPathsAffecting: [AnyKeyPath: [AnyKeyPath]] {
+        [\Headline.emptyDeclared: []]
+    }
+
+    override class var keyPathNames: [AnyKeyPath: String] {
+        [\Headline.emptyDeclared: "emptyDeclared"]
+    }
+}
+
 @Suite("Dependent keys")
 struct DependentKeyTests {
     private func diagnostics(_ body: () -> Void) -> [KeyValueObservingDiagnostic] {
@@ -150,6 +164,28 @@ struct DependentKeyTests {
         // The rest of the table still works: `a` depends on `seed`.
         loop.seed = 5
         #expect(values.current == [5])
+        token?.invalidate()
+    }
+
+    /// The diagnostic says the key's observers are not notified when `title` changes: they are not.
+    @Test func aKeyDeclaredWithNoInputsHasNoDependenciesAndWhatItReadsIsReported() {
+        let headline = Headline()
+        let values = Locked<[String?]>([])
+        var token: KeyValueObservation?
+        let reported = diagnostics {
+            token = headline.observe(\.emptyDeclared, options: [.new]) { _, change in values.append(change.newValue) }
+        }
+        #expect(reported.map(\.kind) == [.incompleteDependencies])
+        #expect(reported.first?.readNames == ["title"])
+        let message = reported.first?.message ?? ""
+        #expect(message.contains("reads `title`, which its declared inputs do not cover, so its observers are not notified"), "\(message)")
+        #expect(message.contains("[\\Headline.emptyDeclared: [\\Headline.title]]"), "\(message)")
+        headline.title = "Final"
+        #expect(values.current == [])
+        // Its own notifications still reach its observers.
+        headline.willChangeValue(for: \.emptyDeclared)
+        headline.didChangeValue(for: \.emptyDeclared)
+        #expect(values.current == ["Final"])
         token?.invalidate()
     }
 

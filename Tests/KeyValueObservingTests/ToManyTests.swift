@@ -34,6 +34,41 @@ struct ToManyTests {
         token.invalidate()
     }
 
+    @Test func insertingOneElementAtAnIndexReportsAnInsertionOfIt() {
+        let queue = Queue()
+        let changes = Locked<[KeyValueObservedChange<[String]>]>([])
+        let token = queue.observe(\.items, options: [.old, .new]) { _, change in changes.append(change) }
+        queue.insert("x", at: 1, into: \.items)
+        #expect(queue.items == ["a", "x", "b", "c"])
+        #expect(changes.current == [KeyValueObservedChange(kind: .insertion, newValue: ["x"], indexes: RangeSet(1..<2))])
+        token.invalidate()
+    }
+
+    /// As Foundation's `insertObjects(_:at:)`: each index is the new element's position in the result.
+    @Test func insertingElementsAtARangeSetPutsEachAtItsIndexInTheResult() {
+        let queue = Queue()
+        let changes = Locked<[KeyValueObservedChange<[String]>]>([])
+        let token = queue.observe(\.items, options: [.old, .new]) { _, change in changes.append(change) }
+        var indexes = RangeSet(0..<1)
+        indexes.insert(contentsOf: 3..<5)
+        queue.insert(["x", "y", "z"], at: indexes, into: \.items)
+        #expect(queue.items == ["x", "a", "b", "y", "z", "c"])
+        #expect(changes.current == [KeyValueObservedChange(kind: .insertion, newValue: ["x", "y", "z"], indexes: indexes)])
+        queue.insert(["end"], at: RangeSet(6..<7), into: \.items)
+        #expect(queue.items.last == "end")
+        token.invalidate()
+    }
+
+    @Test func removingOneElementAtAnIndexReportsARemovalOfIt() {
+        let queue = Queue()
+        let changes = Locked<[KeyValueObservedChange<[String]>]>([])
+        let token = queue.observe(\.items, options: [.old, .new]) { _, change in changes.append(change) }
+        queue.remove(at: 1, from: \.items)
+        #expect(queue.items == ["a", "c"])
+        #expect(changes.current == [KeyValueObservedChange(kind: .removal, oldValue: ["b"], indexes: RangeSet(1..<2))])
+        token.invalidate()
+    }
+
     @Test func replacementReportsOldAndNewElements() {
         let queue = Queue()
         let changes = Locked<[KeyValueObservedChange<[String]>]>([])

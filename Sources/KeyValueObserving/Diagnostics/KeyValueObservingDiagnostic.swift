@@ -23,7 +23,9 @@ public struct KeyValueObservingDiagnostic: @unchecked Sendable, CustomStringConv
 
         /// A dependent key reads an `@Observed` property that none of its declared inputs covers:
         /// its observers are not notified when that property changes. `reads` lists the missing
-        /// properties.
+        /// properties; one read through a child object is named by its path (`settings.username`),
+        /// one read through the elements of an array (which no key path of the table can name) by
+        /// the element's property, with tracked observation as the fix.
         public static let incompleteDependencies = Kind(name: "incompleteDependencies")
 
         /// A declared input of a dependent key has a root type unrelated to the key's.
@@ -105,6 +107,43 @@ public struct KeyValueObservingDiagnostic: @unchecked Sendable, CustomStringConv
             + "cover, so its observers are not notified when \(missing.count == 1 ? "it changes" : "they change"). "
             + "Fix: declare [\\\(root).\(keyName): [\(inputs.joined(separator: ", "))]] in keyPathsAffecting, "
             + "or list the omission in keyPathsNotAffecting if it is deliberate."
+    }
+
+    /// `missing`: reads through the elements of the collection at the path `collection`, or, where
+    /// that is `nil`, of an object reached neither through the table's paths nor through elements.
+    init(
+        untrackedReadsOf keyPath: AnyKeyPath,
+        missing: [(key: AnyKeyPath, name: String, collection: String?)],
+        objectType: Any.Type,
+        fileID: String,
+        line: UInt
+    ) {
+        self.kind = .incompleteDependencies
+        self.objectType = objectType
+        self.keyPath = keyPath
+        self.reads = missing.map(\.key)
+        self.readNames = missing.map(\.name)
+        self.fileID = fileID
+        self.line = line
+        let reads = missing.map { read in
+            if let collection = read.collection {
+                return "`\(read.name)` through the elements of `\(collection)`, which no key path in keyPathsAffecting can declare"
+            }
+            return "`\(read.name)` of a \(type(of: read.key).rootType) that none of its declared inputs reaches"
+        }
+        let omissions = missing.map { "\\\(type(of: $0.key).rootType).\($0.name)" }
+        var seen: [String] = []
+        let distinctOmissions = omissions.filter { omission in
+            defer { seen.append(omission) }
+            return !seen.contains(omission)
+        }
+        let keyName = _KeyNames.knownName(of: keyPath) ?? "<key>"
+        self.detail =
+            "reads \(reads.joined(separator: "; ")), so its observers are not notified when "
+            + "\(missing.count == 1 ? "it changes" : "they change"). Fix: observe it with tracked observation, "
+            + "observeTracking { $0.\(keyName) }, which follows every object the expression reads, elements included, "
+            + "or list [\\\(type(of: keyPath).rootType).\(keyName): [\(distinctOmissions.joined(separator: ", "))]] "
+            + "in keyPathsNotAffecting if the omission is deliberate."
     }
 
     init(kind: Kind, objectType: Any.Type, keyPath: AnyKeyPath, detail: String, fileID: String, line: UInt) {

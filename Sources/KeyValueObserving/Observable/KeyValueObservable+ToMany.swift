@@ -29,6 +29,90 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         ) { $0.insert(contentsOf: newElements, at: index) }
     }
 
+    /// Inserts `newElement` into the array at `keyPath`, at `index`, notifying its observers of an
+    /// `.insertion` of one element (`indexes` holds `index`), as `insert(_:at:into:)` with an array.
+    ///
+    /// ```swift
+    /// playlist.insert("Intro", at: 0, into: \.tracks)
+    /// ```
+    ///
+    /// - Complexity: O(*n*) in the length of the array.
+    public func insert<Element>(
+        _ newElement: Element,
+        at index: Int,
+        into keyPath: ReferenceWritableKeyPath<Self, [Element]>
+    ) {
+        insert([newElement], at: index, into: keyPath)
+    }
+
+    /// Inserts `newElements` into the array at `keyPath`, one at each position of `indexes` (in
+    /// order), notifying its observers of an `.insertion`: `indexes` are the positions of the new
+    /// elements in the array after the change, as in Foundation's `insertObjects(_:at:)`.
+    ///
+    /// ```swift
+    /// playlist.insert(["Intro", "Outro"], at: RangeSet([0, 3], within: 0..<4), into: \.tracks)
+    /// ```
+    ///
+    /// - Precondition: `indexes` has one position per new element, each less than the length of
+    ///   the array after the change.
+    /// - Complexity: O(*n*) in the length of the array.
+    public func insert<Element>(
+        _ newElements: [Element],
+        at indexes: RangeSet<Int>,
+        into keyPath: ReferenceWritableKeyPath<Self, [Element]>
+    ) {
+        let count = self[keyPath: keyPath].count
+        let positions = indexes.ranges.flatMap { Array($0) }
+        precondition(
+            positions.count == newElements.count,
+            "insert(_:at:into:): \(positions.count) indexes but \(newElements.count) new elements"
+        )
+        precondition(
+            positions.allSatisfy { (0..<(count + newElements.count)).contains($0) },
+            "insert(_:at:into:): indexes \(indexes.ranges) are out of bounds 0..<\(count + newElements.count)"
+        )
+        _notifyingToManyChange(
+            of: keyPath,
+            kind: .insertion,
+            indexes: indexes,
+            oldElements: nil,
+            newElements: newElements
+        ) { array in
+            // Positions ascend, and each is one in the final array: the old elements fill the gaps.
+            var merged: [Element] = []
+            merged.reserveCapacity(array.count + newElements.count)
+            var old = array.makeIterator()
+            var new = zip(positions, newElements).makeIterator()
+            var next = new.next()
+            while merged.count < array.count + newElements.count {
+                if let (position, element) = next, position == merged.count {
+                    merged.append(element)
+                    next = new.next()
+                } else if let element = old.next() {
+                    merged.append(element)
+                }
+            }
+            array = merged
+        }
+    }
+
+    /// Removes the element at `index` from the array at `keyPath`, notifying its observers of a
+    /// `.removal` of one element (`indexes` holds `index`), as `remove(at:from:)` with a `RangeSet`.
+    ///
+    /// ```swift
+    /// playlist.remove(at: 0, from: \.tracks)
+    /// ```
+    ///
+    /// - Complexity: O(*n*) in the length of the array.
+    public func remove<Element>(
+        at index: Int,
+        from keyPath: ReferenceWritableKeyPath<Self, [Element]>
+    ) {
+        let count = self[keyPath: keyPath].count
+        precondition((0..<count).contains(index), "remove(at:from:): index \(index) is out of bounds 0..<\(count)")
+        remove(at: RangeSet(index..<(index + 1)), from: keyPath)
+    }
+
     /// Removes the elements at `indexes` from the array at `keyPath`, notifying its observers of a
     /// `.removal`: `oldValue` (with `.old`) holds the removed elements, `newValue` nil.
     ///

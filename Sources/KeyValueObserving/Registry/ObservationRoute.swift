@@ -157,8 +157,10 @@ enum _ObservationRoute {
             // An input of an unrelated class cannot be read from the object (`checkDeclaredInputs`
             // reports it).
             guard isRelated(type(of: key).rootType, type(of: object)) else { return }
-            let inputs = dependencyInputs(of: key, in: table, object: object)
-            if !inputs.isEmpty {
+            // A key declared with no inputs (`[\Car.label: []]`) has no dependencies, as in KVO:
+            // only its own notifications reach its observers, not those of what its getter reads
+            // (`checkDeclaredInputs` reports those reads).
+            if let inputs = declaredInputs(of: key, in: table, object: object) {
                 // A stored `@Observed` property that also has declared inputs notifies for its own
                 // sets as well, as Foundation does for a KVO-compliant setter.
                 let own = unique(registry(of: object).probe { _ = object[keyPath: key] })
@@ -209,10 +211,12 @@ enum _ObservationRoute {
     }
 
     /// Checks the table's entry for `keyPath` against what the key reads, once per class and key:
-    /// an `@Observed` property of the object that the key reads but that none of its declared inputs
-    /// reads (transitively: reading an input reads what it is computed from) makes it stale when that
-    /// property changes; an input whose root type is unrelated to the key's can never be read from
-    /// the object. Both are reported. Reads listed in `keyPathsNotAffecting` are deliberate.
+    /// an `@Observed` property that the key reads but that none of its declared inputs reads
+    /// (transitively: reading an input reads what it is computed from) makes it stale when that
+    /// property changes, whether it is the object's or one of another object the getter reaches (a
+    /// child, `settings.username`, or an array's element); an input whose root type is unrelated to
+    /// the key's can never be read from the object. Both are reported. Reads listed in
+    /// `keyPathsNotAffecting` are deliberate.
     ///
     /// The probe sees the branch the getter takes now: an input read only on another branch is not
     /// caught.
@@ -225,7 +229,7 @@ enum _ObservationRoute {
     ) {
         let objectType = type(of: object)
         guard _CheckedDependencies.firstCheck(of: keyPath, in: objectType) else { return }
-        let inputs = dependencyInputs(of: keyPath, in: table, object: object)
+        let inputs = declaredInputs(of: keyPath, in: table, object: object) ?? []
         let keyRoot = type(of: keyPath).rootType
         for input in inputs where !isRelated(type(of: input).rootType, keyRoot) {
             KeyValueObservingDiagnosticCenter.report(
@@ -241,13 +245,20 @@ enum _ObservationRoute {
                     line: line
                 ))
         }
-        let registry = registry(of: object)
-        let keyReads = unique(registry.probe { _ = object[keyPath: keyPath] })
-        guard !keyReads.isEmpty else { return }
+        // Every object's reads: those of the observed object are checked against what its declared
+        // inputs read there, the others (through a child object, an array's elements) against what
+        // the inputs read on the same object.
+        let keyProbe = _EveryObjectProbeRecorder.probe(from: object) { _ = object[keyPath: keyPath] }
+        let keyReads = unique(keyProbe.filter { $0.object === object }.map(\.read))
+        let readsElsewhere = unique(keyProbe.filter { $0.object !== object })
+        guard !keyReads.isEmpty || !readsElsewhere.isEmpty else { return }
         var covered: [AnyKeyPath] = []
+        var coveredElsewhere: [ObjectRead] = []
         for input in inputs where isRelated(type(of: input).rootType, keyRoot) {
             covered.append(input)
-            covered.append(contentsOf: registry.probe { _ = object[keyPath: input] }.map(\.key))
+            let inputReads = _EveryObjectProbeRecorder.probe(from: object) { _ = object[keyPath: input] }
+            covered.append(contentsOf: inputReads.filter { $0.object === object }.map(\.read.key))
+            coveredElsewhere.append(contentsOf: inputReads.filter { $0.object !== object })
         }
         let deliberate = _DependencyTable.notAffecting(for: objectType)
         let excluded =
@@ -257,16 +268,23 @@ enum _ObservationRoute {
                 && !covered.contains { _sameKey($0, read.key) }
                 && !excluded.contains { _sameKey($0, read.key) || isInherited(read.key, by: $0) }
         }
-        guard !missing.isEmpty else { return }
-        KeyValueObservingDiagnosticCenter.report(
-            KeyValueObservingDiagnostic(
-                incompleteDependenciesOf: keyPath,
-                declared: inputs,
-                missing: missing.map { ($0.key, _KeyNames.name(of: $0.key)) },
-                objectType: objectType,
-                fileID: fileID,
-                line: line
-            ))
+        var missingElsewhere: [ObjectRead] = []
+        if !readsElsewhere.isEmpty {
+            // A deliberate omission through another object is its path (`\Car.engine.rpm`), or the
+            // property itself (`\Wheel.pressure`, for the elements of an array).
+            let excludedElsewhere = excluded.filter { isRelated(type(of: $0).rootType, keyRoot) }.flatMap { omission in
+                _EveryObjectProbeRecorder.probe(from: object) { _ = object[keyPath: omission] }.filter { $0.object !== object }
+            }
+            let readByInputs = Set((coveredElsewhere + excludedElsewhere).map(ReadID.init))
+            missingElsewhere = readsElsewhere.filter { reached in
+                !readByInputs.contains(ReadID(reached))
+                    && !excluded.contains { _sameKey($0, reached.read.key) || isInherited(reached.read.key, by: $0) }
+            }
+        }
+        guard !missing.isEmpty || !missingElsewhere.isEmpty else { return }
+        reportMissingInputs(
+            of: keyPath, declared: inputs, missing: missing, missingElsewhere: missingElsewhere, keyReads: keyProbe,
+            object: object, fileID: fileID, line: line)
     }
 
     /// Whether one of two types is the other or a subclass of it.
@@ -285,15 +303,18 @@ enum _ObservationRoute {
     }
 
     /// The declared inputs of `key`: its entry in the table, united with the entries of the same key
-    /// declared at other levels of the class hierarchy (`equivalentKeys`).
-    private static func dependencyInputs<Root: KeyValueObservable>(
+    /// declared at other levels of the class hierarchy (`equivalentKeys`); `nil` if it has none (an
+    /// empty entry is a declaration: no inputs).
+    private static func declaredInputs<Root: KeyValueObservable>(
         of key: AnyKeyPath,
         in table: [AnyKeyPath: [AnyKeyPath]],
         object: Root
-    ) -> [AnyKeyPath] {
-        var inputs = table[key] ?? []
+    ) -> [AnyKeyPath]? {
+        var inputs = table[key]
         for candidate in equivalentKeys(of: key, in: table, object: object) {
-            for input in table[candidate] ?? [] where !inputs.contains(input) { inputs.append(input) }
+            var united = inputs ?? []
+            for input in table[candidate] ?? [] where !united.contains(input) { united.append(input) }
+            inputs = united
         }
         return inputs
     }
@@ -326,6 +347,12 @@ enum _ObservationRoute {
             }
         }
         return equivalents
+    }
+
+    /// The reads, keeping the first of those of the same object and key.
+    static func unique(_ reads: [ObjectRead]) -> [ObjectRead] {
+        var seen: Set<ReadID> = []
+        return reads.filter { seen.insert(ReadID($0)).inserted }
     }
 
     static func unique(_ reads: [_ObserverRegistry.ProbedRead]) -> [_ObserverRegistry.ProbedRead] {

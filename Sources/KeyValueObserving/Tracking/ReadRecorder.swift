@@ -113,9 +113,16 @@ final class _ProbeRecorder: _ReadRecorder {
     override func record(_ read: _ObservableRead) -> Bool {
         guard read.object._kvoRegistry.load(ordering: .acquiring)?.toOpaque() == Unmanaged.passUnretained(registry).toOpaque()
         else { return false }
+        reads.append(Self.learn(from: read, in: registry))
+        return true
+    }
+
+    /// What a probe learns from `read`: an explicitly notified key's offset (declared in `registry`,
+    /// the registry of the object read, if given) and an `@Observed` property's name; returns the read.
+    static func learn(from read: _ObservableRead, in registry: _ObserverRegistry?) -> _ObserverRegistry.ProbedRead {
         let key = read.key()
         if read.isExplicit {
-            if let offset = read.offset { registry.declareOffset(offset, for: key) }
+            if let offset = read.offset { registry?.declareOffset(offset, for: key) }
         } else if let storageKey = read.storageKey {
             // An `@Observed` property is named after its storage (explicitly notified keys are
             // named by their class).
@@ -123,9 +130,39 @@ final class _ProbeRecorder: _ReadRecorder {
         } else if let offset = read.offset, !read.isZeroSized {
             _KeyNames.learn(key, storageOffset: offset)
         }
-        reads.append(
-            _ObserverRegistry.ProbedRead(key: key, valueType: read.valueType, isZeroSized: read.isZeroSized))
-        return true
+        return _ObserverRegistry.ProbedRead(key: key, valueType: read.valueType, isZeroSized: read.isZeroSized)
+    }
+}
+
+/// A dependency check's recorder (`checkDeclaredInputs`): the `@Observed` reads of every object that
+/// a read touches, each with its object, so that reads through child objects and through the
+/// elements of arrays are seen as well as the root's.
+///
+/// It takes the root's reads, as a probe of the root's registry does; other objects' reads also go
+/// on to the recorders outside it, as they do past such a probe.
+final class _EveryObjectProbeRecorder: _ReadRecorder {
+    private let root: KeyValueObservable
+    private(set) var reads: [_ObservationRoute.ObjectRead] = []
+
+    init(root: KeyValueObservable) {
+        self.root = root
+    }
+
+    override func record(_ read: _ObservableRead) -> Bool {
+        let isRoot = read.object === root
+        // Only the root's registry learns offsets here: the others' registries are not created.
+        reads.append((read.object, _ProbeRecorder.learn(from: read, in: isRoot ? root._existingRegistry : nil)))
+        return isRoot
+    }
+
+    /// Runs `read` and returns the `@Observed` reads it made on this thread, of `root` and of any
+    /// other object, in order, duplicates included.
+    static func probe(from root: KeyValueObservable, _ read: () -> Void) -> [_ObservationRoute.ObjectRead] {
+        let recorder = _EveryObjectProbeRecorder(root: root)
+        recorder.begin()
+        read()
+        recorder.end()
+        return recorder.reads
     }
 }
 
