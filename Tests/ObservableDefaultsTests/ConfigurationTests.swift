@@ -101,7 +101,7 @@ struct ConfigurationTests {
             _ = try optionals.decode(Optionals.self, strictly: false)
             Issue.record("decoded")
         } catch {
-            #expect(error.configurationProblems.map(\.key) == ["delta"] && error.configurationProblems.first?.layer == .arguments)
+            #expect(error.configurationProblems.map(\.key) == ["delta"] && error.configurationProblems.first?.layer == .arguments, "\(error)")
         }
     }
 
