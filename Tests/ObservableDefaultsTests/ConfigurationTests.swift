@@ -101,7 +101,8 @@ struct ConfigurationTests {
             _ = try optionals.decode(Optionals.self, strictly: false)
             Issue.record("decoded")
         } catch {
-            #expect(error.configurationProblems.map(\.key) == ["delta"] && error.configurationProblems.first?.layer == .arguments, "\(error)")
+            #expect(
+                error.configurationProblems.map(\.key) == ["delta"] && error.configurationProblems.first?.layer == .arguments, "\(error)")
         }
     }
 
