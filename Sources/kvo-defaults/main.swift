@@ -14,7 +14,7 @@ import ObservableDefaultsEtcd
 let usage = """
     USAGE: kvo-defaults read   STORE [KEY] [--explain] [--reveal]
            kvo-defaults write  STORE KEY VALUE [KEY VALUE ...] [--timeout SECONDS] [--replace-corrupt]
-           kvo-defaults update STORE KEY --add N
+           kvo-defaults update STORE KEY --add N [--timeout SECONDS]
            kvo-defaults delete STORE KEY
            kvo-defaults watch  STORE [KEY] [--timestamps]
            kvo-defaults help | -h | --help
@@ -76,7 +76,7 @@ let usage = """
       --timestamps    (watch) prefix each line with the CLOCK_MONOTONIC time in nanoseconds at
                       which the change was received
       --timeout SECONDS
-                      (write, delete) give up (exit 1) if another process holds the file's lock
+                      (write, update, delete) give up (exit 1) if another process holds the file's lock
                       longer than SECONDS; without it, wait as long as it takes (a wait longer
                       than a second is announced on standard error). With --etcd, any command:
                       how long to wait for the cluster's answers (default 5)
@@ -179,8 +179,8 @@ if command == "help" {
 let commands = ["read", "write", "delete", "watch", "update"]
 guard commands.contains(command) else { usageError("unknown command '\(command)'") }
 if timestamps, command != "watch" { usageError("'--timestamps' only applies to 'watch'") }
-if timeout != nil, command != "write", command != "delete", etcd.endpoints == nil {
-    usageError("'--timeout' only applies to 'write' and 'delete' (and to every command with --etcd)")
+if timeout != nil, command != "write", command != "delete", command != "update", etcd.endpoints == nil {
+    usageError("'--timeout' only applies to 'write', 'update' and 'delete' (and to every command with --etcd)")
 }
 if addend != nil, command != "update" { usageError("'--add' only applies to 'update'") }
 if replacesCorruptFile, command != "write" { usageError("'--replace-corrupt' only applies to 'write'") }
@@ -284,19 +284,21 @@ func notChanged(_ problem: DefaultsError) -> String {
     return "not written: \(problem); \(remedy)"
 }
 
+/// What a command waiting for another process's lock of the file says after a second.
+let lockWaitNotice = (after: Duration.seconds(1), call: { printError("waiting for another process to release the lock of \(path)…") })
+
 /// Flushes (replacing a file that does not parse after copying it aside, with `--replace-corrupt`),
 /// then prints the other problems found (a value of the wrong type, a key found twice). A failed
 /// write exits 1.
 @MainActor
 func flushOrFail() {
     do {
-        let notice = (after: Duration.seconds(1), call: { printError("waiting for another process to release the lock of \(path)…") })
         if replacesCorruptFile {
-            if let copy = try store.replaceCorruptFile(timeout: timeout, notice: notice) {
+            if let copy = try store.replaceCorruptFile(timeout: timeout, notice: lockWaitNotice) {
                 printError("\(path) did not parse: copied it to \(copy), then replaced it")
             }
         } else {
-            try store.flush(timeout: timeout, notice: notice)
+            try store.flush(timeout: timeout, notice: lockWaitNotice)
         }
     } catch {
         // Given up on purpose, or not written for a reason given: the change must not be written
@@ -384,7 +386,9 @@ case "update":
     failOnProblems()
     let key = positional[0]
     do {
-        let new = try store.updateJSONValue(forKey: key) { current throws(CommandError) in try adding(addend, to: current, key: key) }
+        let new = try store.updateJSONValue(forKey: key, timeout: timeout, notice: lockWaitNotice) { current throws(CommandError) in
+            try adding(addend, to: current, key: key)
+        }
         printLine(layerOptions.redacts(key) ? DefaultsKeyNames.redacted : new?.compactText ?? "")
     } catch let error as CommandError {
         fail(error.message)
@@ -431,8 +435,8 @@ case "watch":
     signal(SIGINT) { _ in _exit(128 + SIGINT) }
     signal(SIGTERM) { _ in _exit(128 + SIGTERM) }
     // The end of an etcd outage (its start was printed by the handler). A file is always connected.
-    let statusToken = store.observeBackendStatus { _, status in
-        if case .connected(let revision?) = status {
+    let statusToken = store.observeBackendStatus { _, change in
+        if case .connected(let revision?)? = change.newValue {
             printError("\(path): reachable again; the watch resumed from revision \(revision + 1)")
         }
     }

@@ -153,6 +153,37 @@ struct StoreTests {
         #expect(received == [1, 2, 3])
     }
 
+    /// `changes(for:)`: each change with its old and new values and where it came from (another
+    /// process's write included), and the sequence finishes when the last store goes.
+    @Test func changesSequenceYieldsEachChangeWithItsOrigin() async throws {
+        let key = DefaultsKey("changedLevel", default: 1)
+        let url = directory.file("s.json")
+        var store: DefaultsStore? = DefaultsStore(fileURL: url)
+        let changes = store!.changes(for: key)
+        store![key] = 2
+        try store!.flush()
+        try writeAtomically(#"{"changedLevel": 3}"#, to: url.path)
+        #expect(waitUntil { store![key] == 3 })
+        store = nil
+        // With a deadline: a sequence that does not finish fails the test instead of hanging it.
+        let received = await withTaskGroup(of: [DefaultsChange<Int>]?.self) { group in
+            group.addTask {
+                var received: [DefaultsChange<Int>] = []
+                for await change in changes { received.append(change) }
+                return received
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(10))
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        #expect(received?.map(\.oldValue) == [1, 2] && received?.map(\.newValue) == [2, 3], "\(String(describing: received))")
+        #expect(received?.map(\.origin) == [.thisProcess, .anotherProcess])
+    }
+
     @Test func codableValuesAreWrittenAsPlainSortedPrettyJSON() throws {
         let url = directory.file("s.json")
         let store = DefaultsStore(fileURL: url)

@@ -275,6 +275,25 @@ struct ToolTests {
         #expect(try runTool(["write", "--file", url.path, "b", "2", "--timeout", "soon"]).status == 2)
     }
 
+    /// `update` waits for a held lock as `write` does: it says so after a second, and `--timeout`
+    /// (in its usage line) gives up, exit 1, the number left as it was.
+    @Test func anUpdateAnnouncesItsWaitForAHeldLockAndGivesUpAfterItsTimeout() throws {
+        let url = directory.file("s.json")
+        try #"{"n": 1}"#.write(to: url, atomically: true, encoding: .utf8)
+        #expect(try runTool(["--help"]).output.contains("kvo-defaults update STORE KEY --add N [--timeout SECONDS]"))
+        let lock = try HeldLock(url.path)
+        let gaveUp = try runTool(["update", "--file", url.path, "n", "--add", "1", "--timeout", "0.2"])
+        #expect(gaveUp.status == 1 && gaveUp.error.contains("gave up after"), "\(gaveUp.error)")
+        let waiting = try startTool(["update", "--file", url.path, "n", "--add", "1"])
+        let said = waitForText("waiting for another process", in: waiting.error)
+        #expect(said.contains("waiting for another process to release the lock of \(url.path)"), "\(said)")
+        lock.release()
+        #expect(waitUntil { !waiting.process.isRunning })
+        waiting.process.waitUntilExit()
+        #expect(waiting.process.terminationStatus == 0)
+        #expect(jsonObject(at: url) == ["n": .number("2")])
+    }
+
     /// A key that is not valid UTF-8 would become U+FFFD and overwrite another key.
     @Test func anArgumentThatIsNotValidUTF8IsAUsageError() throws {
         let url = directory.file("s.json")

@@ -230,3 +230,21 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
         }
     }
 }
+
+/// A sequence of what an observation hands it, for a module's own sequences over the core's
+/// observations (a defaults store's changes): `register` makes the observation, given the function
+/// that yields an element. The sequence has the lifetime of `values(for:)`'s: it finishes when the
+/// observed object is deallocated, and its termination ends the observation.
+package func _observationStream<Element: Sendable>(
+    buffering: KeyValueObservationBuffering,
+    _ register: (_ yield: @escaping @Sendable (Element) -> Void) -> KeyValueObservation
+) -> AsyncStream<Element> {
+    let (stream, continuation) = AsyncStream<Element>.makeStream(bufferingPolicy: buffering.streamPolicy(for: Element.self))
+    let sink = _SequenceSink(continuation)
+    let token = register { sink.yield($0) }
+    sink.continuation.onTermination = { _ in token.invalidate() }
+    if let registry = token.registry, !registry.onObjectDeinit(id: token.id, { sink.finish() }) {
+        sink.finish()
+    }
+    return stream
+}

@@ -8,7 +8,16 @@ extension FileBackend {
     ///   write nothing (it keeps its own reason). Runs once.
     /// - Throws: `.writeFailed` if the file cannot be locked or written (nothing is changed in memory).
     func update(_ storage: DefaultsStorage, key: String, _ transform: @escaping (Entry?) -> Entry??) throws(DefaultsError) {
-        try writeWaiting(storage, Transaction(key: key, body: transform))
+        try update(storage, key: key, timeout: nil, notice: nil, transform)
+    }
+
+    /// `update(_:key:_:)`, giving up after `timeout` (`.writeFailed`, `ETIMEDOUT`) while another
+    /// process holds the lock file, and calling `notice` once if that lasts `notice.after`.
+    func update(
+        _ storage: DefaultsStorage, key: String, timeout: Duration?, notice: (after: Duration, call: () -> Void)?,
+        _ transform: @escaping (Entry?) -> Entry??
+    ) throws(DefaultsError) {
+        try writeWaiting(storage, Transaction(key: key, body: transform), timeout: timeout, notice: notice)
     }
 
     /// Runs a transaction's body on the freshest entry of its key: this process's pending change if

@@ -74,7 +74,7 @@ package enum LayerTextDecoding {
         } catch {
             return .failure(
                 LayerDecodingFailure(
-                    reason: "it is not JSON (line \(error.line), column \(error.column): \(error.reason)), which a \(Value.self) is read as"
+                    reason: "it is not JSON (line \(error.line), column \(error.column): \(error.reason)), and \(Value.self) values are read as JSON"
                 ))
         }
         do {

@@ -21,9 +21,17 @@ extension DefaultsStorage {
     ///   write nothing (it keeps its own reason). It may run more than once.
     /// - Throws: why nothing was written (nothing is changed in memory); that cause counts as
     ///   reported, as for `flush()`.
-    func update(_ key: String, _ transform: @escaping (Entry?) -> Entry??) throws(DefaultsError) {
+    func update(
+        _ key: String, timeout: Duration? = nil, notice: (after: Duration, call: () -> Void)? = nil,
+        _ transform: @escaping (Entry?) -> Entry??
+    ) throws(DefaultsError) {
         do {
-            try backend.update(self, key: key, transform)
+            // A file's update waits for other processes' lock; etcd's has its store's timeout.
+            if let file = fileBackend {
+                try file.update(self, key: key, timeout: timeout, notice: notice, transform)
+            } else {
+                try backend.update(self, key: key, transform)
+            }
         } catch {
             noteReported(error)
             throw error

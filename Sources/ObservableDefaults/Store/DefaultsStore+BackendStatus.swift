@@ -8,34 +8,58 @@ extension DefaultsStore {
         storage.backendStatus
     }
 
-    /// Observes the back end's connection state: the handler is called with the new status each time
-    /// it changes (with `.initial` in `options`, with the current one first, before this returns).
-    /// This is the counterpart of the error handler: an outage is reported there once, when it
-    /// starts, and here both when it starts and when it ends. Keep the token: when it is deallocated
-    /// or invalidated, the observation ends.
+    /// Observes the back end's connection state, as `observe(_:options:changeHandler:)` observes a
+    /// key: the handler gets a change record whose `newValue` is the new status (with `.new`, or
+    /// `.initial` for the current one, before this returns) and `oldValue` the one before (with
+    /// `.old`). This is the counterpart of the error handler: an outage is reported there once,
+    /// when it starts, and here both when it starts and when it ends. Keep the token: when it is
+    /// deallocated or invalidated, the observation ends.
     ///
     /// ```swift
-    /// let token = store.observeBackendStatus(options: [.initial]) { _, status in
-    ///     if case .connected(let revision) = status { print("up to date with revision \(revision ?? 0)") }
+    /// let token = store.observeBackendStatus(options: [.initial, .new]) { _, change in
+    ///     if case .connected(let revision)? = change.newValue { print("up to date with revision \(revision ?? 0)") }
     /// }
     /// ```
     ///
     /// A change is delivered on the thread that noticed it (the store's background queue, or a
     /// thread that called `flush()` or `update`), never under a lock; a change that a newer one
-    /// overtook is not delivered after it. A file store never changes.
+    /// overtook is not delivered after it.
+    ///
+    /// - Parameters:
+    ///   - options: `.initial`, `.new` and `.old` (`.prior` makes no difference).
+    ///   - changeHandler: called with the store and the change.
+    /// - Returns: the token that keeps the observation.
+    public func observeBackendStatus(
+        options: KeyValueObservingOptions = [.new],
+        changeHandler: @escaping @Sendable (DefaultsStore, KeyValueObservedChange<DefaultsBackendStatus>) -> Void
+    ) -> KeyValueObservation {
+        weak let store = self
+        let wanted = options.subtracting(.prior)
+        return storage.observe(\._backendStatus, options: wanted.union([.old, .new])) { storage, change in
+            guard let store, let value = change.newValue, storage.isCurrent(value) else { return }
+            let isInitial = change.oldValue == nil
+            changeHandler(
+                store,
+                KeyValueObservedChange(
+                    kind: .setting, newValue: wanted.contains(.new) || isInitial ? value.status : nil,
+                    oldValue: wanted.contains(.old) ? change.oldValue?.status : nil))
+        }
+    }
+
+    /// Observes the back end's connection state, the handler getting the new status itself.
     ///
     /// - Parameters:
     ///   - options: `.initial` to get the current status first; other options make no difference.
     ///   - changeHandler: called with the store and the new status.
     /// - Returns: the token that keeps the observation.
+    @available(*, deprecated, message: "the handler gets a change record, as every other observe… handler: use change.newValue")
+    @_disfavoredOverload
     public func observeBackendStatus(
         options: KeyValueObservingOptions = [],
         changeHandler: @escaping @Sendable (DefaultsStore, DefaultsBackendStatus) -> Void
     ) -> KeyValueObservation {
-        weak let store = self
-        return storage.observe(\._backendStatus, options: options.intersection(.initial).union(.new)) { storage, change in
-            guard let store, let value = change.newValue, storage.isCurrent(value) else { return }
-            changeHandler(store, value.status)
+        observeBackendStatus(options: options.intersection(.initial).union(.new)) { store, change in
+            if let status = change.newValue { changeHandler(store, status) }
         }
     }
 

@@ -120,6 +120,35 @@ extension DefaultsStore {
             transform: Self.typedValue(of: key))
     }
 
+    /// The changes of `key` as an `AsyncSequence` of `DefaultsChange`, the `changes(for:)` of
+    /// `KeyValueObservable`: with the default `[.old, .new]`, each change's old and new values, where
+    /// it came from (this process or another, which layer), from the next change on. The
+    /// observation ends when the consuming task is cancelled or the sequence is dropped; the
+    /// sequence finishes when the last store on the file is deallocated.
+    ///
+    /// ```swift
+    /// for await change in store.changes(for: speed) where change.isFromAnotherProcess {
+    ///     print(change.oldValue!, "→", change.newValue!)
+    /// }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - key: the key to observe.
+    ///   - options: as for `observe(_:options:changeHandler:)` (`.initial` gives the current value
+    ///     first).
+    ///   - buffering: how changes the consumer has not taken yet are kept.
+    /// - Returns: the sequence of changes.
+    public func changes<Value>(
+        for key: DefaultsKey<Value>,
+        options: KeyValueObservingOptions = [.old, .new],
+        buffering: KeyValueObservationBuffering = .unbounded
+    ) -> DefaultsChanges<Value> {
+        DefaultsChanges(
+            stream: _observationStream(buffering: buffering) { yield in
+                observe(key, options: options) { _, change in yield(change) }
+            })
+    }
+
     /// Observes `key` for a display or a metrics exporter, the `observe(_:throttledTo:on:handler:)`
     /// of `KeyValueObservable`: at most one delivery per `interval`, always of the latest value, and
     /// always ending with the last one, on `queue`, never twice at once. A first delivery is
@@ -208,5 +237,25 @@ extension DefaultsStore {
     /// later one of the same key overtook.
     static func typedValue<Value>(of key: DefaultsKey<Value>) -> @Sendable (DefaultsStorage, DefaultsStorage.KeyValue) -> Value? {
         { storage, value in storage.isCurrent(value) ? storage.value(after: value, for: key) : nil }
+    }
+}
+
+/// The changes of a defaults key, as an `AsyncSequence` (`DefaultsStore.changes(for:options:buffering:)`).
+public struct DefaultsChanges<Value: Sendable>: AsyncSequence, Sendable {
+    public typealias Element = DefaultsChange<Value>
+
+    let stream: AsyncStream<DefaultsChange<Value>>
+
+    /// The sequence's iterator.
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var base: AsyncStream<DefaultsChange<Value>>.AsyncIterator
+
+        public mutating func next() async -> DefaultsChange<Value>? {
+            await base.next()
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(base: stream.makeAsyncIterator())
     }
 }

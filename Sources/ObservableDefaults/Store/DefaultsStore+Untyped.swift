@@ -35,10 +35,13 @@ extension DefaultsStore {
     /// new one (`nil` removes the key); the result is durable when this returns.
     ///
     /// - Throws: what `body` threw (nothing is written), or `DefaultsError`.
-    package func updateJSONValue(forKey key: String, _ body: (JSONValue?) throws -> JSONValue?) throws -> JSONValue? {
+    package func updateJSONValue(
+        forKey key: String, timeout: Duration? = nil, notice: (after: Duration, call: () -> Void)? = nil,
+        _ body: (JSONValue?) throws -> JSONValue?
+    ) throws -> JSONValue? {
         var outcome: Result<JSONValue?, any Error>?
         try withoutActuallyEscaping(body) { body in
-            try storage.update(key) { entry in
+            try storage.update(key, timeout: timeout, notice: notice) { entry in
                 do {
                     let json = try entry.map { try $0.json ?? JSONValue(encoding: $0.typed!) }
                     let new = try body(json)

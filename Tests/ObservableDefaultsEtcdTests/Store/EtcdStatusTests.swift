@@ -20,7 +20,7 @@ struct EtcdStatusTests {
         let store = try etcdStore(server.endpoints, prefix: "app/", timeout: .seconds(1), errors: errors)
         #expect(store.backendStatus == .connected(revision: opened))
         let seen = Locked<[DefaultsBackendStatus]>([])
-        let token = store.observeBackendStatus { _, status in seen.append(status) }
+        let token = store.observeBackendStatus { _, change in seen.append(change.newValue!) }
         defer { withExtendedLifetime(token) {} }
         let last = try etcd.put(key: bytes("app/other"), value: bytes("1"))
         #expect(waitUntil { store[Self.other] == 1 })
