@@ -74,7 +74,8 @@ package enum LayerTextDecoding {
         } catch {
             return .failure(
                 LayerDecodingFailure(
-                    reason: "it is not JSON (line \(error.line), column \(error.column): \(error.reason)), and \(Value.self) values are read as JSON"
+                    reason: "it is not JSON (line \(error.line), column \(error.column): \(error.reason)), "
+                        + "and \(Value.self) values are read as JSON"
                 ))
         }
         do {
