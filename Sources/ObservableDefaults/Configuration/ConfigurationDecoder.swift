@@ -80,6 +80,7 @@ final class ConfigurationDecoding {
     /// at all is one unless `isOptional` (then `nil`).
     func value<Value: Decodable>(of _: Value.Type, forKey key: String, isOptional: Bool) throws -> Value? {
         requestedKeys.append(key)
+        _ = DefaultsKeyNames.offset(of: key, readAs: Value.self)
         let isSecretKey = DefaultsKeyNames.isSecret(key)
         var answer: Value?
         var refusals: [DefaultsConfigurationProblem] = []

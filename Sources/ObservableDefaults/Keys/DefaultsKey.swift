@@ -38,7 +38,7 @@ public struct DefaultsKey<Value: Codable & Sendable>: Sendable {
         )
         self.name = name
         self.defaultValue = defaultValue
-        self.offset = DefaultsKeyNames.offset(of: name)
+        self.offset = DefaultsKeyNames.offset(of: name, readAs: Value.self)
     }
 
     /// Creates a key named `name` whose value is `defaultValue` until one is set, secret if

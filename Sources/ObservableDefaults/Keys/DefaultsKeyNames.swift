@@ -20,6 +20,19 @@ package enum DefaultsKeyNames {
     static let firstKeyOffset = 24
 
     struct Table {
+        /// The offset of `name`, interned now if it was not.
+        mutating func intern(_ name: String) -> Int {
+            if let offset = offsets[name] { return offset }
+            let offset = DefaultsKeyNames.firstKeyOffset + names.count &* 8
+            let keyPath = \DefaultsStorage[_key: offset]
+            offsets[name] = offset
+            names.append(name)
+            keyPaths.append(keyPath)
+            types.append(nil)
+            byKeyPath[keyPath] = offset
+            return offset
+        }
+
         var offsets: [String: Int] = [:]
         /// Indexed by `(offset - firstKeyOffset) / 8`.
         var names: [String] = []
@@ -29,22 +42,33 @@ package enum DefaultsKeyNames {
         /// The names declared secret (`DefaultsStore`'s `secrets:`, `DefaultsKey(_:default:isSecret:)`,
         /// `kvo-defaults --secret`). Only ever grows.
         var secrets: Set<String> = []
+        /// The type each key is read as, where known (the first `DefaultsKey` made of the name, the
+        /// first registered default, or a configuration type's property), indexed as `names`: a
+        /// snapshot's description marks the values that type's read skips.
+        var types: [(any Decodable.Type)?] = []
     }
 
     static let table = Locked(Table())
 
     /// The offset of `name`, interned now if it was not.
     package static func offset(of name: String) -> Int {
+        table.withLock { $0.intern(name) }
+    }
+
+    /// The offset of `name`, interned now if it was not, noting that it is read as `type` if no
+    /// type was noted for it yet.
+    package static func offset(of name: String, readAs type: any Decodable.Type) -> Int {
         table.withLock { table in
-            if let offset = table.offsets[name] { return offset }
-            let offset = firstKeyOffset + table.names.count &* 8
-            let keyPath = \DefaultsStorage[_key: offset]
-            table.offsets[name] = offset
-            table.names.append(name)
-            table.keyPaths.append(keyPath)
-            table.byKeyPath[keyPath] = offset
+            let offset = table.intern(name)
+            let index = (offset - firstKeyOffset) / 8
+            if table.types[index] == nil { table.types[index] = type }
             return offset
         }
+    }
+
+    /// The type `name` is read as, if one was noted (see `Table.types`).
+    static func knownType(of name: String) -> (any Decodable.Type)? {
+        table.withLock { table in table.offsets[name].flatMap { table.types[($0 - firstKeyOffset) / 8] } }
     }
 
     /// The offset of `name` if it was interned: a key nobody made a `DefaultsKey` of, nor observed,

@@ -51,8 +51,12 @@ extension DefaultsStoreChange: CustomStringConvertible, CustomDebugStringConvert
 }
 
 extension DefaultsSnapshot: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
-    /// Every key with a value, as JSON, sorted by name (a layer's value as its text); the values of
-    /// a secret key, and those of a secret layer, read `<redacted>`.
+    /// Every key with a value, sorted by name, each with the value that answers (JSON, or a layer's
+    /// text) and, where more than one source holds it, which answers and what the others hold:
+    /// `[port: 9000 from store (arguments: abc, skipped: does not decode as Int), speed: 1.5]`. A
+    /// value is marked skipped where the store knows the key's type (a `DefaultsKey` made of it, a
+    /// registered default, a decoded configuration type) and that type's read skips it; the values
+    /// of a secret key, and those of a secret layer, read `<redacted>`.
     public var description: String {
         "[" + describedValues().map { "\($0.key): \($0.value)" }.joined(separator: ", ") + "]"
     }
@@ -63,18 +67,69 @@ extension DefaultsSnapshot: CustomStringConvertible, CustomDebugStringConvertibl
         Mirror(self, children: describedValues().map { (label: $0.key, value: $0.value as Any) }, displayStyle: .dictionary)
     }
 
-    /// Each key's value as text, the first layer's for a layered key.
+    /// Each key's description (see `description`).
     private func describedValues() -> [(key: String, value: String)] {
-        keys.sorted().map { name in
-            if DefaultsKeyNames.isSecret(name) { return (name, DefaultsKeyNames.redacted) }
-            if let layers, let holdings = layers.holdings[name], let index = holdings.firstIndex(where: { $0 != nil }) {
-                if layers.secretLayers[index] { return (name, DefaultsKeyNames.redacted) }
-                switch holdings[index]! {
-                case .text(let text): return (name, text.text ?? "true")
-                case .memory(let memory): return (name, (try? JSONValue(encoding: memory.value))?.compactText ?? "?")
-                }
+        keys.sorted().map { ($0, describedValue(of: $0)) }
+    }
+
+    /// What one source holds of a key, as a snapshot shows it.
+    private struct Holding {
+        let kind: DefaultsLayerKind
+        let text: String
+        let isSecret: Bool
+        /// Why the key's type skips it, or `nil`.
+        let skipped: String?
+    }
+
+    /// How `name` is shown: its only value, or the one that answers, where from, and the others.
+    private func describedValue(of name: String) -> String {
+        let type = DefaultsKeyNames.knownType(of: name)
+        var holdings: [Holding] = []
+        if let layers, let held = layers.holdings[name] {
+            for (index, holding) in held.enumerated() {
+                guard let holding else { continue }
+                let text: String =
+                    switch holding {
+                    case .text(let text): text.text ?? "true"
+                    case .memory(let memory): (try? JSONValue(encoding: memory.value))?.compactText ?? "?"
+                    }
+                let skipped = type.flatMap { Self.skipReason(of: holding, as: $0) }
+                holdings.append(Holding(kind: layers.kinds[index], text: text, isSecret: layers.secretLayers[index], skipped: skipped))
             }
-            return (name, entries[name].flatMap(DefaultsStore.text(of:)) ?? "?")
         }
+        if let entry = entries[name] {
+            let skipped = type.flatMap { Self.skipReason(of: entry, as: $0) }
+            holdings.append(Holding(kind: .store, text: DefaultsStore.text(of: entry) ?? "?", isSecret: false, skipped: skipped))
+        }
+        let isSecretKey = DefaultsKeyNames.isSecret(name)
+        func shown(_ holding: Holding) -> String { isSecretKey || holding.isSecret ? DefaultsKeyNames.redacted : holding.text }
+        // The back end's value alone, as it reads: no need to say where it is from.
+        if holdings.count == 1, holdings[0].kind == .store, holdings[0].skipped == nil { return shown(holdings[0]) }
+        let answering = holdings.firstIndex { $0.skipped == nil }
+        var text: String
+        if let answering {
+            text = "\(shown(holdings[answering])) from \(holdings[answering].kind)"
+        } else if let entry = registered[name], type.map({ Self.skipReason(of: entry, as: $0) == nil }) ?? true {
+            text = "\(isSecretKey ? DefaultsKeyNames.redacted : DefaultsStore.text(of: entry) ?? "?") from registered"
+        } else {
+            text = "the key's default"
+        }
+        let others = holdings.indices.filter { $0 != answering }.map { index in
+            let holding = holdings[index]
+            return "\(holding.kind): \(shown(holding)), " + (holding.skipped.map { "skipped: \($0)" } ?? "shadowed")
+        }
+        if !others.isEmpty { text += " (" + others.joined(separator: "; ") + ")" }
+        return text
+    }
+
+    /// Why a read as `type` skips `holding`, or `nil` if it decodes.
+    private static func skipReason<Value: Decodable>(of holding: DefaultsLayerStack.UpperValue, as type: Value.Type) -> String? {
+        if case .success = DefaultsLayerStack.decode(holding, as: Value.self) { return nil }
+        return "does not decode as \(Value.self)"
+    }
+
+    /// Why a read as `type` skips `entry`, or `nil` if it decodes.
+    private static func skipReason<Value: Decodable>(of entry: DefaultsStorage.Entry, as type: Value.Type) -> String? {
+        DefaultsStorage.decoded(entry, as: Value.self) == nil ? "does not decode as \(Value.self)" : nil
     }
 }

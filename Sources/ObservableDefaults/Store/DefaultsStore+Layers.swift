@@ -22,6 +22,7 @@ extension DefaultsStore {
     ///
     /// - Parameter defaults: a value per key name.
     public func register(_ defaults: [String: any Codable & Sendable]) {
+        for (name, value) in defaults { _ = DefaultsKeyNames.offset(of: name, readAs: type(of: value)) }
         storage.register(defaults.sorted { $0.key < $1.key }.map { ($0.key, DefaultsStorage.Entry(typed: $0.value, json: nil)) })
     }
 
