@@ -44,8 +44,10 @@ let usage = """
       watch    prints one line per change of KEY (or of any key), "KEY: OLD -> NEW" with JSON
                values ("(absent)" for a missing key), flushed line by line, until SIGINT or SIGTERM
                (exit status 130 or 143); a file or directory that does not exist yet is waited
-               for, and nothing is created; with --etcd, an outage is told on standard error when it
-               starts and when it ends, with the revision the watch resumed from
+               for, and nothing is created. On standard error: a file that stops parsing, when it
+               does and when it reads again; a --directory that is removed, and when it is back;
+               with --etcd, an outage when it starts and when it ends, with the revision the watch
+               resumed from
 
     OPTIONS:
       --file PATH     use the file at PATH instead of a suite
@@ -434,10 +436,18 @@ case "watch":
     // The shell's convention for a process ended by a signal: 128 + its number.
     signal(SIGINT) { _ in _exit(128 + SIGINT) }
     signal(SIGTERM) { _ in _exit(128 + SIGTERM) }
-    // The end of an etcd outage (its start was printed by the handler). A file is always connected.
-    let statusToken = store.observeBackendStatus { _, change in
-        if case .connected(let revision?)? = change.newValue {
-            printError("\(path): reachable again; the watch resumed from revision \(revision + 1)")
+    // The end of an etcd outage, of a file that did not parse, of a directory layer's absence (their
+    // start was printed by the handler).
+    let statusToken = store.observeLayerStatuses(options: [.old, .new]) { store, change in
+        guard let old = change.oldValue, let new = change.newValue else { return }
+        for (before, after) in zip(old, new) where !before.isAvailable && after.isAvailable {
+            if after.kind != .store {
+                printError("\(after.kind) layer \(after.place): back")
+            } else if case .connected(let revision?) = store.backendStatus {
+                printError("\(path): reachable again; the watch resumed from revision \(revision + 1)")
+            } else {
+                printError("\(path): readable again")
+            }
         }
     }
     withExtendedLifetime((token, statusToken)) { dispatchMain() }

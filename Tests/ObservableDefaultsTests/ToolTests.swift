@@ -308,7 +308,7 @@ struct ToolTests {
 
 #if os(Linux)
 /// Whether the process `pid` holds an inotify descriptor with at least one watch.
-private func hasInotifyWatch(_ pid: Int32) -> Bool {
+func hasInotifyWatch(_ pid: Int32) -> Bool {
     let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
     return descriptors.contains { descriptor in
         guard (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(descriptor)")) == "anon_inode:inotify" else {

@@ -14,7 +14,7 @@ extension FileBackend {
     /// Reads the file for the first time, before any store uses `storage` (under its lock: a reload
     /// the watcher starts meanwhile waits, and then diffs against what this read found).
     func load(into storage: DefaultsStorage) -> [DefaultsError] {
-        storage.withBackendSection { section in
+        let problems: [DefaultsError] = storage.withBackendSection { section in
             do throws(DefaultsError) {
                 switch try file.read() {
                 case .missing:
@@ -36,6 +36,9 @@ extension FileBackend {
                 return [error]
             }
         }
+        // A file that cannot be read, or does not parse, cannot be used until it can.
+        if let problem = problems.first(where: { $0.kind != .duplicateKey }) { _ = storage.markUnreachable(problem) }
+        return problems
     }
 
     // MARK: Scheduled writes
@@ -64,6 +67,7 @@ extension FileBackend {
             // Not tried again: the changes wait for the file to parse again (see `reload`).
             if error.kind == .corruptFile, !error.isSuspectedCorruption {
                 storage.reportOnce(error)
+                _ = storage.markUnreachable(error)
                 return
             }
             let retryDelay = storage.withBackendSection { section -> DispatchTimeInterval? in

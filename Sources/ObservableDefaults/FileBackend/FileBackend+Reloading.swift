@@ -26,6 +26,7 @@ extension FileBackend {
             contents = try file.read()
         } catch {
             storage.reportOnce(error)
+            _ = storage.markUnreachable(error)
             return
         }
         let fileValues: [String: JSONValue]
@@ -52,9 +53,12 @@ extension FileBackend {
                 return !state.persisted.isEmpty
             }
             storage.reportOnce(error)
+            _ = storage.markUnreachable(error)
             return
         }
         queueState.suspectedCorruption = nil
+        // The file reads (again): the status says so, to its observers, before the changes below.
+        storage.markConnected(revision: nil)
         // The observers hear of the changes before the write below is scheduled.
         let writesNow = storage.withBackendSection { section in
             applyForeign(fileValues, in: &section)

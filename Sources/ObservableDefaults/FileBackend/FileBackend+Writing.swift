@@ -261,6 +261,8 @@ extension FileBackend {
     /// written keys that were not set again meanwhile, the transaction's entry), then tells the
     /// observers.
     private func commit(_ storage: DefaultsStorage, _ merge: Merge, of dirty: DirtyKeys, transaction: Transaction?) {
+        // The file was read (and written): usable again if it was not.
+        storage.markConnected(revision: nil)
         storage.withBackendSection { section in
             // Whether a set of the transaction's key came after its body read it: then that set is
             // the newer value (it stays pending, and is written next).

@@ -44,12 +44,17 @@ extension DefaultsLayerStack: _ExplicitlyNotifiedKeys {
 
     package static func _explicitKey(for keyPath: AnyKeyPath) -> (offset: Int, key: AnyKeyPath)? {
         if keyPath == \DefaultsLayerStack._storeChange { return (DefaultsKeyNames.changesOffset, \DefaultsLayerStack._storeChange) }
+        if keyPath == \DefaultsLayerStack._layerStatuses { return (DefaultsKeyNames.statusOffset, \DefaultsLayerStack._layerStatuses) }
         return keyPaths.withLock { table in table.offsets[keyPath].map { ($0, table.keyPaths[$0]!) } }
     }
 
     package static func _explicitKeyName(for keyPath: AnyKeyPath) -> String? {
         guard let (offset, _) = _explicitKey(for: keyPath) else { return nil }
-        return offset == DefaultsKeyNames.changesOffset ? "changes" : DefaultsKeyNames.name(at: offset)
+        switch offset {
+        case DefaultsKeyNames.changesOffset: return "changes"
+        case DefaultsKeyNames.statusOffset: return "layerStatuses"
+        default: return DefaultsKeyNames.name(at: offset)
+        }
     }
 
     struct KeyPathTable {
@@ -176,6 +181,7 @@ extension DefaultsLayerStack: _ExplicitlyNotifiedKeys {
     func layerChanged(at index: Int, names: Set<String>, origin: DefaultsChangeOrigin) {
         if case .text(let source) = layers[index] {
             for problem in source.problems { reportOnce(problem: problem, layer: index) }
+            availabilityChanged(at: index, to: source.unavailability)
         }
         var changed: Set<String> = []
         // The keys the changed names spell, as written or in kebab case (a directory's file names):
@@ -219,6 +225,39 @@ extension DefaultsLayerStack: _ExplicitlyNotifiedKeys {
                 name: name, before: old, after: holdings, baseBefore: base, baseAfter: base, cause: cause, origin: origin,
                 version: outcome.version, offset: offset)
         }
+    }
+
+    // MARK: Statuses
+
+    /// Each layer's status now, first first.
+    package var _layerStatuses: [DefaultsLayerStatus] {
+        let unavailable = lock.withLock { state.unavailable }
+        return kinds.indices.map { DefaultsLayerStatus(kind: kinds[$0], place: places[$0], problem: unavailable[$0]) }
+    }
+
+    /// The layer at `index` is unavailable for `reason` now, or available (`nil`): if that is news,
+    /// its loss is reported (each time: a layer can be lost again once back), and the observers of
+    /// the statuses are told either way.
+    func availabilityChanged(at index: Int, to reason: String?) {
+        let old: [String?]? = lock.withLock {
+            guard state.unavailable[index] != reason else { return nil }
+            defer { state.unavailable[index] = reason }
+            return state.unavailable
+        }
+        guard
+            var statuses = old.map({ old in kinds.indices.map { DefaultsLayerStatus(kind: kinds[$0], place: places[$0], problem: old[$0]) }
+                })
+        else { return }
+        if let reason {
+            let error = DefaultsError(
+                .layerProblem, location: storage.backend.location,
+                reason: "\(kinds[index]) layer: \(reason): its keys read from the layers below until it returns")
+            if let errorHandler { errorHandler(error) } else { DefaultsStorage.printToStandardError(error) }
+        }
+        let before = statuses
+        statuses[index] = DefaultsLayerStatus(kind: kinds[index], place: places[index], problem: reason)
+        _notifyExplicitKey(
+            offset: DefaultsKeyNames.statusOffset, key: { \DefaultsLayerStack._layerStatuses }, from: before, to: statuses, phases: .change)
     }
 
     // MARK: Snapshots

@@ -56,6 +56,8 @@ package final class DefaultsLayerStack: KeyValueObservable, @unchecked Sendable 
         var forwardingStore: KeyValueObservation?
         /// Problems reported, so that a read loop does not repeat them.
         var reported: Set<String> = []
+        /// Why each layer holds nothing now (`TextLayerSource.unavailability`), `nil` while it is there.
+        var unavailable: [String?] = []
     }
 
     let layers: [Layer]
@@ -99,6 +101,9 @@ package final class DefaultsLayerStack: KeyValueObservable, @unchecked Sendable 
         self.places = places
         self.storage = storage
         self.errorHandler = errorHandler
+        state.unavailable = layers.map { layer in
+            if case .text(let source) = layer { source.unavailability } else { nil }
+        }
         super.init()
         for (index, layer) in layers.enumerated() {
             switch layer {

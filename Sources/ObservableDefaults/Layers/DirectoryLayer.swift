@@ -17,7 +17,9 @@ import Musl
 /// polled; only the keys whose files changed are reported.
 ///
 /// A directory that does not exist holds nothing, and is looked for every second (or at the
-/// polling interval) until it appears; one removed is looked for again the same way.
+/// polling interval) until it appears; one removed is looked for again the same way. A removal
+/// that lasts `lossConfirmationDelay` makes the layer unavailable (`unavailability`); a shorter one
+/// (Kubernetes swapping its `..data` link, a directory replaced by a rename) is not one.
 package final class DirectoryLayer: TextLayerSource, @unchecked Sendable {
     // Invariant: `state` is only accessed with `lock` held; `path` and `interval` are set in init and
     // never change; `reload()` runs only on `queue` after init (and once in init, before the layer
@@ -30,7 +32,14 @@ package final class DirectoryLayer: TextLayerSource, @unchecked Sendable {
         var subscription: FileWatcher.Subscription?
         var timer: DispatchSourceTimer?
         var isStopped = false
+        /// Whether the directory is missing, once confirmed (`lossConfirmationDelay`).
+        var isMissing = false
+        /// Whether a removal waits for its confirmation.
+        var isLossPending = false
     }
+
+    /// How long a directory must stay removed before the layer is unavailable.
+    static let lossConfirmationDelay = DispatchTimeInterval.milliseconds(500)
 
     /// The largest file read: a value, not a data set.
     static let maximumFileSize = 1 << 20
@@ -48,6 +57,7 @@ package final class DirectoryLayer: TextLayerSource, @unchecked Sendable {
         let (contents, problems) = Self.load(directory)
         state.contents = contents
         state.problems = problems
+        state.isMissing = !DefaultsFile.isDirectory(directory)
     }
 
     deinit {
@@ -59,6 +69,10 @@ package final class DirectoryLayer: TextLayerSource, @unchecked Sendable {
     }
 
     package var problems: [String] { lock.withLock { state.problems } }
+
+    package var unavailability: String? {
+        lock.withLock { state.isMissing ? "\(path) does not exist (or is not a directory)" : nil }
+    }
 
     package func startWatching(_ onChange: @escaping @Sendable (Set<String>) -> Void) {
         lock.withLock { state.onChange = onChange }
@@ -142,17 +156,46 @@ package final class DirectoryLayer: TextLayerSource, @unchecked Sendable {
     /// the keys they spell: a kebab-case name does not say how its key is written).
     private func reload() {
         let (contents, problems) = Self.load(path)
-        let (changed, onChange): (Set<String>, (@Sendable (Set<String>) -> Void)?) = lock.withLock {
+        let exists = DefaultsFile.isDirectory(path)
+        let (changed, onChange, confirmsLoss): (Set<String>, (@Sendable (Set<String>) -> Void)?, Bool) = lock.withLock {
             var changed = Set<String>()
             for name in Set(state.contents.keys).union(contents.keys) where state.contents[name] != contents[name] {
                 changed.insert(name)
             }
             state.contents = contents
-            let problemsChanged = state.problems != problems
+            var statusChanged = state.problems != problems
             state.problems = problems
-            return (changed.isEmpty && !problemsChanged ? [] : changed, changed.isEmpty && !problemsChanged ? nil : state.onChange)
+            // A return is at once; a loss once it lasts (`confirmLoss`).
+            var confirmsLoss = false
+            if exists {
+                state.isLossPending = false
+                if state.isMissing {
+                    state.isMissing = false
+                    statusChanged = true
+                }
+            } else if !state.isMissing, !state.isLossPending {
+                state.isLossPending = true
+                confirmsLoss = true
+            }
+            return (changed, changed.isEmpty && !statusChanged ? nil : state.onChange, confirmsLoss)
         }
+        if confirmsLoss { queue.asyncAfter(deadline: .now() + Self.lossConfirmationDelay) { [weak self] in self?.confirmLoss() } }
         onChange?(changed)
+    }
+
+    /// A removal seen `lossConfirmationDelay` ago: if the directory is still missing, the layer is
+    /// unavailable, and the stack hears of it.
+    private func confirmLoss() {
+        let exists = DefaultsFile.isDirectory(path)
+        let onChange: (@Sendable (Set<String>) -> Void)? = lock.withLock {
+            guard state.isLossPending else { return nil }
+            state.isLossPending = false
+            guard !exists else { return nil }
+            state.isMissing = true
+            return state.onChange
+        }
+        onChange?([])
+        // The directory that came back meanwhile is read (and watched) by the reload its timer runs.
     }
 
     private static func dispatchInterval(_ duration: Duration) -> DispatchTimeInterval {

@@ -32,6 +32,15 @@ package protocol TextLayerSource: AnyObject, Sendable {
     func stop()
     /// The problems the source met (an unreadable file), each a sentence naming no value.
     var problems: [String] { get }
+    /// Why the source holds nothing now (a directory that does not exist), or `nil` while it is
+    /// there: the layer's status (`DefaultsLayerStatus`). A change of it is told through
+    /// `startWatching`'s `onChange`, with no names.
+    var unavailability: String? { get }
+}
+
+extension TextLayerSource {
+    /// Arguments and the environment are always there.
+    package var unavailability: String? { nil }
 }
 
 /// Why a layer's value does not decode for a key's type (a sentence that names no value).

@@ -1,9 +1,10 @@
 import KeyValueObserving
 
 extension DefaultsStore {
-    /// Whether the store's back end answers: always `.connected(revision: nil)` for a file; for etcd,
-    /// `.unreachable` from the start of an outage (the moment the error handler hears of it) until a
-    /// member answers again (see `DefaultsBackendStatus`).
+    /// Whether the store's back end answers: for etcd, `.unreachable` from the start of an outage
+    /// (the moment the error handler hears of it) until a member answers again; for a file,
+    /// `.unreachable` while it cannot be read or does not parse (from the moment the error handler
+    /// hears of it) until it reads again (see `DefaultsBackendStatus`).
     public var backendStatus: DefaultsBackendStatus {
         storage.backendStatus
     }
@@ -77,5 +78,71 @@ extension DefaultsStore {
         storage._values(for: \._backendStatus, options: [.initial, .new], isDuplicate: nil, buffering: .unbounded) { storage, value in
             storage.isCurrent(value) ? value.status : nil
         }
+    }
+
+    // MARK: Every layer's status
+
+    /// Whether each of the store's layers, then its back end (`.store`), can be read now: a
+    /// directory layer whose directory was removed is unavailable until it is back (a removal
+    /// shorter than half a second, such as Kubernetes swapping its `..data` link, does not count),
+    /// and so is a file that cannot be read or does not parse (`backendStatus`). The loss of
+    /// either is reported to the error handler once, when it starts; its end only here.
+    ///
+    /// ```swift
+    /// for status in store.layerStatuses where !status.isAvailable { print(status) }
+    /// // directory /run/secrets: unavailable: /run/secrets does not exist (or is not a directory)
+    /// ```
+    public var layerStatuses: [DefaultsLayerStatus] {
+        let backend: String? =
+            switch backendStatus {
+            case .connected: nil
+            case .unreachable(_, let error): error.description
+            }
+        return (layerStack?._layerStatuses ?? []) + [DefaultsLayerStatus(kind: .store, place: location.description, problem: backend)]
+    }
+
+    /// Observes `layerStatuses`: the handler gets a change record whose `newValue` is every status
+    /// after a change of one (with `.new`; the current ones with `.initial`, before this returns)
+    /// and `oldValue` those before (with `.old`), on the thread that noticed the change. Keep the
+    /// token: when it is deallocated or invalidated, the observation ends.
+    ///
+    /// ```swift
+    /// let token = store.observeLayerStatuses { _, change in
+    ///     for status in change.newValue! where !status.isAvailable { log("\(status)") }
+    /// }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - options: `.initial`, `.new` and `.old`.
+    ///   - changeHandler: called with the store and the change.
+    /// - Returns: the token that keeps the observation.
+    public func observeLayerStatuses(
+        options: KeyValueObservingOptions = [.new],
+        changeHandler: @escaping @Sendable (DefaultsStore, KeyValueObservedChange<[DefaultsLayerStatus]>) -> Void
+    ) -> KeyValueObservation {
+        weak let store = self
+        let last = Locked(layerStatuses)
+        let deliver: @Sendable () -> Void = {
+            guard let store else { return }
+            let current = store.layerStatuses
+            let old: [DefaultsLayerStatus]? = last.withLock { last in
+                guard last != current else { return nil }
+                defer { last = current }
+                return last
+            }
+            guard let old else { return }
+            changeHandler(
+                store,
+                KeyValueObservedChange(
+                    kind: .setting, newValue: options.contains(.new) ? current : nil, oldValue: options.contains(.old) ? old : nil))
+        }
+        let backendToken = storage.observe(\._backendStatus, options: [.new]) { _, _ in deliver() }
+        var token = backendToken
+        if let layerStack {
+            let layerToken = layerStack.observe(\._layerStatuses, options: [.new]) { _, _ in deliver() }
+            token = KeyValueObservation(ending: layerToken) { backendToken.invalidate() }
+        }
+        if options.contains(.initial) { changeHandler(self, KeyValueObservedChange(kind: .setting, newValue: last.current)) }
+        return token
     }
 }
