@@ -244,10 +244,8 @@ extension DefaultsLayerStack: _ExplicitlyNotifiedKeys {
             defer { state.unavailable[index] = reason }
             return state.unavailable
         }
-        guard
-            var statuses = old.map({ old in kinds.indices.map { DefaultsLayerStatus(kind: kinds[$0], place: places[$0], problem: old[$0]) }
-                })
-        else { return }
+        guard let old else { return }
+        var statuses = kinds.indices.map { DefaultsLayerStatus(kind: kinds[$0], place: places[$0], problem: old[$0]) }
         if let reason {
             let error = DefaultsError(
                 .layerProblem, location: storage.backend.location,
