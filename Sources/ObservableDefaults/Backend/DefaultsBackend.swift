@@ -39,7 +39,7 @@
 ///   exit to `reportLostChanges(because:)`.
 /// - A back end that can lose its connection (etcd) sets the storage's `DefaultsBackendStatus`
 ///   with `markUnreachable` (which says whether to report the error: once per outage) and
-///   `markConnected`; a file's storage stays `.connected(revision: nil)`.
+///   `markConnected`; a file's storage is `.unreachable` while its file does not read or parse.
 package protocol DefaultsBackend: AnyObject, Sendable {
     /// Where the values live (named by every error of the store).
     var location: DefaultsLocation { get }
