@@ -75,7 +75,7 @@ extension Scenarios {
             },
             Scenario(
                 name: "defaults-read", group: .defaults,
-                summary: "DefaultsStore read of a Double key held by its file (no layers)"
+                summary: "DefaultsStore read of a Double key set in this process (no layers)"
             ) {
                 let directory = BenchDirectory("defaults-read")
                 let store = opaque(DefaultsStore(fileURL: directory.url.appendingPathComponent("bench.json")))
@@ -100,7 +100,7 @@ extension Scenarios {
             Scenario(
                 name: "defaults-read-5-layers", group: .defaults,
                 summary: "the same read through arguments, environment, directory, file and registered defaults (found in the file)",
-                baseline: "defaults-read", target: .ratioAtMost(1.5)
+                baseline: "defaults-read", target: .ratioAtMost(1.3)
             ) {
                 let directory = BenchDirectory("defaults-layers")
                 let config = directory.path + "/config"
