@@ -6,13 +6,14 @@ import KeyValueObserving
 ///
 /// Per key (by its interned offset) it keeps what each layer holds (`Slot`), read from the layers
 /// the first time the key is read or observed, and again when a layer says the key changed (a
-/// memory layer's set, a directory's file). Reads then cost one lock and one array index before the
-/// storage's own read. Layer sources (their own locks) and the storage (its own lock) are never
-/// called with the stack's lock held.
+/// memory layer's set, a directory's file). The stack's state is guarded by its storage's lock, so
+/// that a read checks the key's slot and the storage's read cache under one lock
+/// (`cachedValue(offset:)`). Layer sources (their own locks) and the storage are never called with
+/// that lock held, as the storage never calls out with it held.
 @usableFromInline
 package final class DefaultsLayerStack: KeyValueObservable, @unchecked Sendable {
-    // Invariant: `state` is only accessed with `lock` held; `layers`, `kinds`, `storage` and
-    // `errorHandler` are set in init and never change.
+    // Invariant: `state` is only accessed with `lock` (the storage's) held; `layers`, `kinds`,
+    // `storage` and `errorHandler` are set in init and never change.
 
     /// One layer: a text source (arguments, environment, directory) or a memory layer.
     enum Layer: Sendable {
@@ -43,8 +44,9 @@ package final class DefaultsLayerStack: KeyValueObservable, @unchecked Sendable 
         /// Bumped at each change of `holdings`: a change computed from an older one is not stored
         /// nor delivered.
         var version: UInt64
-        /// The value the last read resolved to, for its type, and the layer it came from.
-        var cached: (value: any Sendable, layer: Int)?
+        /// The value the last read resolved to when a layer answered (a
+        /// `DefaultsStorage.CachedValue` of its type), and that layer.
+        var cached: (box: AnyObject, layer: Int)?
     }
 
     struct State {
@@ -69,7 +71,8 @@ package final class DefaultsLayerStack: KeyValueObservable, @unchecked Sendable 
     let places: [String]
     @usableFromInline let storage: DefaultsStorage
     let errorHandler: (@Sendable (DefaultsError) -> Void)?
-    let lock = Lock()
+    /// The storage's lock (see the type's description).
+    let lock: Lock
     @exclusivity(unchecked) var state = State()
 
     /// The stack of `layers` over `storage`, reporting problems to `errorHandler` (standard error
@@ -100,6 +103,7 @@ package final class DefaultsLayerStack: KeyValueObservable, @unchecked Sendable 
         self.secretLayers = descriptors.map(\.isSecret)
         self.places = places
         self.storage = storage
+        self.lock = storage.lock
         self.errorHandler = errorHandler
         state.unavailable = layers.map { layer in
             if case .text(let source) = layer { source.unavailability } else { nil }
@@ -136,16 +140,21 @@ package final class DefaultsLayerStack: KeyValueObservable, @unchecked Sendable 
         zip(holdings, secretLayers).contains { $0 != nil && $1 }
     }
 
-    /// Whether no layer holds a value of the key interned at `offset` (known once the key was read
-    /// or observed): its read is the storage's (`DefaultsStore.value(for:)` inlines that, so that
-    /// a read of a key no layer holds costs this lock more than a store without layers).
+    /// The cached value of the key interned at `offset`, once the key was read: the layer's that
+    /// answered it, or, where no layer holds the key, the storage's read cache's
+    /// (`DefaultsStorage.cachedValue(offset:)`), both under the one lock. `nil` if there is none,
+    /// or it is stale.
     @usableFromInline
-    func isUnheld(offset: Int) -> Bool {
+    func cachedValue(offset: Int) -> AnyObject? {
         let index = (offset &- DefaultsKeyNames.firstKeyOffset) >> 3
         lock.lock()
-        let unheld = index < state.slots.count && state.slots[index]?.holdings.isEmpty == true
+        var box: AnyObject?
+        // A `switch` borrows the slot where `if let` would copy it.
+        if index < state.slots.count, case .some(let slot) = state.slots[index] {
+            box = slot.holdings.isEmpty ? storage.currentCachedValue(at: index) : slot.cached?.box
+        }
         lock.unlock()
-        return unheld
+        return box
     }
 
     /// The key path a tracked observation's read of the key at `offset` records.
@@ -154,26 +163,30 @@ package final class DefaultsLayerStack: KeyValueObservable, @unchecked Sendable 
         keyPath(at: offset)
     }
 
+    /// The effective value of `key` (`resolvedValue(for:)`), the cached one if it is current. A
+    /// tracked observation's evaluation records the read.
+    @inlinable
+    func value<Value>(for key: DefaultsKey<Value>) -> Value {
+        _reportExplicitRead(offset: key.offset, key: { Self._keyPath(at: key.offset) }, of: Void.self)
+        if let cached = cachedValue(offset: key.offset) as? DefaultsStorage.CachedValue<Value> { return cached.value }
+        return resolvedValue(for: key)
+    }
+
     /// The effective value of `key`: the first layer holding a value that decodes as `Value`, else
     /// the storage's (its value, the registered default, the key's default). The caller reported
-    /// the read to a tracked observation.
+    /// the read to a tracked observation, and found no `cachedValue(offset:)` of its type.
     @usableFromInline
-    func value<Value>(for key: DefaultsKey<Value>) -> Value {
+    func resolvedValue<Value>(for key: DefaultsKey<Value>) -> Value {
         let index = (key.offset &- DefaultsKeyNames.firstKeyOffset) >> 3
-        lock.lock()
-        if index < state.slots.count, let cached = state.slots[index]?.cached, let value = cached.value as? Value {
-            lock.unlock()
-            return value
-        }
-        lock.unlock()
         let (holdings, version) = self.holdings(for: key.name, offset: key.offset)
-        if holdings.isEmpty { return storage.value(of: storage.entry(for: key.name), for: key, caching: true) }
+        if holdings.isEmpty { return storage.value(for: key) }
         let resolved = resolve(
             key, holdings: holdings,
             base: { DefaultsStorage.KeyValue(name: key.name, entry: storage.entry(for: key.name), origin: .thisProcess) })
         if let layer = resolved.layer {
+            let box = DefaultsStorage.CachedValue(resolved.value)
             lock.withLock {
-                if state.slots[index]?.version == version { state.slots[index]?.cached = (resolved.value, layer) }
+                if state.slots[index]?.version == version { state.slots[index]?.cached = (box, layer) }
             }
         }
         return resolved.value

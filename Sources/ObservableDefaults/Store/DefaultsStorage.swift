@@ -50,7 +50,17 @@ package final class DefaultsStorage: KeyValueObservable, @unchecked Sendable {
 
     struct State {
         /// What reads return: the stored values with this process's changes applied.
-        var values: [String: Entry] = [:]
+        var values: [String: Entry] = [:] {
+            // Every change, wherever it is made, makes the reads cached before it stale.
+            didSet { valuesGeneration &+= 1 }
+        }
+        /// Bumped at each change of `values` (see `readCache`).
+        var valuesGeneration: UInt64 = 0
+        /// The typed values reads found (`ReadCache`), indexed by
+        /// `(offset - DefaultsKeyNames.firstKeyOffset) / 8` of their key: a read of a key whose slot
+        /// was cached at the current `valuesGeneration` needs neither its name hashed nor a cast
+        /// from an existential.
+        var readCache: [ReadCache?] = []
         /// Keys changed (or removed) here and not written yet, with the version of their last change.
         var dirty: [String: UInt64] = [:]
         var version: UInt64 = 0
@@ -95,6 +105,25 @@ package final class DefaultsStorage: KeyValueObservable, @unchecked Sendable {
         var registered: [String: Entry] = [:]
     }
 
+    /// A typed value a read found in `State.values`, and the `valuesGeneration` it was found at:
+    /// valid until any value changes.
+    struct ReadCache {
+        /// A `CachedValue<Value>`.
+        let box: AnyObject
+        let generation: UInt64
+    }
+
+    /// A typed value held by the read cache: a class, so that a read checks its type with a class
+    /// cast rather than a cast from an existential.
+    @usableFromInline
+    final class CachedValue<Value: Sendable>: Sendable {
+        @usableFromInline let value: Value
+
+        init(_ value: Value) {
+            self.value = value
+        }
+    }
+
     /// A storage persisted by `backend`, which guards its own state with `lock`.
     package init(backend: any DefaultsBackend, lock: Lock) {
         self.backend = backend
@@ -117,6 +146,57 @@ package final class DefaultsStorage: KeyValueObservable, @unchecked Sendable {
             if state.updatingThread != nil { checkNotInUpdateBody() }
             return state.values[key]
         }
+    }
+
+    /// The value of `key` as a read returns it (`value(of:for:caching:)` of its entry), from the
+    /// read cache when it holds one found since the last change of any value.
+    @inlinable
+    func value<Value>(for key: DefaultsKey<Value>) -> Value {
+        if let cached = cachedValue(offset: key.offset) as? CachedValue<Value> { return cached.value }
+        return readAndCache(key)
+    }
+
+    /// The read cache's `CachedValue` of the key interned at `offset`, if it is current; traps as
+    /// `entry(for:)` does in an `update` body.
+    @usableFromInline
+    func cachedValue(offset: Int) -> AnyObject? {
+        lock.lock()
+        let box = currentCachedValue(at: (offset &- DefaultsKeyNames.firstKeyOffset) >> 3)
+        lock.unlock()
+        return box
+    }
+
+    /// `cachedValue(offset:)` with the lock held, by slot index (a layer stack's read calls it
+    /// under the same lock, see `DefaultsLayerStack.cachedValue(offset:)`).
+    @inline(__always)
+    func currentCachedValue(at index: Int) -> AnyObject? {
+        if state.updatingThread != nil { checkNotInUpdateBody() }
+        guard index < state.readCache.count, let cached = state.readCache[index], cached.generation == state.valuesGeneration else {
+            return nil
+        }
+        return cached.box
+    }
+
+    /// `value(for:)` without a current cached value: the entry's value, cached when the entry
+    /// holds a typed `Value` (after a first read decoded it from JSON, it does).
+    @usableFromInline
+    func readAndCache<Value>(_ key: DefaultsKey<Value>) -> Value {
+        lock.lock()
+        if state.updatingThread != nil { checkNotInUpdateBody() }
+        let entry = state.values[key.name]
+        let generation = state.valuesGeneration
+        lock.unlock()
+        // `typed` is unwrapped first: `nil` as? an optional `Value` would succeed.
+        guard let stored = entry?.typed, let typed = stored as? Value else { return value(of: entry, for: key, caching: true) }
+        let cached = ReadCache(box: CachedValue(typed), generation: generation)
+        let index = (key.offset &- DefaultsKeyNames.firstKeyOffset) >> 3
+        lock.withLock {
+            if index >= state.readCache.count {
+                state.readCache.append(contentsOf: repeatElement(nil, count: index + 1 - state.readCache.count))
+            }
+            state.readCache[index] = cached
+        }
+        return typed
     }
 
     /// Traps if this thread is running an `update` body of this storage: the body runs holding the

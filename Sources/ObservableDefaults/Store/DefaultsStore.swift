@@ -234,15 +234,12 @@ public final class DefaultsStore: Sendable {
     /// does not decode as `Value` (reported to the error handler).
     @inlinable
     public func value<Value>(for key: DefaultsKey<Value>) -> Value {
-        if let layerStack {
-            layerStack._reportExplicitRead(offset: key.offset, key: { DefaultsLayerStack._keyPath(at: key.offset) }, of: Void.self)
-            // A key no layer holds reads as in a store without layers, with one lock more.
-            if layerStack.isUnheld(offset: key.offset) { return storage.value(of: storage.entry(for: key.name), for: key, caching: true) }
-            return layerStack.value(for: key)
-        }
+        // Through the layers if the store has any (optional chaining borrows the stack, where a
+        // binding would retain it).
+        if let value = layerStack?.value(for: key) { return value }
         // A tracked observation's evaluation records the read (one load and a test otherwise).
         storage._reportExplicitRead(offset: key.offset, key: { DefaultsStorage._keyPath(at: key.offset) }, of: Void.self)
-        return storage.value(of: storage.entry(for: key.name), for: key, caching: true)
+        return storage.value(for: key)
     }
 
     /// Whether the key has a value (set here or found in the file), as opposed to reading its default.
