@@ -184,6 +184,23 @@ struct StoreTests {
         #expect(received?.map(\.origin) == [.thisProcess, .anotherProcess])
     }
 
+    /// A key of an optional type reads the file's value (a cast of a missing typed value to an
+    /// optional type succeeds with `nil`: it read `nil`), and its own `nil`.
+    @Test func aKeyOfAnOptionalTypeReadsTheFilesValue() throws {
+        let url = directory.file("s.json")
+        try Data(#"{"optionalLimit": 5}"#.utf8).write(to: url)
+        let store = DefaultsStore(fileURL: url)
+        let key = DefaultsKey<Int?>("optionalLimit", default: nil)
+        #expect(store[key] == 5)
+        #expect(store.snapshot()[key] == 5)
+        try store.update(key) { $0 = ($0 ?? 0) + 1 }
+        #expect(store[key] == 6)
+        store[key] = nil
+        #expect(store[key] == nil)
+        store[key] = 7
+        #expect(store[key] == 7)
+    }
+
     @Test func codableValuesAreWrittenAsPlainSortedPrettyJSON() throws {
         let url = directory.file("s.json")
         let store = DefaultsStore(fileURL: url)

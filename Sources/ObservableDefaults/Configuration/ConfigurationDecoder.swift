@@ -139,7 +139,7 @@ final class ConfigurationDecoding {
 
     /// `entry` as a `Value`, or why it does not decode.
     private static func decode<Value: Decodable>(_ entry: DefaultsStorage.Entry, as _: Value.Type) -> Result<Value, LayerDecodingFailure> {
-        if let typed = entry.typed as? Value { return .success(typed) }
+        if let typed = entry.typed.flatMap({ $0 as? Value }) { return .success(typed) }
         guard let json = DefaultsStorage.json(of: entry) else { return .failure(LayerDecodingFailure(reason: "it cannot be read as JSON")) }
         do {
             return .success(try json.decode(as: Value.self))

@@ -214,7 +214,7 @@ package final class DefaultsStorage: KeyValueObservable, @unchecked Sendable {
     @inlinable
     func value<Value>(of entry: Entry?, for key: DefaultsKey<Value>, caching: Bool = false) -> Value {
         guard let entry else { return absentValue(for: key) }
-        if let typed = entry.typed as? Value { return typed }
+        if let typed = entry.typed.flatMap({ $0 as? Value }) { return typed }
         return decodedValue(of: entry, for: key, caching: caching)
     }
 
@@ -246,7 +246,7 @@ package final class DefaultsStorage: KeyValueObservable, @unchecked Sendable {
     /// `entry` as a `Value`: its typed value, else its JSON (stored, or the typed value encoded)
     /// decoded; `nil` if it does not read as one.
     static func decoded<Value: Decodable>(_ entry: Entry, as _: Value.Type) -> Value? {
-        if let typed = entry.typed as? Value { return typed }
+        if let typed = entry.typed.flatMap({ $0 as? Value }) { return typed }
         return json(of: entry).flatMap { try? $0.decode(as: Value.self) }
     }
 

@@ -162,7 +162,7 @@ extension DefaultsStorage {
     /// - Throws: `.typeMismatch` if the entry does not decode as `Value`.
     func decodedForUpdate<Value>(_ entry: Entry?, key: DefaultsKey<Value>) throws(DefaultsError) -> Value {
         guard let entry else { return key.defaultValue }
-        if let typed = entry.typed as? Value { return typed }
+        if let typed = entry.typed.flatMap({ $0 as? Value }) { return typed }
         do {
             let json = try entry.json ?? JSONValue(encoding: entry.typed!)
             return try json.decode(as: Value.self)

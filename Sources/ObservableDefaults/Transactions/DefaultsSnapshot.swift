@@ -48,7 +48,7 @@ public struct DefaultsSnapshot: Sendable {
             }
         }
         guard let entry = entries[key.name] else { return registeredValue(of: key) }
-        if let typed = entry.typed as? Value { return typed }
+        if let typed = entry.typed.flatMap({ $0 as? Value }) { return typed }
         if let json = entry.json, let value = try? json.decode(as: Value.self) { return value }
         if let storage { _ = storage.value(of: entry, for: key) }
         return registeredValue(of: key)
