@@ -132,23 +132,13 @@ struct StoreTests {
         let values = store.values(for: key)
         store[key] = 2
         store[key] = 3
-        // With a deadline: a sequence that stops yielding fails the test instead of hanging it.
-        let received = await withTaskGroup(of: [Int]?.self) { group in
-            group.addTask {
-                var received: [Int] = []
-                for await value in values {
-                    received.append(value)
-                    if received.count == 3 { break }
-                }
-                return received
+        let received = await withDeadline {
+            var received: [Int] = []
+            for await value in values {
+                received.append(value)
+                if received.count == 3 { break }
             }
-            group.addTask {
-                try? await Task.sleep(for: .seconds(10))
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
+            return received
         }
         #expect(received == [1, 2, 3])
     }
@@ -165,20 +155,11 @@ struct StoreTests {
         try writeAtomically(#"{"changedLevel": 3}"#, to: url.path)
         #expect(waitUntil { store![key] == 3 })
         store = nil
-        // With a deadline: a sequence that does not finish fails the test instead of hanging it.
-        let received = await withTaskGroup(of: [DefaultsChange<Int>]?.self) { group in
-            group.addTask {
-                var received: [DefaultsChange<Int>] = []
-                for await change in changes { received.append(change) }
-                return received
-            }
-            group.addTask {
-                try? await Task.sleep(for: .seconds(10))
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
+        // The sequence finishes: the last store is gone.
+        let received = await withDeadline {
+            var received: [DefaultsChange<Int>] = []
+            for await change in changes { received.append(change) }
+            return received
         }
         #expect(received?.map(\.oldValue) == [1, 2] && received?.map(\.newValue) == [2, 3], "\(String(describing: received))")
         #expect(received?.map(\.origin) == [.thisProcess, .anotherProcess])

@@ -117,3 +117,18 @@ extension DefaultsStore {
     /// The store's file back end (the tests' stores are all on files).
     var file: FileBackend { storage.fileBackend! }
 }
+
+/// What `body` returns, or `nil` if it takes longer than `seconds`: a sequence that stops yielding
+/// (or never finishes) fails the test instead of hanging it.
+func withDeadline<Result: Sendable>(seconds: Double = 10, _ body: @escaping @Sendable () async -> Result) async -> Result? {
+    await withTaskGroup(of: Result?.self) { group in
+        group.addTask { await body() }
+        group.addTask {
+            try? await Task.sleep(for: .seconds(seconds))
+            return nil
+        }
+        let first = await group.next() ?? nil
+        group.cancelAll()
+        return first
+    }
+}
