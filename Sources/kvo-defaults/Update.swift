@@ -7,8 +7,9 @@ struct CommandError: Error {
 }
 
 /// What `update KEY --add N` stores: `current` (absent counts as 0) plus `amount`, both JSON numbers.
-/// Integers add exactly (an overflow is an error); any other numbers add as doubles.
-func adding(_ amount: String, to current: JSONValue?, key: String) throws(CommandError) -> JSONValue {
+/// Integers add exactly (an overflow is an error); any other numbers add as doubles. The errors
+/// quote the current value unless it is `secret`.
+func adding(_ amount: String, to current: JSONValue?, key: String, secret: Bool) throws(CommandError) -> JSONValue {
     let currentText: String
     switch current {
     case nil:
@@ -16,15 +17,17 @@ func adding(_ amount: String, to current: JSONValue?, key: String) throws(Comman
     case .number(let text)?:
         currentText = text
     case let other?:
-        throw CommandError(message: "the value of '\(key)' is \(other.compactText), not a number; it is left as it is")
+        let shown = secret ? "not a number" : "\(other.compactText), not a number"
+        throw CommandError(message: "the value of '\(key)' is \(shown); it is left as it is")
     }
+    let sum = (secret ? DefaultsKeyNames.redacted : currentText) + " + \(amount)"
     if let left = Int(currentText), let right = Int(amount) {
-        let (sum, overflow) = left.addingReportingOverflow(right)
-        if overflow { throw CommandError(message: "\(currentText) + \(amount) overflows a 64-bit integer; '\(key)' is left as it is") }
-        return .number(String(sum))
+        let (result, overflow) = left.addingReportingOverflow(right)
+        if overflow { throw CommandError(message: "\(sum) overflows a 64-bit integer; '\(key)' is left as it is") }
+        return .number(String(result))
     }
     guard let left = Double(currentText), let right = Double(amount), (left + right).isFinite else {
-        throw CommandError(message: "\(currentText) + \(amount) is not a finite number; '\(key)' is left as it is")
+        throw CommandError(message: "\(sum) is not a finite number; '\(key)' is left as it is")
     }
     return .number(String(describing: left + right))
 }

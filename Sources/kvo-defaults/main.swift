@@ -389,7 +389,7 @@ case "update":
     let key = positional[0]
     do {
         let new = try store.updateJSONValue(forKey: key, timeout: timeout, notice: lockWaitNotice) { current throws(CommandError) in
-            try adding(addend, to: current, key: key)
+            try adding(addend, to: current, key: key, secret: layerOptions.redacts(key))
         }
         printLine(layerOptions.redacts(key) ? DefaultsKeyNames.redacted : new?.compactText ?? "")
     } catch let error as CommandError {

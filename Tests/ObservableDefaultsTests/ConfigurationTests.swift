@@ -225,6 +225,109 @@ struct ConfigurationTests {
     }
 }
 
+@Suite("Typed configuration: secrets and threads")
+struct ConfigurationSecretAndThreadTests {
+    let directory = TemporaryDirectory()
+
+    /// A change whose old value came from a secret layer is redacted too, though its new value is
+    /// not secret.
+    @Test func aChangeFromASecretLayersValueIsRedactedWherePrinted() throws {
+        struct Session: Decodable, Sendable { var sessionSecret: String }
+        let config = directory.path + "/secrets"
+        try FileManager.default.createDirectory(atPath: config, withIntermediateDirectories: true)
+        let secret = randomSecret()
+        try writeAtomically(secret + "\n", to: config + "/sessionSecret")
+        let store = DefaultsStore(fileURL: directory.file("s.json"), layers: [.directory(URL(fileURLWithPath: config))])
+        store.register(["sessionSecret": "public-default"])
+        let changes = Locked<[KeyValueObservedChange<Session>]>([])
+        let token = try store.observe(Session.self, options: [.old, .new]) { _, change in changes.append(change) }
+        try FileManager.default.removeItem(atPath: config + "/sessionSecret")
+        #expect(waitUntil { changes.current.count == 1 })
+        token.invalidate()
+        let change = try #require(changes.current.first)
+        #expect(change.oldValue?.sessionSecret == secret && change.newValue?.sessionSecret == "public-default")
+        #expect(leak(of: secret, in: everythingPrinted(change)) == nil, "\(everythingPrinted(change))")
+    }
+
+    /// A type's own check that throws, quoting a value from a secret layer, is not quoted.
+    @Test func aTypesOwnErrorAboutASecretLayersValueIsNotQuoted() throws {
+        struct Checked: Decodable {
+            var checkedToken: String
+            init(from decoder: any Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                checkedToken = try container.decode(String.self, forKey: .checkedToken)
+                guard checkedToken.count > 64 else {
+                    throw DecodingError.dataCorruptedError(
+                        forKey: .checkedToken, in: container, debugDescription: "\(checkedToken) is too short")
+                }
+            }
+            enum CodingKeys: String, CodingKey { case checkedToken }
+        }
+        let config = directory.path + "/secrets"
+        try FileManager.default.createDirectory(atPath: config, withIntermediateDirectories: true)
+        let secret = randomSecret()
+        try writeAtomically(secret + "\n", to: config + "/checkedToken")
+        let store = DefaultsStore(fileURL: directory.file("s.json"), layers: [.directory(URL(fileURLWithPath: config))])
+        do {
+            _ = try store.decode(Checked.self)
+            Issue.record("decoded")
+        } catch {
+            #expect(error.configurationProblems.map(\.key) == ["checkedToken"])
+            #expect(leak(of: secret, in: everythingPrinted(error)) == nil, "\(error)")
+        }
+    }
+
+    /// The guard behind it, made to happen: a store-wide change delivered after a newer one (two
+    /// threads' handlers finishing in the other order) is not delivered, and the observer keeps
+    /// the newer value.
+    @Test func aChangeDeliveredAfterANewerOneIsNotDelivered() throws {
+        struct Counters: Decodable, Equatable, Sendable { var left: Int; var right: Int }
+        let store = DefaultsStore(fileURL: directory.file("s.json"))
+        store.register(["left": 0, "right": 0])
+        let seen = Locked<[KeyValueObservedChange<Counters>]>([])
+        let token = try store.observe(Counters.self, options: [.old, .new]) { _, change in seen.append(change) }
+        let storage = store.storage
+        let base = storage.lock.withLock { storage.state.storeChanges }
+        func record(left: Int, sequence: UInt64) -> DefaultsStorage.ChangeRecord {
+            DefaultsStorage.ChangeRecord(
+                keys: ["left"], origin: .thisProcess, revision: nil, values: ["left": DefaultsStorage.Entry(typed: left, json: nil)],
+                sequence: sequence)
+        }
+        storage.notifyStore(record(left: 2, sequence: base + 2))
+        storage.notifyStore(record(left: 1, sequence: base + 1))
+        #expect(seen.current.map(\.newValue) == [Counters(left: 2, right: 0)])
+        // The storage's count of changes catches up with the two made up here.
+        storage.lock.withLock { storage.state.storeChanges = base + 2 }
+        store[DefaultsKey("right", default: 0)] = 5
+        #expect(seen.current.last?.oldValue == Counters(left: 2, right: 0), "\(seen.current)")
+        token.invalidate()
+    }
+
+    /// Two threads change two keys of one configuration at once, and their changes reach the
+    /// observer in either order (handlers run on the changing threads): the value the observer
+    /// keeps never goes back to an older one, so the next change has the newest as its old value.
+    @Test func concurrentChangesNeverLeaveTheObserverWithAnOlderConfiguration() async throws {
+        struct Counters: Decodable, Equatable, Sendable { var left: Int; var right: Int }
+        let store = DefaultsStore(fileURL: directory.file("s.json"))
+        store.register(["left": 0, "right": 0])
+        let seen = Locked<[KeyValueObservedChange<Counters>]>([])
+        let token = try store.observe(Counters.self, options: [.old, .new]) { _, change in seen.append(change) }
+        let count = 2_000
+        let threads = ["left", "right"].map { name in
+            TestThread {
+                let key = DefaultsKey(name, default: 0)
+                for value in 1...count { store[key] = value }
+            }
+        }
+        for thread in threads { thread.join() }
+        store[DefaultsKey("left", default: 0)] = count + 1
+        token.invalidate()
+        let last = try #require(seen.current.last)
+        #expect(last.oldValue == Counters(left: count, right: count), "\(last)")
+        #expect(last.newValue == Counters(left: count + 1, right: count))
+    }
+}
+
 @Suite("Typed configuration at start-up", .tags(.processes))
 struct ConfigurationProcessTests {
     let directory = TemporaryDirectory()

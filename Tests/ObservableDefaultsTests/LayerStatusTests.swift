@@ -60,6 +60,8 @@ struct LayerStatusTests {
         try FileManager.default.createDirectory(atPath: replacement, withIntermediateDirectories: true)
         try writeAtomically("2\n", to: replacement + "/briefValue")
         try FileManager.default.removeItem(atPath: config)
+        // Long enough for the watcher to see the directory gone, well short of the confirmation.
+        usleep(100_000)
         try FileManager.default.moveItem(atPath: replacement, toPath: config)
         #expect(waitUntil { store[key] == 2 })
         // Well past the confirmation delay.

@@ -383,6 +383,15 @@ struct ToolLayerTests {
         let updated = try runTool(["update", "--file", file, "pin", "--add", "1", "--secret", "pin"])
         #expect(updated.status == 0 && updated.output == "<redacted>\n", "\(updated)")
         #expect(try runTool(["update", "--file", file, "pin", "--add", "1"]).output == "43\n")
+        // Nor do its errors quote it: a value that is not a number, or one that overflows.
+        let notANumber = try runTool(["update", "--file", file, "apiToken", "--add", "1", "--secret", "apiToken"])
+        #expect(notANumber.status == 1 && notANumber.error.contains("is not a number"), "\(notANumber.error)")
+        #expect(try runTool(["write", "--file", file, "pin", "9223372036854775807"]).status == 0)
+        let overflow = try runTool(["update", "--file", file, "pin", "--add", "1", "--secret", "pin"])
+        #expect(overflow.status == 1 && overflow.error.contains("<redacted> + 1 overflows"), "\(overflow.error)")
+        for output in [notANumber.error + notANumber.output, overflow.error + overflow.output] {
+            #expect(!output.contains(secret) && !output.contains("922337203685"), "\(output)")
+        }
         let revealed = try runTool(["read", "--file", file, "apiToken", "--secret", "apiToken", "--reveal"])
         #expect(revealed.output == "\"\(secret)\"\n")
         // A watch of a secret prints that it changed, not what it holds.

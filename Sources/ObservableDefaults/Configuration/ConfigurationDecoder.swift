@@ -17,7 +17,9 @@ final class ConfigurationDecoding {
     /// The keys the type asked for.
     var requestedKeys: [String] = []
     /// Whether a value that answered is secret (a key declared secret, or a secret layer's value).
-    var holdsSecret = false
+    var holdsSecret: Bool { !secretKeys.isEmpty }
+    /// The keys whose value that answered is secret, or that a secret layer holds.
+    var secretKeys: Set<String> = []
     /// The key after which decoding stopped, for want of a value to go on with.
     var stoppedAt: String?
 
@@ -41,7 +43,8 @@ final class ConfigurationDecoding {
             // not offer): the first problem, unless a property's problem caused it.
             if problems.isEmpty {
                 let key = (error as? DecodingError).flatMap(Self.codingPath(of:))?.first?.stringValue ?? ""
-                let isSecret = !key.isEmpty && DefaultsKeyNames.isSecret(key)
+                // Its message may quote a value: not one that is secret, nor any when it names no key.
+                let isSecret = key.isEmpty ? holdsSecret : secretKeys.contains(key) || DefaultsKeyNames.isSecret(key)
                 problems.append(
                     DefaultsConfigurationProblem(
                         key: key, layer: nil, spelling: nil,
@@ -69,9 +72,10 @@ final class ConfigurationDecoding {
         }
     }
 
-    /// Whether any source holds a value of `key`.
+    /// Whether any source holds a value of `key` (a key the type asks about, as one it decodes).
     func holds(_ key: String) -> Bool {
-        snapshot.entries[key] != nil || snapshot.registered[key] != nil
+        requestedKeys.append(key)
+        return snapshot.entries[key] != nil || snapshot.registered[key] != nil
             || snapshot.layers?.holdings[key]?.contains { $0 != nil } == true
     }
 
@@ -97,7 +101,7 @@ final class ConfigurationDecoding {
                 case .success(let value):
                     if answer == nil {
                         answer = value
-                        if layers.secretLayers[index] { holdsSecret = true }
+                        if layers.secretLayers[index] { secretKeys.insert(key) }
                     }
                 case .failure(let failure):
                     let spelling: String? =
@@ -118,7 +122,7 @@ final class ConfigurationDecoding {
         }
         if let answer {
             if strictly { problems += refusals }
-            if isSecretKey { holdsSecret = true }
+            if isSecretKey { secretKeys.insert(key) }
             return answer
         }
         // Not strictly, a value that does not decode is skipped: an optional is then absent.

@@ -47,17 +47,18 @@ extension DefaultsStore {
     /// decoding of a type learns them, and is done again if it met a key the layers had not read.
     func decodeConfiguration<Configuration: Decodable>(
         _ type: Configuration.Type, strictly: Bool
-    ) throws(DefaultsError) -> (value: Configuration, keys: Set<String>, isSecret: Bool) {
+    ) throws(DefaultsError) -> (value: Configuration, keys: Set<String>, isSecret: Bool, generation: DefaultsSnapshot.Generation) {
         while true {
             let known = layerStack == nil ? [] : Set(DefaultsKeyNames.allNames())
-            let decoding = ConfigurationDecoding(snapshot: snapshot(), strictly: strictly)
+            let snapshot = snapshot()
+            let decoding = ConfigurationDecoding(snapshot: snapshot, strictly: strictly)
             let value = decoding.decode(Configuration.self)
             let keys = Set(decoding.requestedKeys)
             if layerStack != nil, !keys.isSubset(of: known) {
                 for key in keys { _ = DefaultsKeyNames.offset(of: key) }
                 continue
             }
-            if let value { return (value, keys, decoding.holdsSecret) }
+            if let value { return (value, keys, decoding.holdsSecret, snapshot.generation) }
             throw decoding.error(Configuration.self, location: location)
         }
     }
@@ -93,10 +94,14 @@ extension DefaultsStore {
         changeHandler: @escaping @Sendable (DefaultsStore, KeyValueObservedChange<Configuration>) -> Void
     ) throws(DefaultsError) -> KeyValueObservation {
         // Registered first, so that no change is missed between the first decoding and the
-        // observer; a change seen before the first value only replaces it.
+        // observer: a change seen before the first value is known makes the first decoding again.
         let state = Locked(ObservedConfiguration<Configuration>())
         let token = observeChanges { store, change in
-            guard let keys = state.withLock({ $0.keys }), !change.keys.isDisjoint(with: keys) else { return }
+            let keys: Set<String>? = state.withLock { state in
+                if state.keys == nil { state.changesBeforeFirst += 1 }
+                return state.keys
+            }
+            guard let keys, !change.keys.isDisjoint(with: keys) else { return }
             let decoding = ConfigurationDecoding(snapshot: change.values, strictly: strictly)
             guard let new = decoding.decode(Configuration.self) else {
                 let error = decoding.error(Configuration.self, location: store.location)
@@ -107,26 +112,43 @@ extension DefaultsStore {
                 if isNew { store.storage.report(error) }
                 return
             }
-            let old = state.withLock { state in
+            // Changes made on two threads at once can be delivered in either order: one that is not
+            // newer than the last delivered is not delivered (its values are in the last one).
+            let generation = change.values.generation
+            let old: (value: Configuration?, isSecret: Bool)? = state.withLock { state in
+                guard state.generation.map({ generation.isNewer(than: $0) }) ?? true else { return nil }
                 defer {
                     state.value = new
+                    state.isSecret = decoding.holdsSecret
+                    state.generation = generation
                     state.reportedProblems = nil
                 }
-                return state.value
+                return (state.value, state.isSecret)
             }
+            guard let old else { return }
             changeHandler(
-                store, Self.configurationChange(new: new, old: old, options: options, isSecret: decoding.holdsSecret, isInitial: false))
+                store,
+                Self.configurationChange(
+                    new: new, old: old.value, options: options, isSecret: decoding.holdsSecret || old.isSecret, isInitial: false))
         }
-        let current: (value: Configuration, keys: Set<String>, isSecret: Bool)
-        do {
-            current = try decodeConfiguration(type, strictly: strictly)
-        } catch {
-            token.invalidate()
-            throw error
-        }
-        state.withLock { state in
-            state.value = current.value
-            state.keys = current.keys
+        var current: (value: Configuration, keys: Set<String>, isSecret: Bool, generation: DefaultsSnapshot.Generation)
+        while true {
+            let seen = state.withLock { $0.changesBeforeFirst }
+            do {
+                current = try decodeConfiguration(type, strictly: strictly)
+            } catch {
+                token.invalidate()
+                throw error
+            }
+            let isCurrent = state.withLock { state in
+                guard state.changesBeforeFirst == seen else { return false }
+                state.value = current.value
+                state.isSecret = current.isSecret
+                state.keys = current.keys
+                state.generation = current.generation
+                return true
+            }
+            if isCurrent { break }
         }
         if options.contains(.initial) {
             changeHandler(
@@ -145,11 +167,16 @@ extension DefaultsStore {
     }
 }
 
-/// What an observer of a configuration keeps: its last good value, the keys the type reads, and
-/// the problems last told (so that a run of bad changes is told once).
+/// What an observer of a configuration keeps: its last good value (whether it holds a secret, and
+/// the generation of its snapshot), the keys the type reads (`nil` until the first value is
+/// known), the changes seen before that, and the problems last told (so that a run of bad changes
+/// is told once).
 private struct ObservedConfiguration<Configuration> {
     var value: Configuration?
+    var isSecret = false
+    var generation: DefaultsSnapshot.Generation?
     var keys: Set<String>?
+    var changesBeforeFirst = 0
     var reportedProblems: [DefaultsConfigurationProblem]?
 }
 

@@ -174,7 +174,11 @@ extension FileBackend {
                     usleep(UInt32(Self.corruptionConfirmationDelay * 1000))
                     continue
                 }
-                guard error.isLockContention else { throw error }
+                guard error.isLockContention else {
+                    // A file that does not parse cannot be used until it does (see `reload`).
+                    if error.kind == .corruptFile { _ = storage.markUnreachable(error) }
+                    throw error
+                }
                 let waited = clock.now - start
                 if let timeout, waited >= timeout {
                     throw DefaultsError(

@@ -263,12 +263,15 @@ extension DefaultsLayerStack: _ExplicitlyNotifiedKeys {
     /// The effective values now: the storage's snapshot and what the layers hold for every key
     /// interned so far.
     func snapshot() -> DefaultsSnapshot {
+        // Taken first: the holdings read below are at least this new.
+        let layerChanges = lock.withLock { state.version }
         var layered: [String: Holdings] = [:]
         for name in DefaultsKeyNames.allNames() {
             let (holdings, _) = holdings(for: name, offset: DefaultsKeyNames.offset(of: name))
             if !holdings.isEmpty { layered[name] = holdings }
         }
         var snapshot = storage.snapshot()
+        snapshot.generation.layerChanges = layerChanges
         snapshot.layers = DefaultsSnapshot.Layers(holdings: layered, secretLayers: secretLayers, kinds: kinds, stack: self)
         return snapshot
     }

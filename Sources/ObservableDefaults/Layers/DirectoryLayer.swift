@@ -36,6 +36,9 @@ package final class DirectoryLayer: TextLayerSource, @unchecked Sendable {
         var isMissing = false
         /// Whether a removal waits for its confirmation.
         var isLossPending = false
+        /// Counts the removals seen: a confirmation is of the removal it was scheduled for, not of a
+        /// later one (a directory removed, back, and removed again).
+        var removals = 0
     }
 
     /// How long a directory must stay removed before the layer is unavailable.
@@ -157,7 +160,7 @@ package final class DirectoryLayer: TextLayerSource, @unchecked Sendable {
     private func reload() {
         let (contents, problems) = Self.load(path)
         let exists = DefaultsFile.isDirectory(path)
-        let (changed, onChange, confirmsLoss): (Set<String>, (@Sendable (Set<String>) -> Void)?, Bool) = lock.withLock {
+        let (changed, onChange, confirmsLoss): (Set<String>, (@Sendable (Set<String>) -> Void)?, Int?) = lock.withLock {
             var changed = Set<String>()
             for name in Set(state.contents.keys).union(contents.keys) where state.contents[name] != contents[name] {
                 changed.insert(name)
@@ -166,7 +169,7 @@ package final class DirectoryLayer: TextLayerSource, @unchecked Sendable {
             var statusChanged = state.problems != problems
             state.problems = problems
             // A return is at once; a loss once it lasts (`confirmLoss`).
-            var confirmsLoss = false
+            var confirmsLoss: Int?
             if exists {
                 state.isLossPending = false
                 if state.isMissing {
@@ -175,20 +178,24 @@ package final class DirectoryLayer: TextLayerSource, @unchecked Sendable {
                 }
             } else if !state.isMissing, !state.isLossPending {
                 state.isLossPending = true
-                confirmsLoss = true
+                state.removals += 1
+                confirmsLoss = state.removals
             }
             return (changed, changed.isEmpty && !statusChanged ? nil : state.onChange, confirmsLoss)
         }
-        if confirmsLoss { queue.asyncAfter(deadline: .now() + Self.lossConfirmationDelay) { [weak self] in self?.confirmLoss() } }
+        if let removal = confirmsLoss {
+            queue.asyncAfter(deadline: .now() + Self.lossConfirmationDelay) { [weak self] in self?.confirmLoss(removal) }
+        }
         onChange?(changed)
     }
 
-    /// A removal seen `lossConfirmationDelay` ago: if the directory is still missing, the layer is
-    /// unavailable, and the stack hears of it.
-    private func confirmLoss() {
+    /// The removal numbered `removal`, seen `lossConfirmationDelay` ago: if no later removal was
+    /// seen since and the directory is still missing, the layer is unavailable, and the stack hears
+    /// of it.
+    private func confirmLoss(_ removal: Int) {
         let exists = DefaultsFile.isDirectory(path)
         let onChange: (@Sendable (Set<String>) -> Void)? = lock.withLock {
-            guard state.isLossPending else { return nil }
+            guard state.isLossPending, state.removals == removal else { return nil }
             state.isLossPending = false
             guard !exists else { return nil }
             state.isMissing = true

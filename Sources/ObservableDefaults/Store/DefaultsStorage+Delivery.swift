@@ -65,7 +65,7 @@ extension DefaultsStorage: _ExplicitlyNotifiedKeys {
 
     /// What the store-wide observers get (nothing reads it: they ask for no `.initial`).
     package var _storeChange: ChangeRecord {
-        ChangeRecord(keys: [], origin: .thisProcess, revision: nil, values: values())
+        ChangeRecord(keys: [], origin: .thisProcess, revision: nil, values: values(), sequence: 0)
     }
 
     /// What the observers of every key get (nothing reads it: they ask for no `.initial`).
@@ -106,7 +106,8 @@ extension DefaultsStorage: _ExplicitlyNotifiedKeys {
         guard _mayHaveObservers(atOffset: DefaultsKeyNames.changesOffset) else { return nil }
         let keys = keys()
         guard !keys.isEmpty else { return nil }
-        return ChangeRecord(keys: keys, origin: origin, revision: revision, values: state.values)
+        state.storeChanges &+= 1
+        return ChangeRecord(keys: keys, origin: origin, revision: revision, values: state.values, sequence: state.storeChanges)
     }
 
     /// Applies changes made elsewhere (another process, another client of the back end) as one

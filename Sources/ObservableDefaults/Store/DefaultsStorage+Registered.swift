@@ -45,10 +45,12 @@ extension DefaultsStorage {
 
     /// The storage's values and registered defaults now, as a snapshot.
     func snapshot() -> DefaultsSnapshot {
-        let (values, registered) = lock.withLock {
+        let (values, registered, sequence) = lock.withLock {
             if state.updatingThread != nil { checkNotInUpdateBody() }
-            return (state.values, state.registered)
+            return (state.values, state.registered, state.storeChanges)
         }
-        return DefaultsSnapshot(entries: values, registered: registered, storage: self)
+        var snapshot = DefaultsSnapshot(entries: values, registered: registered, storage: self)
+        snapshot.generation.storeChanges = sequence
+        return snapshot
     }
 }

@@ -46,6 +46,8 @@ package final class DefaultsStorage: KeyValueObservable, @unchecked Sendable {
         let origin: DefaultsChangeOrigin
         let revision: Int64?
         let values: [String: Entry]
+        /// Which store-wide change of the storage this is (`State.storeChanges`).
+        let sequence: UInt64
     }
 
     struct State {
@@ -56,6 +58,9 @@ package final class DefaultsStorage: KeyValueObservable, @unchecked Sendable {
         }
         /// Bumped at each change of `values` (see `readCache`).
         var valuesGeneration: UInt64 = 0
+        /// Bumped at each store-wide change record (`changeRecord`), and taken by snapshots: which
+        /// of two snapshots is newer (`DefaultsSnapshot.Generation`).
+        var storeChanges: UInt64 = 0
         /// The typed values reads found (`ReadCache`), indexed by
         /// `(offset - DefaultsKeyNames.firstKeyOffset) / 8` of their key: a read of a key whose slot
         /// was cached at the current `valuesGeneration` needs neither its name hashed nor a cast

@@ -121,14 +121,16 @@ extension DefaultsStore {
         changeHandler: @escaping @Sendable (DefaultsStore, KeyValueObservedChange<[DefaultsLayerStatus]>) -> Void
     ) -> KeyValueObservation {
         weak let store = self
-        let last = Locked(layerStatuses)
+        // `nil` until the observers are registered and the statuses read: a change before that is
+        // in what is read then.
+        let last = Locked<[DefaultsLayerStatus]?>(nil)
         let deliver: @Sendable () -> Void = {
             guard let store else { return }
             let current = store.layerStatuses
             let old: [DefaultsLayerStatus]? = last.withLock { last in
-                guard last != current else { return nil }
+                guard let known = last, known != current else { return nil }
                 defer { last = current }
-                return last
+                return known
             }
             guard let old else { return }
             changeHandler(
@@ -142,7 +144,9 @@ extension DefaultsStore {
             let layerToken = layerStack.observe(\._layerStatuses, options: [.new]) { _, _ in deliver() }
             token = KeyValueObservation(ending: layerToken) { backendToken.invalidate() }
         }
-        if options.contains(.initial) { changeHandler(self, KeyValueObservedChange(kind: .setting, newValue: last.current)) }
+        let initial = layerStatuses
+        last.withLock { $0 = $0 ?? initial }
+        if options.contains(.initial) { changeHandler(self, KeyValueObservedChange(kind: .setting, newValue: initial)) }
         return token
     }
 }

@@ -263,7 +263,7 @@ public struct DefaultsValueSource: Sendable, CustomStringConvertible, CustomDebu
     public let answeringIndex: Int
     /// Whether the key's values are secret when the source was made: the key was declared secret
     /// (all its values read `<redacted>`), or a secret layer holds a value of it (that layer's
-    /// value reads `<redacted>`), unless the source was made for `kvo-defaults read --reveal`.
+    /// value reads `<redacted>`).
     public let isSecret: Bool
 
     /// The layer that answers.

@@ -150,7 +150,8 @@ extension DefaultsStore {
         }
         return storage.observe(\._storeChange, options: [.new]) { storage, change in
             guard let store, let record = change.newValue else { return }
-            let values = DefaultsSnapshot(entries: record.values, registered: storage.registeredValues(), storage: storage)
+            var values = DefaultsSnapshot(entries: record.values, registered: storage.registeredValues(), storage: storage)
+            values.generation.storeChanges = record.sequence
             handler(store, DefaultsStoreChange(keys: record.keys, origin: record.origin, revision: record.revision, values: values))
         }
     }

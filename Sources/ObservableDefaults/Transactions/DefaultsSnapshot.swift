@@ -14,6 +14,20 @@ public struct DefaultsSnapshot: Sendable {
     weak let storage: DefaultsStorage?
     /// For a store with layers: what they held for each key that one of them held a value of.
     var layers: Layers?
+    /// When the snapshot was taken, to tell an older one from a newer one.
+    var generation = Generation()
+
+    /// The storage's store-wide changes and the layers' changes a snapshot had seen.
+    struct Generation: Sendable, Equatable {
+        var storeChanges: UInt64 = 0
+        var layerChanges: UInt64 = 0
+
+        /// Whether a snapshot of this generation may hold changes one of `other` does not: it has
+        /// seen more of either (two snapshots taken at once can each have seen more of one).
+        func isNewer(than other: Generation) -> Bool {
+            storeChanges > other.storeChanges || layerChanges > other.layerChanges
+        }
+    }
 
     /// What a layered store's layers held.
     struct Layers: Sendable {
