@@ -84,7 +84,8 @@ enum JSONTargets {
             guard let number = foundation as? NSNumber, !number.isBoolean else { return differs }
             return numberEquals(text, number) ? nil : differs
         case .string(let string):
-            return (foundation as? String) == string ? nil : differs
+            guard let other = foundation as? String else { return differs }
+            return other == string || AllowedDifference.foundationDropsLeadingFEFF(string, other) ? nil : differs
         case .array(let elements):
             guard let array = foundation as? [Any], array.count == elements.count else { return differs }
             for (index, element) in elements.enumerated() {
@@ -94,7 +95,8 @@ enum JSONTargets {
         case .object(let members):
             guard let dictionary = foundation as? [String: Any], dictionary.count == members.count else { return differs }
             for (key, member) in members {
-                guard let other = dictionary[key] else { return "\(path): key \(key.debugDescription) missing in Foundation's" }
+                let other = dictionary[key] ?? (key.hasPrefix("\u{FEFF}") ? dictionary[String(key.dropFirst())] : nil)
+                guard let other else { return "\(path): key \(key.debugDescription) missing in Foundation's" }
                 if let difference = firstDifference(member, other, path: "\(path)[\(key.debugDescription)]") { return difference }
             }
             return nil
@@ -167,5 +169,14 @@ enum AllowedDifference {
         var rest = bytes
         rest.remove(at: comma)
         return rest
+    }
+
+    /// 5. A string that starts with U+FEFF written as itself (`"\u{FEFF}a"` in UTF-8, not the escape
+    ///    `"\ufeffa"`): Foundation drops that character, as if it were a byte-order mark of the
+    ///    string; the parser keeps it (it is the string's first character). Allowed when the
+    ///    parser's string starts with U+FEFF and Foundation's is the rest of it; an object key the
+    ///    same.
+    static func foundationDropsLeadingFEFF(_ string: String, _ foundation: String) -> Bool {
+        string.hasPrefix("\u{FEFF}") && foundation == String(string.dropFirst())
     }
 }
