@@ -85,7 +85,7 @@ enum JSONTargets {
             return numberEquals(text, number) ? nil : differs
         case .string(let string):
             guard let other = foundation as? String else { return differs }
-            return other == string || AllowedDifference.foundationDropsLeadingFEFF(string, other) ? nil : differs
+            return other == string || AllowedDifference.foundationDropsFEFF(string, other) ? nil : differs
         case .array(let elements):
             guard let array = foundation as? [Any], array.count == elements.count else { return differs }
             for (index, element) in elements.enumerated() {
@@ -95,7 +95,8 @@ enum JSONTargets {
         case .object(let members):
             guard let dictionary = foundation as? [String: Any], dictionary.count == members.count else { return differs }
             for (key, member) in members {
-                let other = dictionary[key] ?? (key.hasPrefix("\u{FEFF}") ? dictionary[String(key.dropFirst())] : nil)
+                let other =
+                    dictionary[key] ?? dictionary.first { AllowedDifference.foundationDropsFEFF(key, $0.key) }?.value
                 guard let other else { return "\(path): key \(key.debugDescription) missing in Foundation's" }
                 if let difference = firstDifference(member, other, path: "\(path)[\(key.debugDescription)]") { return difference }
             }
@@ -171,12 +172,18 @@ enum AllowedDifference {
         return rest
     }
 
-    /// 5. A string that starts with U+FEFF written as itself (`"\u{FEFF}a"` in UTF-8, not the escape
-    ///    `"\ufeffa"`): Foundation drops that character, as if it were a byte-order mark of the
-    ///    string; the parser keeps it (it is the string's first character). Allowed when the
-    ///    parser's string starts with U+FEFF and Foundation's is the rest of it; an object key the
-    ///    same.
-    static func foundationDropsLeadingFEFF(_ string: String, _ foundation: String) -> Bool {
-        string.hasPrefix("\u{FEFF}") && foundation == String(string.dropFirst())
+    /// 5. U+FEFF written as itself (`EF BB BF` in UTF-8, not the escape `\ufeff`) at the start of a
+    ///    string or right after an escape sequence in it (`"\u{FEFF}a"`, `"\\\u{FEFF}a"`):
+    ///    Foundation drops it, as if it were a byte-order mark of each run of plain bytes; the
+    ///    parser keeps it (it is a character of the string). Allowed when the two strings (or object
+    ///    keys) are equal once every U+FEFF is removed from both, and Foundation's has fewer.
+    static func foundationDropsFEFF(_ string: String, _ foundation: String) -> Bool {
+        func withoutFEFF(_ text: String) -> (text: String, removed: Int) {
+            let kept = text.unicodeScalars.filter { $0 != "\u{FEFF}" }
+            return (String(String.UnicodeScalarView(kept)), text.unicodeScalars.count - kept.count)
+        }
+        let (ours, oursRemoved) = withoutFEFF(string)
+        let (theirs, theirsRemoved) = withoutFEFF(foundation)
+        return ours == theirs && theirsRemoved < oursRemoved
     }
 }
