@@ -52,6 +52,11 @@ enum JSONTargets {
         switch (ours, theirs) {
         case (.failure, nil):
             return
+        case (.success(let value), _) where AllowedDifference.rawFEFF(in: bytes):
+            let escaped = AllowedDifference.escapingFEFF(bytes)
+            let again = Result { () throws(JSONParseError) in try JSONValue.parse(escaped) }
+            try require(again == .success(value), "U+FEFF as itself and as \\ufeff parse differently: \(again)")
+            return try foundationDifferential(escaped)
         case (.success(let value), let foundation?):
             if let difference = firstDifference(value, foundation, path: "$") {
                 throw FuzzFailure("both accept, values differ at \(difference)")
@@ -84,8 +89,7 @@ enum JSONTargets {
             guard let number = foundation as? NSNumber, !number.isBoolean else { return differs }
             return numberEquals(text, number) ? nil : differs
         case .string(let string):
-            guard let other = foundation as? String else { return differs }
-            return other == string || AllowedDifference.foundationDropsFEFF(string, other) ? nil : differs
+            return (foundation as? String) == string ? nil : differs
         case .array(let elements):
             guard let array = foundation as? [Any], array.count == elements.count else { return differs }
             for (index, element) in elements.enumerated() {
@@ -95,9 +99,7 @@ enum JSONTargets {
         case .object(let members):
             guard let dictionary = foundation as? [String: Any], dictionary.count == members.count else { return differs }
             for (key, member) in members {
-                let other =
-                    dictionary[key] ?? dictionary.first { AllowedDifference.foundationDropsFEFF(key, $0.key) }?.value
-                guard let other else { return "\(path): key \(key.debugDescription) missing in Foundation's" }
+                guard let other = dictionary[key] else { return "\(path): key \(key.debugDescription) missing in Foundation's" }
                 if let difference = firstDifference(member, other, path: "\(path)[\(key.debugDescription)]") { return difference }
             }
             return nil
@@ -174,16 +176,28 @@ enum AllowedDifference {
 
     /// 5. U+FEFF written as itself (`EF BB BF` in UTF-8, not the escape `\ufeff`) at the start of a
     ///    string or right after an escape sequence in it (`"\u{FEFF}a"`, `"\\\u{FEFF}a"`):
-    ///    Foundation drops it, as if it were a byte-order mark of each run of plain bytes; the
-    ///    parser keeps it (it is a character of the string). Allowed when the two strings (or object
-    ///    keys) are equal once every U+FEFF is removed from both, and Foundation's has fewer.
-    static func foundationDropsFEFF(_ string: String, _ foundation: String) -> Bool {
-        func withoutFEFF(_ text: String) -> (text: String, removed: Int) {
-            let kept = text.unicodeScalars.filter { $0 != "\u{FEFF}" }
-            return (String(String.UnicodeScalarView(kept)), text.unicodeScalars.count - kept.count)
+    ///    Foundation drops it, as if it were a byte-order mark of each run of plain bytes, and an
+    ///    object's keys that differ only by it become one; the parser keeps it (a character of the
+    ///    string). Where the parser accepts a text holding U+FEFF as itself, the text with each one
+    ///    written `\ufeff` instead (which Foundation keeps) must give the parser the same value, and
+    ///    is compared in its place.
+    static func rawFEFF(in bytes: [UInt8]) -> Bool {
+        bytes.indices.contains { bytes[$0...].starts(with: [0xEF, 0xBB, 0xBF]) }
+    }
+
+    /// `bytes` with each `EF BB BF` written `\ufeff`.
+    static func escapingFEFF(_ bytes: [UInt8]) -> [UInt8] {
+        var escaped: [UInt8] = []
+        var index = 0
+        while index < bytes.count {
+            if bytes[index...].starts(with: [0xEF, 0xBB, 0xBF]) {
+                escaped += Array(#"\ufeff"#.utf8)
+                index += 3
+            } else {
+                escaped.append(bytes[index])
+                index += 1
+            }
         }
-        let (ours, oursRemoved) = withoutFEFF(string)
-        let (theirs, theirsRemoved) = withoutFEFF(foundation)
-        return ours == theirs && theirsRemoved < oursRemoved
+        return escaped
     }
 }
