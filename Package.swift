@@ -30,7 +30,7 @@ let package = Package(
             dependencies: ["KeyValueObserving", "ObservableProgress", "ObservableDefaults", "ObservableDefaultsEtcd"],
             path: "Benchmarks/kvo-bench"
         ),
-        // Fuzzing (Fuzz/run, Fuzz/README.md): each target a function over bytes, kvo-fuzz to replay
+        // Fuzzing (Fuzz/run; DocC "Testing and fuzzing"): each target a function over bytes, kvo-fuzz to replay
         // inputs through them or, built by Fuzz/run with -sanitize=fuzzer -DKVO_FUZZ, to run
         // libFuzzer; KVOFuzzDriver only declares libFuzzer's LLVMFuzzerRunDriver, so no other build
         // needs the fuzzer runtime.
