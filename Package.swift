@@ -30,6 +30,15 @@ let package = Package(
             dependencies: ["KeyValueObserving", "ObservableProgress", "ObservableDefaults", "ObservableDefaultsEtcd"],
             path: "Benchmarks/kvo-bench"
         ),
+        // Fuzzing (Fuzz/run; DocC "Testing and fuzzing"): each target a function over bytes, kvo-fuzz to replay
+        // inputs through them or, built by Fuzz/run with -sanitize=fuzzer -DKVO_FUZZ, to run
+        // libFuzzer; KVOFuzzDriver only declares libFuzzer's LLVMFuzzerRunDriver, so no other build
+        // needs the fuzzer runtime.
+        .target(name: "KVOFuzzTargets", dependencies: ["ObservableDefaults"], path: "Fuzz/Targets"),
+        .target(name: "KVOFuzzDriver", path: "Fuzz/Driver"),
+        .executableTarget(name: "kvo-fuzz", dependencies: ["KVOFuzzTargets", "KVOFuzzDriver"], path: "Fuzz/kvo-fuzz"),
+        // Replays every file of Fuzz/corpus and Fuzz/regressions through its target.
+        .testTarget(name: "FuzzCorpusTests", dependencies: ["KVOFuzzTargets"]),
         .target(
             name: "TestSupport",
             dependencies: ["KeyValueObserving"],

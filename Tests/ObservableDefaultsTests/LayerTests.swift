@@ -192,6 +192,17 @@ struct LayerTests {
         #expect(LayerKeyNames.kebabCase("maxHTTPConnections") == "max-http-connections")
     }
 
+    /// Found by fuzzing (Fuzz/regressions/key-names): `a1b` read the variable `A1B`, whose own
+    /// spelling was `A1_B`; a word starting with a combining mark joined the `-` before it.
+    @Test func spellingASpelledNameAgainChangesNothing() {
+        #expect(LayerKeyNames.variableName(prefix: "", key: "a1b") == "A1B")
+        #expect(LayerKeyNames.variableName(prefix: "", key: "A1B") == "A1B")
+        #expect(LayerKeyNames.variableName(prefix: "", key: "HTTP2Server") == "HTTP2_SERVER")
+        #expect(LayerKeyNames.variableName(prefix: "", key: "\u{AA}b") == "\u{AA}B")
+        #expect(LayerKeyNames.kebabCase("x\n\u{93E}") == "x")
+        #expect(LayerKeyNames.variableName(prefix: "P", key: "\u{1E9E}") == LayerKeyNames.variableName(prefix: "P", key: "\u{DF}"))
+    }
+
     @Test func twoKeysReadingOneVariableAreReportedWhenTheStoreIsMade() {
         _ = DefaultsKey("collidingName", default: 0)
         _ = DefaultsKey("colliding_name", default: 0)

@@ -97,31 +97,100 @@ package enum LayerTextDecoding {
 
 /// How key names map to the spellings of the text layers: words split at case changes, digits
 /// kept with the word before them, and a run of capitals one word (`maxHTTPConnections` is `max`,
-/// `HTTP`, `Connections`); any other character than a letter or a digit separates words.
+/// `HTTP`, `Connections`); any other character than a letter, a digit or a combining mark
+/// separates words.
+///
+/// Spelling a spelled name again changes nothing (`kebabCase(kebabCase(name))` is
+/// `kebabCase(name)`, and so for `variableName`), and the variable of a key's kebab-case spelling
+/// is the key's own variable. So that this holds for any text, the words are split on Unicode
+/// scalars, not characters (joining words with `-` or `_` can merge characters: a word that starts
+/// with a combining mark would join the separator), and a letter counts as a capital (or a small
+/// letter) only when its case mapping changes it: case-mapped text then has no case change left
+/// to split at.
 package enum LayerKeyNames {
     /// The words of `name`.
     package static func words(of name: String) -> [String] {
-        let characters = Array(name)
+        let scalars = Array(name.unicodeScalars)
         var words: [String] = []
-        var word = ""
-        for (index, character) in characters.enumerated() {
-            guard character.isLetter || character.isNumber else {
-                if !word.isEmpty { words.append(word) }
-                word = ""
+        var word = String.UnicodeScalarView()
+        /// The kind of the last letter or digit in `word`, and whether its last letter is small.
+        var previous: Kind?
+        var lastLetterIsLower = false
+        for (index, scalar) in scalars.enumerated() {
+            let kind = Kind(scalar)
+            switch kind {
+            case .separator:
+                if !word.isEmpty { words.append(String(word)) }
+                word = String.UnicodeScalarView()
+                previous = nil
+                lastLetterIsLower = false
                 continue
+            case .mark:
+                // A mark belongs to the letter before it; one that starts a word has none.
+                if !word.isEmpty { word.append(scalar) }
+                continue
+            case .upper where !word.isEmpty:
+                let next = scalars[(index + 1)...].lazy.map(Kind.init).first { $0 != .mark }
+                // camelCase → camel|Case; HTTPConnections → HTTP|Connections; http2Enabled →
+                // http2|Enabled; HTTP2Server → HTTP2|Server; but A2B stays one word, as its
+                // small-letter spelling a2b does.
+                let splits =
+                    previous == .lower || (previous == .digit && lastLetterIsLower)
+                    || ((previous == .upper || previous == .digit) && next == .lower)
+                if splits {
+                    words.append(String(word))
+                    word = String.UnicodeScalarView()
+                    lastLetterIsLower = false
+                }
+            default:
+                break
             }
-            if character.isUppercase, let previous = word.last {
-                let next = index + 1 < characters.count ? characters[index + 1] : nil
-                // camelCase → camel|Case; HTTPConnections → HTTP|Connections.
-                if previous.isLowercase || previous.isNumber || (previous.isUppercase && next?.isLowercase == true) {
-                    words.append(word)
-                    word = ""
+            word.append(scalar)
+            previous = kind
+            switch kind {
+            case .lower: lastLetterIsLower = true
+            case .upper, .letter: lastLetterIsLower = false
+            default: break
+            }
+        }
+        if !word.isEmpty { words.append(String(word)) }
+        return words
+    }
+
+    /// What a scalar is to `words(of:)`.
+    private enum Kind: Equatable {
+        /// A letter whose small-letter mapping changes it.
+        case upper
+        /// A letter whose capital mapping changes it.
+        case lower
+        /// A letter without case (or whose case mapping leaves it as it is).
+        case letter
+        case digit
+        /// A combining mark (Mn, Mc, Me): part of the letter before it.
+        case mark
+        case separator
+
+        init(_ scalar: Unicode.Scalar) {
+            let properties = scalar.properties
+            switch properties.generalCategory {
+            case .nonspacingMark, .spacingMark, .enclosingMark:
+                self = .mark
+            default:
+                if properties.isAlphabetic {
+                    if properties.isUppercase && properties.changesWhenLowercased {
+                        self = .upper
+                    } else if properties.isLowercase && properties.changesWhenUppercased {
+                        self = .lower
+                    } else {
+                        self = .letter
+                    }
+                } else if properties.numericType != nil {
+                    self = .digit
+                } else {
+                    self = .separator
                 }
             }
-            word.append(character)
         }
-        if !word.isEmpty { words.append(word) }
-        return words
     }
 
     /// The kebab-case spelling: `playbackSpeed` → `playback-speed`.
@@ -130,9 +199,11 @@ package enum LayerKeyNames {
     }
 
     /// The environment variable of `name` under `prefix` (`PLAYER`, `PLAYER_` or empty):
-    /// `playbackSpeed` → `PLAYER_PLAYBACK_SPEED`.
+    /// `playbackSpeed` → `PLAYER_PLAYBACK_SPEED`. Its words are the kebab-case words in capitals
+    /// (capitals of the small letters, so that a key and its kebab-case spelling read one
+    /// variable even for a letter whose capital is not itself, `ẞ` → `ß` → `SS`).
     package static func variableName(prefix: String, key name: String) -> String {
-        let body = words(of: name).map { $0.uppercased() }.joined(separator: "_")
+        let body = words(of: name).map { $0.lowercased().uppercased() }.joined(separator: "_")
         guard !prefix.isEmpty else { return body }
         return prefix.hasSuffix("_") ? prefix + body : prefix + "_" + body
     }
