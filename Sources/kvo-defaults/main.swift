@@ -450,7 +450,17 @@ case "watch":
             }
         }
     }
-    withExtendedLifetime((token, statusToken)) { dispatchMain() }
+    // The main thread waits here, in this frame, for the signals whose handlers end the watch:
+    // nothing uses the main queue. The signals are blocked in the threads (the process may start
+    // with them blocked): `sigsuspend` takes them with none blocked while it waits, as
+    // `dispatchMain()`'s signal thread does. Not `dispatchMain()` itself: on Linux it ends the main
+    // thread's frames (pthread_exit) and waits in a thread-specific-data destructor, so a handler
+    // then runs on stack the address sanitizer still holds as this top-level code's frame.
+    var noSignalsBlocked = sigset_t()
+    sigemptyset(&noSignalsBlocked)
+    withExtendedLifetime((token, statusToken)) {
+        while true { sigsuspend(&noSignalsBlocked) }
+    }
 
 default:
     usageError("unknown command '\(command)'")

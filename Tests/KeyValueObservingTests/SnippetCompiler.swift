@@ -80,7 +80,8 @@ enum SnippetCompiler {
             [
                 "swiftc", "-swift-version", "6",
             ] + moduleFlags + [file.path] + objects + ["-o", executable]
-        if isThreadSanitized { arguments.append("-sanitize=thread") }
+        if isSanitized(by: "__tsan_init") { arguments.append("-sanitize=thread") }
+        if isSanitized(by: "__asan_init") { arguments.append("-sanitize=address") }
         let build = try run("/usr/bin/env", arguments)
         guard build.status == 0 else {
             return build
@@ -88,10 +89,11 @@ enum SnippetCompiler {
         return try run(executable, [], environment: environment)
     }
 
-    /// Whether this test binary runs under the thread sanitizer (its objects then need it to link).
-    private static var isThreadSanitized: Bool {
+    /// Whether this test binary runs under the sanitizer whose runtime defines `entryPoint` (the
+    /// thread or the address sanitizer): its objects then need that runtime to link.
+    private static func isSanitized(by entryPoint: String) -> Bool {
         #if os(Linux)
-        return dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__tsan_init") != nil
+        return dlsym(UnsafeMutableRawPointer(bitPattern: 0), entryPoint) != nil
         #else
         return false
         #endif
