@@ -224,10 +224,15 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     /// Ties the sequence's end to the observation's: the object's deallocation finishes the sequence,
     /// and the sequence's termination (finished, cancelled, dropped) invalidates the token.
     func _finish<Element: Sendable>(_ sink: _SequenceSink<Element>, with token: KeyValueObservation) {
-        sink.continuation.onTermination = { _ in token.invalidate() }
-        if let registry = token.registry, !registry.onObjectDeinit(id: token.id, { sink.finish() }) {
-            sink.finish()
-        }
+        _finishStream(sink, with: token)
+    }
+}
+
+/// `_finish(_:with:)`, for sequences made outside an observable object's extension.
+private func _finishStream<Element: Sendable>(_ sink: _SequenceSink<Element>, with token: KeyValueObservation) {
+    sink.continuation.onTermination = { _ in token.invalidate() }
+    if let registry = token.registry, !registry.onObjectDeinit(id: token.id, { sink.finish() }) {
+        sink.finish()
     }
 }
 
@@ -241,10 +246,6 @@ package func _observationStream<Element: Sendable>(
 ) -> AsyncStream<Element> {
     let (stream, continuation) = AsyncStream<Element>.makeStream(bufferingPolicy: buffering.streamPolicy(for: Element.self))
     let sink = _SequenceSink(continuation)
-    let token = register { sink.yield($0) }
-    sink.continuation.onTermination = { _ in token.invalidate() }
-    if let registry = token.registry, !registry.onObjectDeinit(id: token.id, { sink.finish() }) {
-        sink.finish()
-    }
+    _finishStream(sink, with: register { sink.yield($0) })
     return stream
 }

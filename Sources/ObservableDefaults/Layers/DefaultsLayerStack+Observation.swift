@@ -231,8 +231,12 @@ extension DefaultsLayerStack: _ExplicitlyNotifiedKeys {
 
     /// Each layer's status now, first first.
     package var _layerStatuses: [DefaultsLayerStatus] {
-        let unavailable = lock.withLock { state.unavailable }
-        return kinds.indices.map { DefaultsLayerStatus(kind: kinds[$0], place: places[$0], problem: unavailable[$0]) }
+        statuses(unavailable: lock.withLock { state.unavailable })
+    }
+
+    /// The statuses of the layers, each unavailable for the reason at its index, or available.
+    private func statuses(unavailable: [String?]) -> [DefaultsLayerStatus] {
+        kinds.indices.map { DefaultsLayerStatus(kind: kinds[$0], place: places[$0], problem: unavailable[$0]) }
     }
 
     /// The layer at `index` is unavailable for `reason` now, or available (`nil`): if that is news,
@@ -245,17 +249,17 @@ extension DefaultsLayerStack: _ExplicitlyNotifiedKeys {
             return state.unavailable
         }
         guard let old else { return }
-        var statuses = kinds.indices.map { DefaultsLayerStatus(kind: kinds[$0], place: places[$0], problem: old[$0]) }
         if let reason {
             let error = DefaultsError(
                 .layerProblem, location: storage.backend.location,
                 reason: "\(kinds[index]) layer: \(reason): its keys read from the layers below until it returns")
             if let errorHandler { errorHandler(error) } else { DefaultsStorage.printToStandardError(error) }
         }
-        let before = statuses
-        statuses[index] = DefaultsLayerStatus(kind: kinds[index], place: places[index], problem: reason)
+        var new = old
+        new[index] = reason
         _notifyExplicitKey(
-            offset: DefaultsKeyNames.statusOffset, key: { \DefaultsLayerStack._layerStatuses }, from: before, to: statuses, phases: .change)
+            offset: DefaultsKeyNames.statusOffset, key: { \DefaultsLayerStack._layerStatuses }, from: statuses(unavailable: old),
+            to: statuses(unavailable: new), phases: .change)
     }
 
     // MARK: Snapshots
