@@ -305,6 +305,45 @@ struct LayerTests {
         sizeToken.invalidate()
     }
 
+    #if os(Linux)
+    /// inotify names the entries that changed: another file's event does not read a file its
+    /// writer still has open half-written.
+    @Test func aFileBeingRewrittenInPlaceIsReadWhenItsWriterClosesIt() throws {
+        let other = DefaultsKey("directoryOther", default: "")
+        let port = DefaultsKey("directoryPort", default: 1)
+        let config = directory.path + "/halfwritten"
+        try FileManager.default.createDirectory(atPath: config, withIntermediateDirectories: true)
+        try writeAtomically("a", to: config + "/directoryOther")
+        try writeAtomically("8080", to: config + "/directoryPort")
+        let errors = Locked<[DefaultsError]>([])
+        let store = store([.directory(URL(fileURLWithPath: config), isSecret: false)], errors: errors)
+        let others = Locked<[String]>([])
+        let otherToken = store.observe(other, options: [.new]) { _, change in others.append(change.newValue!) }
+        let ports = Locked<[Int]>([])
+        let portToken = store.observe(port, options: [.new]) { _, change in ports.append(change.newValue!) }
+        // Watching: a change is seen (the directory was read in full once the watch was made).
+        try writeAtomically("b", to: config + "/directoryOther")
+        #expect(waitUntil { others.current == ["b"] })
+        // The port's writer truncates it and writes half of the new value, and has not closed it
+        // when the other file changes.
+        let descriptor = open(config + "/directoryPort", O_WRONLY | O_TRUNC)
+        #expect(descriptor >= 0)
+        #expect(write(descriptor, "90", 2) == 2)
+        try writeAtomically("c", to: config + "/directoryOther")
+        #expect(waitUntil { others.current == ["b", "c"] })
+        try writeAtomically("d", to: config + "/directoryOther")
+        #expect(waitUntil { others.current == ["b", "c", "d"] })
+        #expect(store[port] == 8080)
+        #expect(write(descriptor, "90", 2) == 2)
+        close(descriptor)
+        #expect(waitUntil { ports.current == [9090] })
+        #expect(store[port] == 9090)
+        #expect(errors.current.isEmpty)
+        otherToken.invalidate()
+        portToken.invalidate()
+    }
+    #endif
+
     @Test func aKubernetesStyleDataSymlinkSwapChangesEveryKeyAtOnce() throws {
         let user = DefaultsKey("swapUser", default: "")
         let password = DefaultsKey("swapPassword", default: "")

@@ -14,7 +14,10 @@ import Musl
 /// mounts its secrets. Its files are read when it is made and again at each change the process's
 /// file watcher reports in the directory (any entry: a file written, replaced, removed, and the
 /// `..data` symlink Kubernetes renames over to swap every file at once), or at each interval when
-/// polled; only the keys whose files changed are reported.
+/// polled; only the keys whose files changed are reported. Where the kernel names the entries that
+/// changed (inotify), only those files are read again: a file rewritten in place is read when its
+/// writer closes it, never half-written because another file's event came meanwhile. A change to
+/// an entry whose name starts with `.` (Kubernetes' `..data`) reads every file.
 ///
 /// A directory that does not exist holds nothing, and is looked for every second (or at the
 /// polling interval) until it appears; one removed is looked for again the same way. A removal
@@ -27,7 +30,8 @@ package final class DirectoryLayer: TextLayerSource, @unchecked Sendable {
     private struct State {
         /// Each file's text, by its name in the directory.
         var contents: [String: LayerText] = [:]
-        var problems: [String] = []
+        /// The problem met reading each file that has one, by its name.
+        var problems: [String: String] = [:]
         var onChange: (@Sendable (Set<String>) -> Void)?
         var subscription: FileWatcher.Subscription?
         var timer: DispatchSourceTimer?
@@ -71,7 +75,7 @@ package final class DirectoryLayer: TextLayerSource, @unchecked Sendable {
         lock.withLock { state.contents[name] ?? state.contents[LayerKeyNames.kebabCase(name)] }
     }
 
-    package var problems: [String] { lock.withLock { state.problems } }
+    package var problems: [String] { lock.withLock { state.problems.sorted { $0.key < $1.key }.map(\.value) } }
 
     package var unavailability: String? {
         lock.withLock { state.isMissing ? "\(path) does not exist (or is not a directory)" : nil }
@@ -102,7 +106,11 @@ package final class DirectoryLayer: TextLayerSource, @unchecked Sendable {
                 guard let self else { return }
                 self.queue.async {
                     if event == .lost { self.disarm() }
-                    self.reload()
+                    if case .entriesChanged(let names) = event, !names.contains(where: { $0.hasPrefix(".") }) {
+                        self.reload(names)
+                    } else {
+                        self.reload()
+                    }
                     if event == .lost { self.arm() }
                 }
             }
@@ -155,19 +163,27 @@ package final class DirectoryLayer: TextLayerSource, @unchecked Sendable {
         timer?.cancel()
     }
 
-    /// Reads the directory again and reports the names of the files that changed (the stack finds
-    /// the keys they spell: a kebab-case name does not say how its key is written).
-    private func reload() {
-        let (contents, problems) = Self.load(path)
+    /// Reads the directory again (only the files `names`, if given) and reports the names of the
+    /// files that changed (the stack finds the keys they spell: a kebab-case name does not say how
+    /// its key is written).
+    private func reload(_ names: Set<String>? = nil) {
+        let (contents, problems) = Self.load(path, names: names)
         let exists = DefaultsFile.isDirectory(path)
         let (changed, onChange, confirmsLoss): (Set<String>, (@Sendable (Set<String>) -> Void)?, Int?) = lock.withLock {
+            var newContents = contents
+            var newProblems = problems
+            if let names {
+                // The other files as they were.
+                newContents = state.contents.filter { !names.contains($0.key) }.merging(contents) { $1 }
+                newProblems = state.problems.filter { !names.contains($0.key) }.merging(problems) { $1 }
+            }
             var changed = Set<String>()
-            for name in Set(state.contents.keys).union(contents.keys) where state.contents[name] != contents[name] {
+            for name in Set(state.contents.keys).union(newContents.keys) where state.contents[name] != newContents[name] {
                 changed.insert(name)
             }
-            state.contents = contents
-            var statusChanged = state.problems != problems
-            state.problems = problems
+            state.contents = newContents
+            var statusChanged = state.problems != newProblems
+            state.problems = newProblems
             // A return is at once; a loss once it lasts (`confirmLoss`).
             var confirmsLoss: Int?
             if exists {
@@ -214,24 +230,25 @@ package final class DirectoryLayer: TextLayerSource, @unchecked Sendable {
 
     // MARK: Reading
 
-    /// Every file's text in `directory` (names starting with `.` skipped, symbolic links followed),
-    /// and the problems met.
-    static func load(_ directory: String) -> (contents: [String: LayerText], problems: [String]) {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return ([:], []) }
+    /// Every file's text in `directory` (only the files `names`, if given; names starting with `.`
+    /// skipped, symbolic links followed), and the problem met with each file that has one.
+    static func load(_ directory: String, names only: Set<String>? = nil) -> (contents: [String: LayerText], problems: [String: String]) {
+        let listed = only.map(Array.init) ?? (try? FileManager.default.contentsOfDirectory(atPath: directory))
+        guard let names = listed else { return ([:], [:]) }
         var contents: [String: LayerText] = [:]
-        var problems: [String] = []
-        for name in names.sorted() where !name.hasPrefix(".") {
+        var problems: [String: String] = [:]
+        for name in names.sorted() where !name.hasPrefix(".") && !name.contains("/") {
             let filePath = directory + "/" + name
             var info = stat()
             // Through symbolic links: Kubernetes' files are links into `..data`.
             guard stat(filePath, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
             guard Int(info.st_size) <= maximumFileSize else {
-                problems.append("\(filePath) is \(info.st_size) bytes, larger than a value can be (\(maximumFileSize)); it is skipped")
+                problems[name] = "\(filePath) is \(info.st_size) bytes, larger than a value can be (\(maximumFileSize)); it is skipped"
                 continue
             }
             let descriptor = open(filePath, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
             guard descriptor >= 0 else {
-                problems.append("\(filePath) cannot be read (\(DefaultsFile.describe(errno))); it is skipped")
+                problems[name] = "\(filePath) cannot be read (\(DefaultsFile.describe(errno))); it is skipped"
                 continue
             }
             var bytes: [UInt8] = []
@@ -249,15 +266,15 @@ package final class DirectoryLayer: TextLayerSource, @unchecked Sendable {
             }
             close(descriptor)
             if failed == 0, bytes.count > maximumFileSize {
-                problems.append("\(filePath) is larger than a value can be (\(maximumFileSize) bytes); it is skipped")
+                problems[name] = "\(filePath) is larger than a value can be (\(maximumFileSize) bytes); it is skipped"
                 continue
             }
             if failed != 0 {
-                problems.append("\(filePath) cannot be read (\(DefaultsFile.describe(failed))); it is skipped")
+                problems[name] = "\(filePath) cannot be read (\(DefaultsFile.describe(failed))); it is skipped"
                 continue
             }
             guard var text = String(validating: bytes, as: UTF8.self) else {
-                problems.append("\(filePath) is not UTF-8 text; it is skipped")
+                problems[name] = "\(filePath) is not UTF-8 text; it is skipped"
                 continue
             }
             if text.hasSuffix("\n") { text.removeLast() }

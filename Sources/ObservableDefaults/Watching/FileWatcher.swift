@@ -31,6 +31,10 @@ final class FileWatcher: @unchecked Sendable {
     enum Event: Sendable, Hashable {
         /// The watched file was replaced, rewritten or deleted.
         case changed
+        /// These entries of a directory watched `.everyEntry` were created, replaced, rewritten
+        /// (and closed), removed or renamed. Only the kernel watches of Linux name them; elsewhere
+        /// such a subscription hears `.changed`, and reads the whole directory again.
+        case entriesChanged(Set<String>)
         /// The kernel's event queue overflowed: events were lost, reload everything.
         case overflow
         /// The watched directory was removed or moved away: the subscription is over (it gets no

@@ -151,12 +151,22 @@ final class InotifyWatches: @unchecked Sendable {
             if overflowed {
                 return handlers + subscriptions.values.flatMap(\.values).map { ($0.handler, FileWatcher.Event.overflow) }
             }
-            var seen = Set<UInt64>()
+            // Once per subscription: `.changed`, or for one of every entry, the names it concerns.
+            var named: [UInt64: (handler: FileWatcher.Handler, names: Set<String>?)] = [:]
+            var order: [UInt64] = []
             for (watchDescriptor, name, mask) in changed {
                 for (id, subscription) in subscriptions[watchDescriptor] ?? [:]
                 where (subscription.name == nil || subscription.name == name) && subscription.events & mask != 0 {
-                    if seen.insert(id).inserted { handlers.append((subscription.handler, .changed)) }
+                    if named[id] == nil {
+                        order.append(id)
+                        named[id] = (subscription.handler, subscription.name == nil ? [] : nil)
+                    }
+                    if subscription.name == nil { named[id]?.names?.insert(name) }
                 }
+            }
+            for id in order {
+                guard let (handler, names) = named[id] else { continue }
+                handlers.append((handler, names.map { .entriesChanged($0) } ?? .changed))
             }
             return handlers
         }
