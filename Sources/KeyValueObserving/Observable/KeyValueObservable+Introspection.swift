@@ -56,11 +56,10 @@ extension KeyValueObservable {
         return registry.setTables.readerCounts
     }
 
-    /// The registry's state version: it changes when the observed keys do, and a batched change's
-    /// slot index holds while it does not (`ObserverRegistry+BatchDelivery.swift`). A hook for the
-    /// tests, not API.
+    /// The registry's state version: it changes when the observed keys do, and a batch's shortcut
+    /// holds while it does not (`ObserverRegistry+Batches.swift`). A hook for the tests, not API.
     package var observerStateVersion: UInt {
-        _existingRegistry?.readState { $0.version } ?? 0
+        _existingRegistry?.stateVersion.load(ordering: .acquiring) ?? 0
     }
 
     /// Whether the set path's table of observers is published: it is built when a set needs it, not

@@ -5,7 +5,7 @@ import Synchronization
 extension Observed {
     /// Appends a change of this property, with its value now as the value before the batch, to
     /// `batch`; returns the index of its `_BatchedExtra` (-1 if it has none: no key to keep).
-    /// `slotIndex` is right at the registry's state `version` `version` (`.max`: unknown).
+    /// `slotIndex` is right at the registry's `stateVersion` `version` (`.max`: unknown).
     @inlinable
     static func _recordBatchedChange(
         in batch: _BatchState,

@@ -12,6 +12,16 @@ import Musl
 // `BatchDelivery`, filled in place); after unlocking, the changes are delivered.
 
 extension _ObserverRegistry {
+    /// How a batch ended, as the transition of `endBatch` decides under the lock.
+    enum BatchEnding {
+        /// It was nested in another batch of the same thread, or there was none: nothing to deliver.
+        case nested
+        /// The owner slot's batch closed (the registry keeps it, `State.slotBatch`, for reuse).
+        case ownerSlot(Unmanaged<_BatchState>)
+        /// A batch of the thread's record closed.
+        case record(_BatchState)
+    }
+
     /// What the delivery of a closed batch needs from the state, gathered under the lock.
     ///
     /// The snapshots delivered from are not retained one by one: `pinned`, a copy of the slots array,
@@ -36,31 +46,64 @@ extension _ObserverRegistry {
         }
     }
 
-    /// Ends a level of the calling thread's batch; the outermost one delivers its changes.
     func endBatch(on object: AnyObject) {
         let thread = pthread_self()
         var delivery = BatchDelivery()
-        let finished = withLock { endBatchLocked(thread: thread, delivery: &delivery) }
-        guard let finished else { return }
-        // Tracked observations among the observers are evaluated once, at the end.
-        let deferral = _TrackingDeferral.begin()
-        deliver(finished, &delivery, on: object)
-        deferral?.end()
-        // Emptied without the lock (it releases what the changes held), and kept for the next batch
-        // unless it grew large or one is kept already.
-        guard finished.reset() else { return }
-        let unused: _BatchState? = withLock {
-            guard state.spareBatch == nil, !state.isTornDown else { return finished }
-            state.spareBatch = finished
-            return nil
+        let ending = withLock { endBatchLocked(thread: thread, delivery: &delivery) }
+        switch ending {
+        case .nested:
+            return
+        case .ownerSlot(let owned):
+            // Tracked observations among the observers are evaluated once, at the end.
+            let deferral = _TrackingDeferral.begin()
+            owned._withUnsafeGuaranteedRef { deliver($0, &delivery, on: object) }
+            deferral?.end()
+            let isKept = owned._withUnsafeGuaranteedRef { $0.reset() }
+            if !isKept {
+                // Dropped by a thread holding the slot, as `batchOwner` requires (a thread taking
+                // the slot without the lock may be reading the batch); if another holds it now, the
+                // batch, empty, stays.
+                let me = _threadID(thread)
+                let dropped: _BatchState? = withLock {
+                    guard state.slotBatch === owned.takeUnretainedValue(), takeOwnerSlot(for: me) else { return nil }
+                    let dropped = state.slotBatch
+                    state.slotBatch = nil
+                    ownedBatch.store(nil, ordering: .relaxed)
+                    batchOwner.store(0, ordering: .releasing)
+                    return dropped
+                }
+                // Cleared before the release: the batch may be freed with it (no slot holds it now,
+                // so no later batch can wait for the flag).
+                owned._withUnsafeGuaranteedRef { $0.isDelivering.store(false, ordering: .releasing) }
+                withExtendedLifetime(dropped) {}
+                return
+            }
+            owned._withUnsafeGuaranteedRef { $0.isDelivering.store(false, ordering: .releasing) }
+        case .record(let finished):
+            let deferral = _TrackingDeferral.begin()
+            deliver(finished, &delivery, on: object)
+            deferral?.end()
+            _ = finished.reset()
         }
-        withExtendedLifetime(unused) {}
     }
 
     /// The transition of `endBatch`, with the lock held: closes the calling thread's batch if this
     /// ends its outermost level, and gathers what its delivery needs into `delivery`.
     @inline(__always)
-    private func endBatchLocked(thread: pthread_t, delivery: inout BatchDelivery) -> _BatchState? {
+    private func endBatchLocked(thread: pthread_t, delivery: inout BatchDelivery) -> BatchEnding {
+        if let owned = ownedBatch(of: thread) {
+            let isDone = owned._withUnsafeGuaranteedRef { batch in
+                batch.depth -= 1
+                guard batch.depth == 0 else { return false }
+                // Until its delivery is over, the next batch takes another one.
+                batch.isDelivering.store(true, ordering: .relaxed)
+                return true
+            }
+            guard isDone else { return .nested }
+            giveBackOwnerSlot()
+            owned._withUnsafeGuaranteedRef { prepareDelivery(of: $0, into: &delivery) }
+            return .ownerSlot(owned)
+        }
         let finished: _BatchState? = state.withRecord(of: thread) { record in
             guard let batch = record.batch else { return nil }
             batch.depth -= 1
@@ -68,10 +111,10 @@ extension _ObserverRegistry {
             record.batch = nil
             return batch
         }
-        guard let finished else { return nil }
-        storeStateFlags()
+        guard let finished else { return .nested }
+        storeStateFlags(state.slowPathFlags)
         prepareDelivery(of: finished, into: &delivery)
-        return finished
+        return .record(finished)
     }
 
     /// With the lock held: what the delivery of `batch`, just closed, needs. The observers notified
@@ -79,9 +122,9 @@ extension _ObserverRegistry {
     @inline(__always)
     private func prepareDelivery(of batch: _BatchState, into delivery: inout BatchDelivery) {
         // Unless the observers changed since the changes were recorded, their slot indices are right.
-        delivery.hintsAreRight = batch.slotIndicesVersion == state.version
+        delivery.hintsAreRight = batch.slotIndicesVersion == stateVersion.load(ordering: .relaxed)
         // The delivery reads the snapshots from the copy, after unlocking. A change was recorded
-        // with its slot's snapshot made (`slowPathLookup`), and with the indices
+        // with its slot's snapshot made (`refreshShortcut`, `slowPathLookup`), and with the indices
         // right no transition has happened since, so only a slot a transition left with one
         // observer can lack it.
         if !delivery.hintsAreRight, batch.changeCount != 0 { state.makeAllSnapshots() }
