@@ -97,6 +97,8 @@ enum Command {
     case massRegistration(implementation: String, objects: Int, observers: Int)
     /// The hidden other process of the cross-process latency section.
     case watchDefaults(file: String, key: String, directory: String?)
+    /// A hidden writer process of the stress.
+    case soakWriter(file: String, index: Int)
     case list
     case help
 }
@@ -178,6 +180,12 @@ func parseArguments(_ arguments: [String]) -> Command {
             badArgument("usage: kvo-bench \(DefaultsLatency.watchCommand) FILE KEY [DIRECTORY]")
         }
         return .watchDefaults(file: arguments[1], key: arguments[2], directory: arguments.count == 4 ? arguments[3] : nil)
+    }
+    if arguments.first == SoakWriters.command {
+        guard arguments.count == 3, let index = Int(arguments[2]), (0..<SoakWriters.count).contains(index) else {
+            badArgument("usage: kvo-bench \(SoakWriters.command) FILE INDEX")
+        }
+        return .soakWriter(file: arguments[1], index: index)
     }
     if arguments.contains(where: { ["-h", "--help", "help"].contains($0) }) { return .help }
     switch arguments.first {

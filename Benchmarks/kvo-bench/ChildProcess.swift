@@ -64,7 +64,7 @@ func runProcess(_ executable: String, _ arguments: [String], timeoutSeconds: Int
 ///
 /// `@unchecked Sendable`: `data` is written by the reading thread before it signals `done`, and read
 /// by `finish()` only after waiting for `done`.
-private final class PipeReader: @unchecked Sendable {
+final class PipeReader: @unchecked Sendable {
     private var data = Data()
     private let done = DispatchSemaphore(value: 0)
 
