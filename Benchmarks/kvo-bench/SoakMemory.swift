@@ -29,24 +29,36 @@ enum MemoryVerdict: Equatable, Sendable {
 
 /// How the soak judges memory in use.
 ///
-/// The limit is 4 KiB per second of growth over the second half of the run; a run is judged only
-/// when it lasted at least `minimumDuration` seconds and its second half holds at least
-/// `minimumSamples` samples.
+/// The verdict is on the least-squares slope of the samples taken in the second half of the run (at
+/// or after half its duration), in bytes per second: the first half is left out, since caches,
+/// key-path objects, metadata, the allocator's arenas and per-thread caches and the store's buffers
+/// reach their size there. A run is judged only when it lasted at least `minimumDuration` seconds
+/// and its second half holds at least `minimumSamples` samples.
 ///
-/// Why 4 KiB/s: everything the stress makes is released again within a round of its worker (a few
-/// milliseconds to a few hundred), so a run that leaks nothing has a flat trend once warm; its bytes in
-/// use swing with what the workers hold at the instant of a sample (observers, batches, a progress
-/// tree, a store's pending write, the allocator's per-thread caches) by up to a few hundred KB,
-/// which over the 10 s second half of a 20 s run gives least-squares slopes of a few hundred bytes
-/// per second either way. A leak of anything the workers make per round is far above it: one
-/// 48-byte block per observer registered, per set or per defaults write grows by tens of KB to MB
-/// per second in release at the rates this stress runs; 4 KiB/s over a 20-minute soak is 4.7 MB
-/// that never comes back. The first half is left out: caches, key-path objects, metadata, the
-/// allocator's arenas and the store's buffers reach their size there.
+/// The limit is the larger of `floor` (1 KiB/s) and `noiseBytes` (256 KiB) spread over the second
+/// half: 25.6 KiB/s for a 20 s run, 1 KiB/s from a 512 s run on. Why:
+/// - A run that keeps nothing has no trend once warm, but its bytes in use swing with what the
+///   workers hold at the instant of a sample (observers, batches, a progress tree, a store's pending
+///   write and reloads, the allocator's per-thread caches): by about 100 KB between samples in
+///   release on a 2-core machine, which over a 10 s second half gives least-squares slopes of
+///   ±10 KB/s. A fixed limit in bytes per second would either fail short runs on noise or wave
+///   through a slow leak in long ones; a rise of 256 KiB over the second half is what noise can
+///   fake, so the limit shrinks as the half grows, down to the floor.
+/// - A leak of anything the workers make each time is far above it: one 48-byte block per
+///   observer registered grows by MB per second, per defaults write or checked round by tens of KB
+///   per second, at the rates this stress runs; a leak per change another process wrote (tens a
+///   second) needs the long soak, where the limit is 1 KiB/s: 1.2 MB over a 20-minute run that never
+///   comes back.
 enum MemoryTrend {
-    static let limit = 4096.0
+    static let floor = 1024.0
+    static let noiseBytes = 262_144.0
     static let minimumSamples = 8
     static let minimumDuration = 10.0
+
+    /// The limit in bytes per second for a run of `duration` seconds.
+    static func limit(forDuration duration: Double) -> Double {
+        max(floor, noiseBytes / (duration / 2))
+    }
 
     /// The least-squares slope of `y` over `x`, or `nil` with fewer than two distinct `x`.
     static func slope(_ points: [(x: Double, y: Double)]) -> Double? {
@@ -64,8 +76,9 @@ enum MemoryTrend {
     }
 
     /// The verdict on `samples` of a run of `duration` seconds: the trend of those taken in its
-    /// second half (at or after `duration / 2`) against `limit` bytes per second.
-    static func judge(_ samples: [MemorySample], duration: Double, limit: Double = limit) -> MemoryVerdict {
+    /// second half (at or after `duration / 2`) against `limit(forDuration:)`.
+    static func judge(_ samples: [MemorySample], duration: Double) -> MemoryVerdict {
+        let limit = limit(forDuration: duration)
         let half = samples.filter { $0.seconds >= duration / 2 }
         guard duration >= minimumDuration else {
             return .notJudged(samples: half.count, reason: "a run of \(format(duration)) s, shorter than \(format(minimumDuration)) s")
