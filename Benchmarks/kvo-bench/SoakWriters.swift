@@ -77,7 +77,7 @@ enum SoakWriters {
     /// The writers of one stress run and the stress's observers of their keys.
     final class Fleet {
         private let store: DefaultsStore
-        private var writers: [(process: Process, input: Pipe, output: PipeReader, error: PipeReader)] = []
+        private var writers: [SpawnedChild] = []
         private let seen = (0..<SoakWriters.count).map { _ in Recorder<Int>() }
         private var tokens: [KeyValueObservation] = []
 
@@ -93,14 +93,10 @@ enum SoakWriters {
                     })
             }
             for index in 0..<SoakWriters.count {
-                let input = Pipe(), output = Pipe(), error = Pipe()
                 do {
-                    let process = try startProcess(
-                        currentExecutable(), [command, file.path, String(index)], standardInput: input, standardOutput: output,
-                        standardError: error)
-                    writers.append((process, input, PipeReader(output), PipeReader(error)))
+                    writers.append(try spawnChild(currentExecutable(), [command, file.path, String(index)]))
                 } catch {
-                    tally.fail("cannot start writer \(index) (\(currentExecutable()) \(command)): \(error)")
+                    tally.fail("cannot start writer \(index) (\(command)): \(error)")
                 }
             }
         }
@@ -109,16 +105,16 @@ enum SoakWriters {
         /// observers converged to what each wrote last and that no shared increment was lost. A
         /// store that has not converged within `patience` seconds of the writers' exit fails.
         func finish(_ tally: Stress.Tally, patience: Double) {
-            for writer in writers { writer.input.fileHandleForWriting.closeFile() }
+            for writer in writers { writer.input.closeFile() }
             var last: [Int] = []
             var increments = 0
             for (index, writer) in writers.enumerated() {
-                writer.process.waitUntilExit()
+                let status = writer.waitForExit()
                 let output = String(decoding: writer.output.finish(), as: UTF8.self)
                 let error = String(decoding: writer.error.finish(), as: UTF8.self)
                 let fields = output.split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
-                guard writer.process.terminationStatus == 0, fields.count == 2 else {
-                    tally.fail("writer \(index) exited with status \(writer.process.terminationStatus): \(output)\(error)")
+                guard status == 0, fields.count == 2 else {
+                    tally.fail("writer \(index) exited with status \(status): \(output)\(error)")
                     continue
                 }
                 last.append(fields[0])
