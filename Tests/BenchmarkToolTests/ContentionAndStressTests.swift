@@ -58,5 +58,7 @@ extension BenchmarkToolTests {
         #expect(run.status == 0)
         #expect(run.output.contains("kvo-bench contention [--quick]"))
         #expect(run.output.contains("kvo-bench stress [--quick] [--seconds N]"))
+        #expect(run.output.contains("least-squares slope of bytes in use over the second half"))
+        #expect(run.output.contains("two writer processes"))
     }
 }
