@@ -85,9 +85,9 @@ let usage = """
       end on the final value, a progress tree that did not finish, a writer that failed, a store
       that did not converge to the writers' last values and sum of their updates; or, in a run
       of 10 s or more, if the least-squares slope of bytes in use over the second half of the run
-      is above the larger of 1 KiB/s and 256 KiB over the half's seconds (25.6 KiB/s for 20 s,
-      1 KiB/s from 512 s): a rise of 256 KiB is what noise can make in a short run; a leak of
-      anything made per operation is far above.
+      is above the larger of 1 KiB/s and 512 KiB over the half's seconds (51.2 KiB/s for 20 s,
+      1 KiB/s from 1024 s): a short run's samples swing and still warm up by less than that; a
+      leak per observer, set or defaults write is far above, a rarer one needs a long run.
 
     EXIT STATUS: 0 on success; 1 if a result check fails, a file cannot be read or written, or
     valgrind is missing or fails; 2 on bad arguments. compare and gate: 2 on a regression, 1 on

@@ -193,8 +193,9 @@ struct RunReport {
             (`kvo-bench _soak-writer`) write too. It prints malloc's bytes in use about 40 times a run and \
             fails if a check fails, if the store does not converge to the writers' last values, or if the \
             least-squares slope of bytes in use over the second half of the run is above the larger of 1 \
-            KiB/s and 256 KiB spread over that half (a short run's noise; a leak of anything made per \
-            operation is far above it). See `kvo-bench --help`.
+            KiB/s and 512 KiB spread over that half (more than a short run's noise and warm-up; a leak per \
+            observer, set or defaults write is far above it, a rarer one needs a long run). See \
+            `kvo-bench --help`.
 
 
             """

@@ -44,7 +44,7 @@ extension BenchmarkToolTests {
         #expect(samples.count >= 30, "\(run.output)")
         #expect(samples.first?.hasPrefix("stress: memory 0.") == true, "\(run.output)")
         #expect(run.output.contains("stress: memory in use over the second half ("), "\(run.output)")
-        #expect(run.output.contains("bytes/s, limit 52428.8 bytes/s: steady"), "\(run.output)")
+        #expect(run.output.contains("bytes/s, limit 104857.6 bytes/s: steady"), "\(run.output)")
     }
 
     @Test func aWriterProcessNeedsAFileAndAnIndex() throws {

@@ -25,26 +25,26 @@ struct SoakTests {
     }
 
     @Test func theLimitIsTheNoiseSpreadOverTheSecondHalfDownToTheFloor() {
-        #expect(MemoryTrend.limit(forDuration: 20) == 262_144.0 / 10)
-        #expect(MemoryTrend.limit(forDuration: 512) == 1024)
+        #expect(MemoryTrend.limit(forDuration: 20) == 524_288.0 / 10)
+        #expect(MemoryTrend.limit(forDuration: 1024) == 1024)
         #expect(MemoryTrend.limit(forDuration: 1200) == 1024)
     }
 
     @Test func aSeriesThatKeepsGrowingFailsNamingItsSlope() {
-        // 20 s: 50 MB of warm-up, then 50 KB a second.
-        let growing = samples { seconds in 50_000_000 + 50_000 * seconds }
+        // 20 s: 50 MB of warm-up, then 100 KB a second.
+        let growing = samples { seconds in 50_000_000 + 100_000 * seconds }
         let verdict = MemoryTrend.judge(growing, duration: 20)
         guard case .growing(let slope, let count, let limit) = verdict else {
             Issue.record("judged \(verdict)")
             return
         }
-        #expect(abs(slope - 50_000) < 1e-6)
+        #expect(abs(slope - 100_000) < 1e-6)
         #expect(count == 20)
-        #expect(limit == 26_214.4)
+        #expect(limit == 52_428.8)
         let report = MemoryTrend.report(verdict)
         #expect(report.fails)
-        #expect(report.line.contains("grew by +50000.0 bytes/s"), "\(report.line)")
-        #expect(report.line.contains("limit of 26214.4 bytes/s"), "\(report.line)")
+        #expect(report.line.contains("grew by +100000.0 bytes/s"), "\(report.line)")
+        #expect(report.line.contains("limit of 52428.8 bytes/s"), "\(report.line)")
     }
 
     @Test func aSlowLeakFailsALongRunThroughTheNoise() {
