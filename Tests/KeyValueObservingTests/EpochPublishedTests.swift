@@ -45,14 +45,13 @@ private typealias Table = _HashTable<Entry>
 
 /// An `_EpochPublished` and its owner's lock, shared by the test's threads.
 private final class Published: @unchecked Sendable {
-    // Invariant: `tables` is used by its protocol (writers hold `lock`); `lock` is destroyed in deinit.
+    // Invariant: `tables` is used by its protocol (writers hold `lock`).
     let tables = _EpochPublished<Table>()
-    let lock = LockPrimitive()
+    let lock = PlatformLock()
     let family: Int
     let stop = Atomic<Bool>(false)
 
     init(family: Int) { self.family = family }
-    deinit { lock.destroy() }
 
     /// Fills table `id` with keys 0..<(id % 64 + 1) and publishes it.
     func publish(id: Int) {
