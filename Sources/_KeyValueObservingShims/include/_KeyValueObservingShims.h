@@ -18,11 +18,11 @@ __attribute__((weak)) long _kvo_recording_threads = 0;
 /// (this header's initial-exec thread-local slots, the runtime's unowned reference count and
 /// `swift_tryRetain`, and the futex the package's lock sleeps on, declared below; in Swift,
 /// `_kvoFastPathsCompiled`), 0 for the portable forms (a pthread key, a Swift `weak` reference, a
-/// `pthread_mutex_t`). The fast forms are compiled only on x86_64 glibc
-/// Linux, the platform CI tests, and never with `KVO_PORTABLE` defined (`-Xcc -DKVO_PORTABLE`,
-/// beside `-Xswiftc -DKVO_PORTABLE` for the Swift side). Decided here from predefined macros
-/// because a target's C defines do not reach the modules that import it; a test checks that Swift
-/// and C agree (`_kvo_fast_paths_compiled`).
+/// `pthread_mutex_t`). The fast forms are compiled only on x86_64 glibc Linux, the platform CI
+/// tests, and never with `KVO_PORTABLE` defined (`-Xcc -DKVO_PORTABLE`, beside
+/// `-Xswiftc -DKVO_PORTABLE` for the Swift side). Decided here from predefined macros because a
+/// target's C defines do not reach the modules that import it; a test checks that Swift and C agree
+/// (`_kvo_fast_paths_compiled`).
 #if defined(__x86_64__) && defined(__GLIBC__) && !defined(KVO_PORTABLE)
 #define _KVO_FAST_PATHS 1
 #else
