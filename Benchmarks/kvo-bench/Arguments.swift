@@ -65,11 +65,13 @@ let usage = """
       Times N threads (default 8) at once, each making --updates updates (default 100000), in
       --rounds rounds (default 15): one progress node updated by every thread (unobserved and
       observed), the leaves of one tree (one per thread, the root observed, so every update takes
-      the root's lock too), and a counter behind each lock alone (the futex lock progress nodes use,
-      the spinning lock they used before, the package's pthread Lock). Prints the wall and CPU ns per
-      update (CPU: all threads, so a waiter that spins counts and one that sleeps does not), median
-      [min–max] over the rounds, and fails if an update was lost. Timings drift with load;
-      --quick: 3 rounds of 20000 updates.
+      the root's lock too), and a counter behind each lock alone (the package's lock, PlatformLock,
+      which progress nodes use; the spinning lock they used before, kept here as a comparison).
+      Every row runs on every CPU the process may use, then (Linux only) with all its threads
+      pinned to one CPU (sched_setaffinity). Prints the wall and CPU ns per update (CPU: all
+      threads, so a waiter that spins counts and one that sleeps does not), median [min–max] over
+      the rounds, and fails if an update was lost. Timings drift with load; --quick: 3 rounds of
+      20000 updates.
 
     stress:
       A soak: for --seconds N (default 4; --quick: 1), threads register and remove observers

@@ -2,11 +2,15 @@ import Dispatch
 import Foundation
 import KeyValueObserving
 import ObservableProgress
+import Synchronization
 
 // `kvo-bench contention`: the wall time per update when several threads update one progress node,
-// the leaves of one tree, or take a lock alone, for the progress node's lock and its alternatives.
-// Timed (not counted), so it drifts with the machine's load: the median and the spread over rounds
-// are printed; the gate counts the uncontended cost.
+// the leaves of one tree, or take a lock alone, for the package's lock (`PlatformLock`, which
+// progress nodes use) and, as a comparison that lives only here, the spinning lock progress nodes
+// used before. Each row runs twice: on every CPU the process may use, and (Linux only) with every
+// thread pinned to one CPU (`sched_setaffinity`), where a waiter that spins holds the only core the
+// lock's holder could run on. Timed (not counted), so it drifts with the machine's load: the median
+// and the spread over rounds are printed; the gate counts the uncontended cost.
 
 struct ContentionOptions {
     var threads = 8
@@ -21,10 +25,47 @@ protocol ContendedLock: ~Copyable, SendableMetatype {
     func unlock()
 }
 
-extension _ProgressLock: ContendedLock {}
-extension _FutexLock: ContendedLock {}
-extension _SpinningLock: ContendedLock {}
-extension Lock: ContendedLock {}
+extension PlatformLock: ContendedLock {}
+extension SpinningLock: ContendedLock {}
+
+/// The lock progress nodes used on Linux before the package had one lock type, kept only as this
+/// benchmark's comparison: an `Atomic` flag taken with one compare-and-exchange (acquiring) and
+/// released with one store (releasing); a thread that finds it taken spins briefly, then calls
+/// `sched_yield` between attempts, and never sleeps.
+struct SpinningLock: ~Copyable, @unchecked Sendable {
+    // Invariant: `taken` is only changed by `lock()` (false to true, acquiring) and `unlock()`
+    // (true to false, releasing), so the accesses it guards are ordered between threads.
+    let taken = Atomic<Bool>(false)
+
+    init() {}
+
+    @inline(__always)
+    func lock() {
+        if _fastPath(taken.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged) { return }
+        waitAndLock()
+    }
+
+    @inline(__always)
+    func unlock() {
+        taken.store(false, ordering: .releasing)
+    }
+
+    /// Spins a little (reading only, so the waiting cores do not fight over the cache line), then
+    /// yields the core between attempts.
+    @inline(never)
+    func waitAndLock() {
+        var attempts = 0
+        while true {
+            if !taken.load(ordering: .relaxed),
+                taken.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged
+            {
+                return
+            }
+            attempts &+= 1
+            if attempts > 100 { sched_yield() }
+        }
+    }
+}
 
 /// A counter behind a lock: the critical section of the lock-alone measurement.
 final class LockedCounter<L: ContendedLock & ~Copyable>: @unchecked Sendable {
@@ -135,28 +176,98 @@ enum Contention {
             "\(options.threads) threads × \(options.updates) updates, \(options.rounds) rounds; ns per update, wall and CPU "
                 + "(all threads, waiting included): median [min–max] over rounds (the machine has "
                 + "\(ProcessInfo.processInfo.activeProcessorCount) cores)")
-        print("Progress nodes of this build use the \(_ProgressLock.implementation) lock.")
+        print(
+            "Progress nodes use the package's lock (PlatformLock, in this build a \(PlatformLock.form)); "
+                + "the spinning lock is a comparison only.")
         let rows: [(String, () -> (wall: [Double], cpu: [Double]))] = [
-            ("one node, unobserved (\(_ProgressLock.implementation))", { oneNode(options, observed: false) }),
-            ("one node, observed (\(_ProgressLock.implementation))", { oneNode(options, observed: true) }),
-            ("tree leaves, root observed (\(_ProgressLock.implementation))", { treeLeaves(options) }),
-            ("lock alone: futex", { lockAlone(_FutexLock.self, options) }),
-            ("lock alone: spin + sched_yield", { lockAlone(_SpinningLock.self, options) }),
-            ("lock alone: pthread (Lock)", { lockAlone(Lock.self, options) }),
+            ("one node, unobserved", { oneNode(options, observed: false) }),
+            ("one node, observed", { oneNode(options, observed: true) }),
+            ("tree leaves, root observed", { treeLeaves(options) }),
+            ("lock alone: PlatformLock", { lockAlone(PlatformLock.self, options) }),
+            ("lock alone: spin + sched_yield", { lockAlone(SpinningLock.self, options) }),
         ]
         let width = rows.map(\.0.count).max()!
         func summary(_ figures: [Double]) -> String {
             let sorted = figures.sorted()
             return String(format: "%7.1f [%.1f–%.1f]", percentile(sorted, 0.5), sorted.first!, sorted.last!)
         }
-        for (name, measurement) in rows {
-            let figures = measurement()
-            print(
-                "  \(name)\(String(repeating: " ", count: width - name.count))  wall \(summary(figures.wall))  CPU \(summary(figures.cpu))")
+        func measureRows() {
+            for (name, measurement) in rows {
+                let figures = measurement()
+                print(
+                    "  \(name)\(String(repeating: " ", count: width - name.count))  wall \(summary(figures.wall))  CPU \(summary(figures.cpu))"
+                )
+            }
         }
+        print("Unpinned (every CPU the process may use):")
+        measureRows()
+        #if os(Linux)
+        switch OneCPU.pin() {
+        case .pinned(let cpu, let restore):
+            print("Pinned to one CPU (CPU \(cpu), sched_setaffinity; every thread of the rows starts from this one):")
+            measureRows()
+            restore()
+        case .failed(let error):
+            print("Pinned to one CPU: skipped (sched_setaffinity failed with error \(error))")
+        }
+        #else
+        print("Pinned to one CPU: Linux only (sched_setaffinity)")
+        #endif
         exit(0)
     }
 }
+
+#if os(Linux)
+/// Pins the calling thread, and so every thread it starts afterwards (they inherit its CPU set), to
+/// one CPU: the first of those the process may use.
+enum OneCPU {
+    enum Outcome {
+        case pinned(cpu: Int, restore: () -> Void)
+        case failed(errno: Int32)
+    }
+
+    /// `sched_getaffinity` and `sched_setaffinity` (same signature), which the C library declares
+    /// only for GNU sources and Swift therefore does not import: looked up by name at run time.
+    typealias Affinity = @convention(c) (pid_t, Int, UnsafeMutablePointer<cpu_set_t>) -> Int32
+
+    static func function(_ name: String) -> Affinity? {
+        guard let process = dlopen(nil, RTLD_NOW), let symbol = dlsym(process, name) else { return nil }
+        return unsafeBitCast(symbol, to: Affinity.self)
+    }
+
+    static func pin() -> Outcome {
+        guard let sched_getaffinity = function("sched_getaffinity"), let sched_setaffinity = function("sched_setaffinity") else {
+            return .failed(errno: ENOSYS)
+        }
+        var allowed = cpu_set_t()
+        guard sched_getaffinity(0, MemoryLayout<cpu_set_t>.size, &allowed) == 0 else { return .failed(errno: errno) }
+        // `CPU_SET` and `CPU_ISSET` are C macros: the set is an array of words, CPU n at bit n % 64
+        // of word n / 64 (glibc's `__cpu_mask` is an unsigned long).
+        let bitsPerWord = UInt.bitWidth
+        let words = MemoryLayout<cpu_set_t>.size / MemoryLayout<UInt>.size
+        let first: Int? = withUnsafeBytes(of: &allowed) { bytes in
+            let set = bytes.bindMemory(to: UInt.self)
+            for word in 0..<words where set[word] != 0 {
+                return word * bitsPerWord + set[word].trailingZeroBitCount
+            }
+            return nil
+        }
+        guard let cpu = first else { return .failed(errno: EINVAL) }
+        var one = cpu_set_t()
+        withUnsafeMutableBytes(of: &one) { bytes in
+            bytes.bindMemory(to: UInt.self)[cpu / bitsPerWord] = 1 << (cpu % bitsPerWord)
+        }
+        guard sched_setaffinity(0, MemoryLayout<cpu_set_t>.size, &one) == 0 else { return .failed(errno: errno) }
+        let original = allowed
+        return .pinned(
+            cpu: cpu,
+            restore: {
+                var set = original
+                _ = sched_setaffinity(0, MemoryLayout<cpu_set_t>.size, &set)
+            })
+    }
+}
+#endif
 
 /// A node and its (optional) observation, kept for one round.
 struct ObservedNode: Sendable {

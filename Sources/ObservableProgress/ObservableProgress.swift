@@ -47,7 +47,7 @@ public final class ObservableProgress: KeyValueObservable, @unchecked Sendable {
     // bookkeeping runs under a lock: no handler, no user closure, no other node's lock. The lock
     // makes every access exclusive, so the dynamic exclusivity checks are redundant
     // (`@exclusivity(unchecked)`).
-    let lock = _ProgressLock()
+    let lock = PlatformLock()
     @exclusivity(unchecked) var state: _ProgressState
     /// The parent, for the walk up that asks whether an ancestor is observed without taking a
     /// lock (`isObservedAbove`): stored once (releasing), when the node starts reporting to it,

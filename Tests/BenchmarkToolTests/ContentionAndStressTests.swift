@@ -3,16 +3,29 @@ import Testing
 /// `kvo-bench contention` and `kvo-bench stress`: what they report and that they check their
 /// results (never their figures).
 extension BenchmarkToolTests {
-    @Test func contentionTimesTheNodeTheTreeAndEveryLockAlone() throws {
+    @Test func contentionTimesTheNodeTheTreeAndEveryLockAloneUnpinnedAndPinnedToOneCPU() throws {
         let run = try kvoBench(["contention", "--threads", "4", "--updates", "2000", "--rounds", "2"])
         #expect(run.status == 0, "\(run.output)\(run.error)")
         #expect(run.output.contains("4 threads × 2000 updates, 2 rounds"))
-        #expect(run.output.contains("Progress nodes of this build use the spin lock."))
-        for row in [
-            "one node, unobserved (spin)", "one node, observed (spin)", "tree leaves, root observed (spin)", "lock alone: futex",
-            "lock alone: spin + sched_yield", "lock alone: pthread (Lock)",
-        ] {
-            #expect(run.output.contains(row), "\(row) missing from \(run.output)")
+        #expect(run.output.contains("Progress nodes use the package's lock (PlatformLock, in this build a "))
+        #expect(run.output.contains("); the spinning lock is a comparison only."))
+        let rows = [
+            "one node, unobserved", "one node, observed", "tree leaves, root observed", "lock alone: PlatformLock",
+            "lock alone: spin + sched_yield",
+        ]
+        let unpinned = try #require(run.output.range(of: "Unpinned (every CPU the process may use):"))
+        #if os(Linux)
+        let pinned = try #require(run.output.range(of: "Pinned to one CPU (CPU "), "\(run.output)")
+        #expect(unpinned.upperBound < pinned.lowerBound)
+        let sections = [run.output[unpinned.upperBound..<pinned.lowerBound], run.output[pinned.upperBound...]]
+        #else
+        #expect(run.output.contains("Pinned to one CPU: Linux only (sched_setaffinity)"))
+        let sections = [run.output[unpinned.upperBound...]]
+        #endif
+        for section in sections {
+            for row in rows {
+                #expect(section.contains(row), "\(row) missing from \(section)")
+            }
         }
     }
 

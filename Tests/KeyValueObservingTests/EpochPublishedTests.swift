@@ -45,14 +45,13 @@ private typealias Table = _HashTable<Entry>
 
 /// An `_EpochPublished` and its owner's lock, shared by the test's threads.
 private final class Published: @unchecked Sendable {
-    // Invariant: `tables` is used by its protocol (writers hold `lock`); `lock` is destroyed in deinit.
+    // Invariant: `tables` is used by its protocol (writers hold `lock`).
     let tables = _EpochPublished<Table>()
-    let lock = LockPrimitive()
+    let lock = PlatformLock()
     let family: Int
     let stop = Atomic<Bool>(false)
 
     init(family: Int) { self.family = family }
-    deinit { lock.destroy() }
 
     /// Fills table `id` with keys 0..<(id % 64 + 1) and publishes it.
     func publish(id: Int) {
@@ -173,6 +172,28 @@ struct EpochPublishedTests {
         shared.tables.exitReading(outer) { shared.tables.reclaim(lock: shared.lock) }
         #expect(freed(family) == [1, 2])
         #expect(shared.retiredCount == 0)
+    }
+
+    /// The two reader counters each take half of the word, whatever its size: once a table is
+    /// retired under a reader of the low counter, new readers count on the high one, and each
+    /// counter reads back what was added to it.
+    @Test func theTwoReaderCountersEachTakeHalfTheWord() {
+        let family = 5
+        let shared = Published(family: family)
+        shared.publish(id: 1)
+        let first = shared.tables.enterReading()
+        #expect(first == 1)
+        shared.publish(id: 2)
+        let second = shared.tables.enterReading()
+        #expect(second == 1 << (Int.bitWidth / 2))
+        let during = shared.tables.readerCounts
+        #expect(during.counts == [1, 1])
+        #expect(during.newReadersCounter == 1)
+        shared.tables.exitReading(second) { shared.tables.reclaim(lock: shared.lock) }
+        #expect(freed(family) == [], "the first reader still reads table 1")
+        shared.tables.exitReading(first) { shared.tables.reclaim(lock: shared.lock) }
+        #expect(freed(family) == [1])
+        #expect(shared.tables.readerCounts.counts == [0, 0])
     }
 
     /// Growing by copies, from two elements to thousands, with keys colliding (eight hashes for

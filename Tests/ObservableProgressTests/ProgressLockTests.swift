@@ -1,25 +1,15 @@
+import KeyValueObserving
 import Synchronization
 import Testing
 import TestSupport
 @testable import ObservableProgress
 
-/// The locks of progress nodes, taken by real threads: the one the nodes use (`_ProgressLock`) and,
-/// on Linux, the alternatives `kvo-bench contention` compares it with.
+/// The lock of progress nodes (the package's one lock, `PlatformLock`), taken by real threads.
 @Suite("Progress node lock", .tags(.stress))
 struct ProgressLockTests {
     @Test func eightThreadsIncrementingUnderTheNodeLockLoseNone() {
-        check(Guarded<_ProgressLock>())
+        check(Guarded<PlatformLock>())
     }
-
-    #if !canImport(Darwin)
-    @Test func eightThreadsIncrementingUnderTheFutexLockLoseNone() {
-        check(Guarded<_FutexLock>())
-    }
-
-    @Test func eightThreadsIncrementingUnderTheSpinningLockLoseNone() {
-        check(Guarded<_SpinningLock>())
-    }
-    #endif
 
     /// 8 threads × 100,000 increments of a plain counter under the lock: none is lost, and no
     /// thread ever finds another inside the critical section.
@@ -46,11 +36,7 @@ extension TestedLock where Self: ~Copyable {
     }
 }
 
-extension _ProgressLock: TestedLock {}
-#if !canImport(Darwin)
-extension _FutexLock: TestedLock {}
-extension _SpinningLock: TestedLock {}
-#endif
+extension PlatformLock: TestedLock {}
 
 /// A counter behind the lock, with a check of mutual exclusion: `inside` counts the threads in the
 /// critical section, which must be 1 for the one that just entered.

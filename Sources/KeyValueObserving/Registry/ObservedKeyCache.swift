@@ -20,7 +20,7 @@ enum _ObservedKeyCache {
     /// check per look-up).
     private struct Storage: ~Copyable, Sendable {
         let tables = _EpochPublished<_HashTable<Entry>>()
-        let lock = LockPrimitive()
+        let lock = PlatformLock()
     }
     private static let storage = Storage()
     // Invariant: only accessed with `lock` held, so the dynamic exclusivity checks are redundant

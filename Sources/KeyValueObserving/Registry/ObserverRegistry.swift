@@ -41,7 +41,7 @@ final class _ObserverRegistry: @unchecked Sendable {
     // `mutex` is destroyed in deinit, when no one else can reach `self`. The mutex makes every
     // access to `state` exclusive, so the dynamic exclusivity checks (a thread-local access set, on
     // every set of an observed property) are redundant: `@exclusivity(unchecked)`.
-    private let mutex = LockPrimitive()
+    private let mutex = PlatformLock()
     @exclusivity(unchecked) var state = State()
 
     /// One bit per storage offset class (`_maskBit(forOffset:)`) that may have observers; all bits
@@ -80,7 +80,6 @@ final class _ObserverRegistry: @unchecked Sendable {
     deinit {
         // No reader can exist: a set holds the object, which holds the registry. `setTables` frees
         // its tables as it goes.
-        mutex.destroy()
     }
 
     @usableFromInline

@@ -13,9 +13,10 @@ import Synchronization
 /// readers may nest and a reader may write (a handler that registers inside a set's read section).
 ///
 /// Protocol, with acquire/release atomics only (so the thread sanitizer checks it exactly):
-/// - A reader loads `readerEpochShift` (0 or 32), adds `1 << shift` to `readers` (one 32-bit
-///   counter per epoch in one word), loads `current` (acquiring), uses the table and what it holds
-///   (borrowed), and subtracts what it added (releasing).
+/// - A reader loads `readerEpochShift` (0 or `counterBits`), adds `1 << shift` to `readers` (one
+///   counter of half the word's bits per epoch in one word: 32 bits on 64-bit platforms, 16 on
+///   32-bit ones), loads `current` (acquiring), uses the table and what it holds (borrowed), and
+///   subtracts what it added (releasing).
 /// - A writer exchanges the next table (or `nil`) into `current` (releasing: everything it wrote into
 ///   the table before is seen by any reader that loads it) and appends the old table to the retired
 ///   ones: from then on no reader can load it.
@@ -52,10 +53,11 @@ package struct _EpochPublished<Table: AnyObject>: ~Copyable, @unchecked Sendable
 
     /// The published table, or `nil`; one reference is owned here.
     @usableFromInline let current = Atomic<Unmanaged<Table>?>(nil)
-    /// The readers in flight: two 32-bit counters in one word, one per epoch. Only ever changed by
-    /// read-modify-writes (the proof above needs it).
+    /// The readers in flight: two counters of `counterBits` bits in one word, one per epoch. Only
+    /// ever changed by read-modify-writes (the proof above needs it).
     @usableFromInline let readers = Atomic<Int>(0)
-    /// The shift (0 or 32) of the unit that new readers add to `readers`: which counter they use.
+    /// The shift (0 or `counterBits`) of the unit that new readers add to `readers`: which counter
+    /// they use.
     @usableFromInline let readerEpochShift = Atomic<Int>(0)
     /// Whether retired tables wait to be freed. Written with the lock held.
     @usableFromInline let hasRetiredTables = Atomic<Bool>(false)
@@ -66,6 +68,11 @@ package struct _EpochPublished<Table: AnyObject>: ~Copyable, @unchecked Sendable
     private let retiredList = Atomic<UnsafeMutableRawPointer?>(nil)
 
     private typealias RetiredList = [(table: Unmanaged<Table>, quietCounters: UInt8)]
+
+    /// The bits of one reader counter: half of `readers`' word, whatever the platform's word size.
+    @usableFromInline static var counterBits: Int { Int.bitWidth / 2 }
+    /// The low counter's bits of `readers`.
+    @usableFromInline static var lowCounterMask: Int { (1 &<< counterBits) &- 1 }
 
     package init() {}
 
@@ -114,8 +121,8 @@ package struct _EpochPublished<Table: AnyObject>: ~Copyable, @unchecked Sendable
     @inline(__always)
     package func exitReading(_ unit: Int, reclaim: () -> Void) {
         let remaining = readers.wrappingSubtract(unit, ordering: .acquiringAndReleasing).newValue
-        // This counter's 32 bits: `unit` times 0xFFFF_FFFF.
-        if _slowPath(remaining & (unit &* 0xFFFF_FFFF) == 0 && hasRetiredTables.load(ordering: .acquiring)) {
+        // This counter's bits: `unit` times the low counter's mask.
+        if _slowPath(remaining & (unit &* Self.lowCounterMask) == 0 && hasRetiredTables.load(ordering: .acquiring)) {
             reclaim()
         }
     }
@@ -150,7 +157,7 @@ package struct _EpochPublished<Table: AnyObject>: ~Copyable, @unchecked Sendable
 
     /// Frees the retired tables no reader can be using, taking `lock` for `takeReclaimable()`: for an
     /// owner whose lock is only this table's (the registry takes its own, in one place).
-    package func reclaim(lock: LockPrimitive) {
+    package func reclaim(lock: borrowing PlatformLock) {
         lock.lock()
         let freed = takeReclaimable()
         lock.unlock()
@@ -166,7 +173,7 @@ package struct _EpochPublished<Table: AnyObject>: ~Copyable, @unchecked Sendable
         let retired = retiredRaw.assumingMemoryBound(to: RetiredList.self)
         // A read-modify-write, not a load (see the proof above).
         let counts = readers.wrappingAdd(0, ordering: .acquiringAndReleasing).oldValue
-        let quiet: UInt8 = (counts & 0xFFFF_FFFF == 0 ? 1 : 0) | (counts &>> 32 == 0 ? 2 : 0)
+        let quiet: UInt8 = (counts & Self.lowCounterMask == 0 ? 1 : 0) | (counts &>> Self.counterBits == 0 ? 2 : 0)
         var freed: [Unmanaged<Table>] = []
         var waiting: [(table: Unmanaged<Table>, quietCounters: UInt8)] = []
         var awaited: UInt8 = 0
@@ -187,9 +194,9 @@ package struct _EpochPublished<Table: AnyObject>: ~Copyable, @unchecked Sendable
             // they still wait for drains; if both are still awaited, on the other counter than now.
             let shift: Int
             switch awaited {
-            case 1: shift = 32
+            case 1: shift = Self.counterBits
             case 2: shift = 0
-            default: shift = 32 &- readerEpochShift.load(ordering: .acquiring)
+            default: shift = Self.counterBits &- readerEpochShift.load(ordering: .acquiring)
             }
             readerEpochShift.store(shift, ordering: .releasing)
         }
@@ -207,6 +214,7 @@ package struct _EpochPublished<Table: AnyObject>: ~Copyable, @unchecked Sendable
     /// The readers on each of the two counters, and which counter (0 or 1) new readers count on.
     package var readerCounts: (counts: [Int], newReadersCounter: Int) {
         let counts = readers.load(ordering: .acquiring)
-        return ([counts & 0xFFFF_FFFF, counts &>> 32], readerEpochShift.load(ordering: .acquiring) / 32)
+        let newReadersCounter = readerEpochShift.load(ordering: .acquiring) / Self.counterBits
+        return ([counts & Self.lowCounterMask, counts &>> Self.counterBits], newReadersCounter)
     }
 }

@@ -4,6 +4,8 @@ import Darwin
 import Glibc
 #elseif canImport(Musl)
 import Musl
+#else
+#error("needs the C library of Darwin, glibc or Musl (Windows is out of scope)")
 #endif
 
 /// Writes `line` and a newline to standard error at once, unbuffered: the package's one writer of

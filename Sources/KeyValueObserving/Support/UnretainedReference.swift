@@ -1,5 +1,14 @@
 import _KeyValueObservingShims
 
+/// Whether this build has the platform-specific fast paths: the C shim's initial-exec thread-local
+/// slots and `_UnretainedReference` over the runtime's unowned reference count. Only on x86_64 glibc
+/// Linux, the platform CI tests, and never with `KVO_PORTABLE` (`-Xswiftc -DKVO_PORTABLE -Xcc
+/// -DKVO_PORTABLE`); everywhere else the portable forms (a pthread key, a `weak` reference). The
+/// shim header decides the same from C's predefined macros (`_kvo_fast_paths_compiled()`); a test
+/// checks that the two agree.
+#if arch(x86_64) && canImport(Glibc) && !KVO_PORTABLE
+package let _kvoFastPathsCompiled = true
+
 /// A reference to an object that does not keep it alive, for an observation that must not retain
 /// its root (KVO's rule: the token keeps no model alive): an unowned reference count, taken in
 /// `init` and given back in `deinit`, keeps the object's memory valid (not the object: it is
@@ -7,10 +16,10 @@ import _KeyValueObservingShims
 /// and `object` takes a strong reference only while the object is not deinitialising (the
 /// runtime's atomic `swift_tryRetain`).
 ///
-/// What a Swift `weak` reference does, without its side table: an object that is weakly referenced
-/// once keeps a side table for life, and every later retain and release of it, the application's
-/// own included, takes the runtime's slow path (a large part of a tracked set's cost, when it was
-/// measured: the Performance article). Only for native Swift objects (`KeyValueObservable` and the package's own classes).
+/// The fast form (`_kvoFastPathsCompiled`) of what a Swift `weak` reference does, without its side
+/// table: an object that is weakly referenced once keeps a side table for life, and every later
+/// retain and release of it, the application's own included, takes the runtime's slow path. Only
+/// for native Swift objects (`KeyValueObservable` and the package's own classes).
 @usableFromInline
 struct _UnretainedReference<Object: AnyObject>: ~Copyable, @unchecked Sendable {
     // Invariant: `address` is immutable, and the memory it points to stays allocated while this
@@ -38,3 +47,25 @@ struct _UnretainedReference<Object: AnyObject>: ~Copyable, @unchecked Sendable {
         return Unmanaged<Object>.fromOpaque(retained).takeRetainedValue()
     }
 }
+#else
+package let _kvoFastPathsCompiled = false
+
+/// A reference to an object that does not keep it alive, for an observation that must not retain
+/// its root (KVO's rule: the token keeps no model alive): the portable form, a Swift `weak`
+/// reference, which reads `nil` once the object's deinitialisation began.
+@usableFromInline
+struct _UnretainedReference<Object: AnyObject>: ~Copyable, @unchecked Sendable {
+    // Invariant: `reference` is written once, in `init`, and only read afterwards; the runtime's
+    // loads of a weak reference are atomic, so any thread may call `object`.
+    @usableFromInline weak var reference: Object?
+
+    @inlinable
+    init(_ object: Object) {
+        reference = object
+    }
+
+    /// The object, strongly, or `nil` once its deinitialisation began.
+    @inlinable
+    var object: Object? { reference }
+}
+#endif

@@ -4,6 +4,8 @@ import Darwin
 import Glibc
 #elseif canImport(Musl)
 import Musl
+#else
+#error("needs the C library of Darwin, glibc or Musl (Windows is out of scope)")
 #endif
 import Synchronization
 import _KeyValueObservingShims
@@ -293,12 +295,20 @@ final class _TrackerCore: _Invalidatable, @unchecked Sendable {
 
 @inline(__always)
 private func pthread_self_token() -> UInt {
-    #if canImport(Darwin)
-    UInt(bitPattern: pthread_self())
-    #else
-    UInt(pthread_self())
-    #endif
+    _threadToken(pthread_self())
 }
+
+/// A `pthread_t` as an integer, whatever the C library makes it: an integer on glibc, a pointer on
+/// Musl and Darwin. Chosen by the type, not by a platform condition, so that every C library whose
+/// `pthread_t` is one of these compiles.
+@inline(__always)
+func _threadToken(_ thread: UInt) -> UInt { thread }
+
+@inline(__always)
+func _threadToken(_ thread: OpaquePointer) -> UInt { UInt(bitPattern: thread) }
+
+@inline(__always)
+func _threadToken<Pointee>(_ thread: UnsafeMutablePointer<Pointee>) -> UInt { UInt(bitPattern: thread) }
 
 extension _TrackerCore {
     /// The first evaluation, on the registering thread: observes what it reads, delivers `.initial`

@@ -4,6 +4,8 @@ import Darwin
 import Glibc
 #elseif canImport(Musl)
 import Musl
+#else
+#error("needs the C library of Darwin, glibc or Musl (Windows is out of scope)")
 #endif
 
 /// A problem with a defaults file, an etcd cluster or a stored value, reported to a store's error

@@ -4,6 +4,8 @@ import Darwin
 import Glibc
 #elseif canImport(Musl)
 import Musl
+#else
+#error("needs the C library of Darwin, glibc or Musl (Windows is out of scope)")
 #endif
 
 /// Writing: under the lock every writer takes, atomically (temporary file, fsync, rename, fsync of

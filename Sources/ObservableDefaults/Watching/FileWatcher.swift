@@ -8,6 +8,8 @@ import Darwin
 import Glibc
 #elseif canImport(Musl)
 import Musl
+#else
+#error("needs the C library of Darwin, glibc or Musl (Windows is out of scope)")
 #endif
 
 /// Reports changes of named files in watched directories, and of polled files.

@@ -3,6 +3,8 @@
 import Glibc
 #elseif canImport(Musl)
 import Musl
+#else
+#error("on Linux, needs the C library of glibc or Musl")
 #endif
 import KeyValueObserving
 

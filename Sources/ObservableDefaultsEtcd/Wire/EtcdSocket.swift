@@ -6,6 +6,8 @@ import Glibc
 import Darwin
 #elseif canImport(Musl)
 import Musl
+#else
+#error("needs the C library of Darwin, glibc or Musl (Windows is out of scope)")
 #endif
 
 /// Why a socket operation failed: whether its deadline passed, for decisions, and words for an
@@ -50,10 +52,11 @@ final class EtcdSocket: @unchecked Sendable {
     static func connect(host: String, port: Int, tls: EtcdTLS?, deadline: ContinuousClock.Instant) throws(EtcdSocketFailure) -> EtcdSocket {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
-        #if canImport(Darwin)
-        hints.ai_socktype = SOCK_STREAM
-        #else
+        // An enum's case in glibc's headers, a plain integer in Musl's and Darwin's.
+        #if canImport(Glibc)
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        #else
+        hints.ai_socktype = SOCK_STREAM
         #endif
         var list: UnsafeMutablePointer<addrinfo>?
         let resolved = getaddrinfo(host, String(port), &hints, &list)

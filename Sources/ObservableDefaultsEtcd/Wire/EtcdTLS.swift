@@ -6,6 +6,8 @@ import Glibc
 import Darwin
 #elseif canImport(Musl)
 import Musl
+#else
+#error("needs the C library of Darwin, glibc or Musl (Windows is out of scope)")
 #endif
 
 /// TLS for `https` endpoints: the system's OpenSSL (libssl 3 or 1.1), loaded at run time, so the
