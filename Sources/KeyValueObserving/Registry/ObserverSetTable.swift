@@ -177,8 +177,11 @@ extension _ObserverRegistry.State {
 
 /// The observers of a key as the set table holds them, borrowed for a read section: the key's one
 /// observer, when it needs nothing before the store and sets of the key notify (no snapshot is
-/// made for it), or its snapshot. One word: the entry's address is tagged in its low bit (objects
-/// are at least 16-byte aligned).
+/// made for it), or its snapshot.
+///
+/// The fast form (`_kvoFastPathsCompiled`) is one word: the entry's address tagged in its low bit
+/// (objects are at least 16-byte aligned). The portable form is an enum of the two references.
+#if arch(x86_64) && canImport(Glibc) && !KVO_PORTABLE
 @usableFromInline
 struct _BorrowedObservers: BitwiseCopyable {
     @usableFromInline let bits: UnsafeRawPointer
@@ -205,7 +208,48 @@ struct _BorrowedObservers: BitwiseCopyable {
     @inlinable
     @inline(__always)
     var snapshot: Unmanaged<_ObserverSnapshot> { Unmanaged.fromOpaque(bits) }
+}
+#else
+@usableFromInline
+enum _BorrowedObservers: BitwiseCopyable {
+    case one(Unmanaged<_ObserverEntry>)
+    case several(Unmanaged<_ObserverSnapshot>)
 
+    /// Takes one reference to `entry`, which `release()` gives back.
+    init(retaining entry: _ObserverEntry) {
+        self = .one(Unmanaged.passRetained(entry))
+    }
+
+    /// Takes one reference to `snapshot`, which `release()` gives back.
+    init(retaining snapshot: _ObserverSnapshot) {
+        self = .several(Unmanaged.passRetained(snapshot))
+    }
+
+    /// Whether this is a single observer (`single`), not a snapshot (`snapshot`).
+    @inlinable
+    @inline(__always)
+    var isSingle: Bool {
+        if case .one = self { return true }
+        return false
+    }
+
+    @inlinable
+    @inline(__always)
+    var single: Unmanaged<_ObserverEntry> {
+        guard case .one(let entry) = self else { preconditionFailure("KeyValueObserving: not a single observer") }
+        return entry
+    }
+
+    @inlinable
+    @inline(__always)
+    var snapshot: Unmanaged<_ObserverSnapshot> {
+        guard case .several(let snapshot) = self else { preconditionFailure("KeyValueObserving: not a snapshot") }
+        return snapshot
+    }
+}
+#endif
+
+extension _BorrowedObservers {
     func release() {
         if isSingle { single.release() } else { snapshot.release() }
     }
