@@ -34,7 +34,7 @@ let package = Package(
         // inputs through them or, built by Fuzz/run with -sanitize=fuzzer -DKVO_FUZZ, to run
         // libFuzzer; KVOFuzzDriver only declares libFuzzer's LLVMFuzzerRunDriver, so no other build
         // needs the fuzzer runtime.
-        .target(name: "KVOFuzzTargets", dependencies: ["ObservableDefaults"], path: "Fuzz/Targets"),
+        .target(name: "KVOFuzzTargets", dependencies: ["ObservableDefaults", "ObservableDefaultsEtcd"], path: "Fuzz/Targets"),
         .target(name: "KVOFuzzDriver", path: "Fuzz/Driver"),
         .executableTarget(name: "kvo-fuzz", dependencies: ["KVOFuzzTargets", "KVOFuzzDriver"], path: "Fuzz/kvo-fuzz"),
         // Replays every file of Fuzz/corpus and Fuzz/regressions through its target.

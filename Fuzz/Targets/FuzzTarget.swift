@@ -44,6 +44,11 @@ package enum FuzzTargets {
             name: "key-names",
             summary: "key names spelled as kebab-case and as environment variables: no trap; spelling a spelled name again changes nothing",
             run: KeyNamesTarget.run),
+        FuzzTarget(
+            name: "http",
+            summary:
+                "the etcd client's HTTP/1.1 reply parser, in any split, with a small cap: no trap; buffer within cap + head limit; the split changes nothing",
+            run: HTTPTarget.run),
     ]
 
     /// The target called `name`.

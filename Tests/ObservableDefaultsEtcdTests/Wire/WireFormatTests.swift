@@ -149,9 +149,71 @@ struct WireFormatTests {
     @Test func aConnectionClosedMidReplyOrABadStatusLineIsAnError() throws {
         var parser = EtcdHTTPParser()
         _ = try parser.feed(Array("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc".utf8))
-        #expect(throws: EtcdMalformedReply.self) { try parser.finish() }
+        #expect(throws: EtcdHTTPFailure.self) { try parser.finish() }
         var other = EtcdHTTPParser()
-        #expect(throws: EtcdMalformedReply.self) { try other.feed(Array("SSH-2.0-OpenSSH\r\n\r\n".utf8)) }
+        #expect(throws: EtcdHTTPFailure.self) { try other.feed(Array("SSH-2.0-OpenSSH\r\n\r\n".utf8)) }
+    }
+
+    /// The parser itself refuses a body over its cap: before the body arrives when its length is
+    /// known (a Content-Length, a chunk's size), as soon as the bytes exceed it when the
+    /// connection's end frames it.
+    @Test func aReplyOverTheCapIsRefusedByTheParserAsSoonAsItsLengthIsKnown() throws {
+        let heads = [
+            "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\n",
+            "HTTP/1.1 200 OK\r\n\r\nabcde",
+        ]
+        for head in heads {
+            var parser = EtcdHTTPParser(maximumBodySize: 4)
+            let error = try #require(throws: EtcdHTTPFailure.self) { try parser.feed(Array(head.utf8)) }
+            #expect(error.kind == .tooLarge, "\(head.debugDescription): \(error)")
+            #expect(error.reason.hasPrefix("the reply exceeds 4 bytes (maximumReplySize)"), "\(error)")
+            #expect(parser.bufferedCount == 0)
+        }
+        // At the cap, each framing reads.
+        for reply in [
+            "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nabcd",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n",
+        ] {
+            var parser = EtcdHTTPParser(maximumBodySize: 4)
+            #expect(try parser.feed(Array(reply.utf8)).last == .end)
+            #expect(parser.bodyCount == 4)
+        }
+        var untilClose = EtcdHTTPParser(maximumBodySize: 4)
+        _ = try untilClose.feed(Array("HTTP/1.1 200 OK\r\n\r\nabcd".utf8))
+        #expect(try untilClose.finish() == [.end])
+    }
+
+    /// A head (or a line) over the limit is refused whether its end arrived or not, so that every
+    /// split gives the same error, and the parser never holds more than the limit.
+    @Test func aHeadLongerThanTheLimitIsRefusedInAnySplit() throws {
+        let reply = Array("HTTP/1.1 200 OK\r\nX-Long: \(String(repeating: "x", count: 1100))\r\nContent-Length: 0\r\n\r\n".utf8)
+        for split in [1, 7, 1024, reply.count] {
+            var parser = EtcdHTTPParser(maximumHeadLength: 1024)
+            var failure: EtcdHTTPFailure?
+            for start in stride(from: 0, to: reply.count, by: split) {
+                do {
+                    _ = try parser.feed(reply[start..<min(start + split, reply.count)])
+                    #expect(parser.bufferedCount <= 1024)
+                } catch {
+                    failure = error
+                    break
+                }
+            }
+            #expect(failure == EtcdHTTPFailure(.malformed, "HTTP header longer than 1 KiB"), "split \(split)")
+        }
+        // A head of exactly the limit (its blank line included) reads.
+        let exact = "HTTP/1.1 204 No Content\r\nX: \r\n\r\n"
+        var parser = EtcdHTTPParser(maximumHeadLength: exact.utf8.count)
+        for byte in exact.utf8 { _ = try parser.feed([byte]) }
+        #expect(parser.isComplete)
+    }
+
+    @Test func bytesAfterACompleteReplyAreDroppedAndTheConnectionIsNotReused() throws {
+        var parser = EtcdHTTPParser()
+        #expect(try parser.feed(Array("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}HTTP/1.1".utf8)).last == .end)
+        #expect(parser.isComplete && !parser.keepsConnection)
+        #expect(parser.bufferedCount == 0)
     }
 
     // MARK: Errors and options
