@@ -49,6 +49,16 @@ package enum FuzzTargets {
             summary:
                 "the etcd client's HTTP/1.1 reply parser, in any split, with a small cap: no trap; buffer within cap + head limit; the split changes nothing",
             run: HTTPTarget.run),
+        FuzzTarget(
+            name: "etcd-replies",
+            summary:
+                "etcd's JSON replies (range, put/delete, transaction, error): no trap; a reason for every refusal; decoded values read again the same",
+            run: EtcdTargets.replies),
+        FuzzTarget(
+            name: "etcd-watch",
+            summary:
+                "a watch's stream split into lines in any split, each line decoded: the lines and the cap's refusal as read whole; no trap",
+            run: EtcdTargets.watch),
     ]
 
     /// The target called `name`.

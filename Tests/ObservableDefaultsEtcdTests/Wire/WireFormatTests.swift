@@ -79,7 +79,7 @@ struct WireFormatTests {
 
     @Test func aChunkWithSeveralLinesGivesEachLine() {
         var splitter = EtcdLineSplitter(maximumLineLength: 1024)
-        #expect(splitter.append(Array("{\"a\":1}\n{\"b\":2}\n".utf8)) == [Array("{\"a\":1}".utf8), Array("{\"b\":2}".utf8)])
+        #expect(splitter.append(Array("{\"a\":1}\n{\"b\":2}\n".utf8)).lines == [Array("{\"a\":1}".utf8), Array("{\"b\":2}".utf8)])
         #expect(splitter.pendingCount == 0)
     }
 
@@ -87,20 +87,31 @@ struct WireFormatTests {
         var splitter = EtcdLineSplitter(maximumLineLength: 1024)
         let text = Array("{\"result\":{\"events\":[1,2,3]}}\r\n{\"next\":true}\n".utf8)
         var lines: [[UInt8]] = []
-        for byte in text { lines += splitter.append([byte]) ?? [] }
+        for byte in text { lines += splitter.append([byte]).lines }
         #expect(lines == [Array("{\"result\":{\"events\":[1,2,3]}}".utf8), Array("{\"next\":true}".utf8)])
-        #expect(splitter.append(Array("{\"par".utf8)) == [])
+        #expect(splitter.append(Array("{\"par".utf8)) == EtcdLineSplitter.Split())
         #expect(splitter.pendingCount == 5)
-        #expect(splitter.append(Array("t\":1}\n\n".utf8)) == [Array("{\"part\":1}".utf8)])
+        #expect(splitter.append(Array("t\":1}\n\n".utf8)).lines == [Array("{\"part\":1}".utf8)])
     }
 
     @Test func aLineLongerThanTheCapIsRefusedWhetherItEndedOrNot() {
         var whole = EtcdLineSplitter(maximumLineLength: 8)
-        #expect(whole.append(Array("12345678\n".utf8)) == [Array("12345678".utf8)])
-        #expect(whole.append(Array("123456789\nshort\n".utf8)) == nil)
+        #expect(whole.append(Array("12345678\n".utf8)).lines == [Array("12345678".utf8)])
+        #expect(whole.append(Array("123456789\nshort\n".utf8)) == EtcdLineSplitter.Split(lines: [], exceeded: true))
+        #expect(whole.append(Array("short\n".utf8)).exceeded)
         var growing = EtcdLineSplitter(maximumLineLength: 8)
-        #expect(growing.append(Array("12345".utf8)) == [])
-        #expect(growing.append(Array("6789".utf8)) == nil)
+        #expect(growing.append(Array("12345".utf8)) == EtcdLineSplitter.Split())
+        #expect(growing.append(Array("6789".utf8)).exceeded)
+    }
+
+    /// Found writing the etcd-watch fuzz target's split check: a line of exactly the cap split between its CR and its
+    /// LF was refused, and the lines before a refused one in the same chunk were lost.
+    @Test func theSplitChangesNeitherTheLinesNorTheRefusal() {
+        var split = EtcdLineSplitter(maximumLineLength: 8)
+        #expect(split.append(Array("12345678\r".utf8)) == EtcdLineSplitter.Split())
+        #expect(split.append(Array("\n".utf8)).lines == [Array("12345678".utf8)])
+        var oneChunk = EtcdLineSplitter(maximumLineLength: 8)
+        #expect(oneChunk.append(Array("a\nb\n123456789\nc\n".utf8)) == EtcdLineSplitter.Split(lines: [[97], [98]], exceeded: true))
     }
 
     // MARK: HTTP
