@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import KVOToolArguments
 import KeyValueObserving
 import ObservableProgress
 
@@ -7,12 +8,6 @@ import ObservableProgress
 // the leaves of one tree, or take a lock alone, for the progress node's lock and its alternatives.
 // Timed (not counted), so it drifts with the machine's load: the median and the spread over rounds
 // are printed; the gate counts the uncontended cost.
-
-struct ContentionOptions {
-    var threads = 8
-    var updates = 100_000
-    var rounds = 15
-}
 
 /// A lock `kvo-bench contention` compares.
 protocol ContendedLock: ~Copyable, SendableMetatype {

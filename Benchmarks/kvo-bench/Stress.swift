@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import KVOToolArguments
 import KeyValueObserving
 import ObservableDefaults
 import ObservableProgress
@@ -8,10 +9,6 @@ import Synchronization
 // `kvo-bench stress`: a few seconds of everything at once, for valgrind's memcheck (leaks, reads of
 // freed memory in the registry's lock-free read path and its reclamation) and the thread sanitizer.
 // Not a measurement: it prints what it did and fails only when a check fails.
-
-struct StressOptions {
-    var seconds = 4
-}
 
 /// `@unchecked Sendable`: its observed properties are set from several threads, which `@Observed`
 /// makes safe (each set is atomic with its notification); it has no other state.

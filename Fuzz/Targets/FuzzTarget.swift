@@ -59,6 +59,15 @@ package enum FuzzTargets {
             summary:
                 "a watch's stream split into lines in any split, each line decoded: the lines and the cap's refusal as read whole; no trap",
             run: EtcdTargets.watch),
+        FuzzTarget(
+            name: "kvo-defaults-arguments",
+            summary:
+                "kvo-defaults' command line (NUL-separated): help, a command that holds what its usage says, or a usage error with a message",
+            run: ToolArgumentsTargets.defaults),
+        FuzzTarget(
+            name: "kvo-bench-arguments",
+            summary: "kvo-bench's command line (NUL-separated): a command that holds what its usage says, or a usage error with a message",
+            run: ToolArgumentsTargets.bench),
     ]
 
     /// The target called `name`.
