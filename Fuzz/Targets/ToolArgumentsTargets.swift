@@ -77,7 +77,8 @@ enum ToolArgumentsTargets {
     /// Checked: no trap; every command line is a command or a usage error with a message, of exit
     /// status 1 for `compare` and `gate` (2 means a regression there) and 2 otherwise; and a command
     /// holds what its usage says: `run` names a known scenario, counts are positive, a threshold is
-    /// a finite non-negative percentage, `--list` goes alone, `gate --update` has no filter.
+    /// a finite non-negative percentage, `--list` goes with no other argument (it may be repeated),
+    /// `gate --update` has no filter.
     @Sendable static func bench(_ bytes: [UInt8]) throws(FuzzFailure) {
         let texts = arguments(bytes).map { String(decoding: $0, as: UTF8.self) }
         switch parseBenchArguments(texts, scenarioExists: scenarios.contains) {
@@ -103,7 +104,8 @@ enum ToolArgumentsTargets {
         case .gate(let options):
             try require(!options.update || options.filters.isEmpty, "gate --update with filters")
         case .list:
-            try require(arguments.count == 1, "--list with other arguments: \(arguments)")
+            // `--list` may be repeated (as `--quick` may), never combined with another argument.
+            try require(arguments.allSatisfy { $0 == "--list" }, "--list with other arguments: \(arguments)")
         case .updateDefaults(_, _, let count):
             try require(count >= 0, "an update count of \(count)")
         case .massRegistration(_, let objects, let observers):
