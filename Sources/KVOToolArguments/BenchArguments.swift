@@ -61,7 +61,8 @@ struct ArgumentReader {
     mutating func next() -> (argument: String, option: String?, inline: String?)? {
         guard let argument = remaining.popFirst() else { return nil }
         guard argument.hasPrefix("-"), argument != "-" else { return (argument, nil, nil) }
-        let parts = argument.split(separator: "=", maxSplits: 1).map(String.init)
+        // "--json=" has an empty value (refused), not none: the next argument is not its value.
+        let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
         return (argument, parts[0], parts.count == 2 ? parts[1] : nil)
     }
 
