@@ -72,13 +72,22 @@ let usage = """
       --quick: 3 rounds of 20000 updates.
 
     stress:
-      For a few seconds (--seconds, default 4; --quick: 1), threads register and remove observers
-      while others set observed keys, run batches, set through key-path chains, update progress
-      trees and write a defaults store on a temporary file: the registry's lock-free read path and
-      its reclamation under load, for valgrind's memcheck and the thread sanitizer:
+      A soak: for --seconds N (default 4; --quick: 1), threads register and remove observers
+      while others set observed keys, run batches, set through key-path chains, change the inputs
+      of a dependent key, a chain and a tracked observation (observeTracking), update progress
+      trees and write a defaults store on a temporary file that two writer processes (this
+      executable again) write too. The registry's lock-free read path and its reclamation under
+      load, for valgrind's memcheck and the thread sanitizer:
         valgrind --tool=memcheck --leak-check=full kvo-bench stress --quick
-      Checks what every observer saw (nothing delivered after its removal returned) and exits 1 if
-      a check fails.
+      and memory over time (CI runs 'stress --seconds 20'; run 1200 for a 20-minute soak):
+      prints malloc's bytes in use about 40 times a run (every N/40 s, 0.25 s to 10 s apart).
+      Exits 1, naming what failed, if a check fails: an observer that missed a change or did not
+      end on the final value, a progress tree that did not finish, a writer that failed, a store
+      that did not converge to the writers' last values and sum of their updates; or, in a run
+      of 10 s or more, if the least-squares slope of bytes in use over the second half of the run
+      is above the larger of 1 KiB/s and 512 KiB over the half's seconds (51.2 KiB/s for 20 s,
+      1 KiB/s from 1024 s): a short run's samples swing and still warm up by less than that; a
+      leak per observer, set or defaults write is far above, a rarer one needs a long run.
 
     EXIT STATUS: 0 on success; 1 if a result check fails, a file cannot be read or written, or
     valgrind is missing or fails; 2 on bad arguments. compare and gate: 2 on a regression, 1 on

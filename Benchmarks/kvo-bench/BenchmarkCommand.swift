@@ -186,6 +186,18 @@ struct RunReport {
             a third from run to run), ratios much less; instruction counts (`kvo-bench --callgrind`, \
             `kvo-bench gate`) do not drift. The implementation column names whose code each row measures.
 
+            Not in these tables: the soak, `kvo-bench stress --seconds N` (`.ci/run` runs it for 20 s, and \
+            for 1 s under valgrind's memcheck). For N seconds, threads register and remove observers, set \
+            keys one at a time, in batches and through key-path chains, change the inputs of a dependent \
+            key, a chain and a tracked observation (each checked to see exactly its changes and end on the \
+            final value), update progress trees, and write a defaults store whose file two writer processes \
+            (`kvo-bench _soak-writer`) write too. It prints malloc's bytes in use about 40 times a run and \
+            fails if a check fails, if the store does not converge to the writers' last values, or if the \
+            least-squares slope of bytes in use over the second half of the run is above the larger of 1 \
+            KiB/s and 512 KiB spread over that half (more than a short run's noise and warm-up; a leak per \
+            observer, set or defaults write is far above it, a rarer one needs a long run). See \
+            `kvo-bench --help`.
+
 
             """
         let summary = self.summary

@@ -6,9 +6,12 @@ import ObservableDefaults
 import ObservableProgress
 import Synchronization
 
-// `kvo-bench stress`: a few seconds of everything at once, for valgrind's memcheck (leaks, reads of
-// freed memory in the registry's lock-free read path and its reclamation) and the thread sanitizer.
-// Not a measurement: it prints what it did and fails only when a check fails.
+// `kvo-bench stress`: everything at once for a duration, for valgrind's memcheck (leaks, reads of
+// freed memory in the registry's lock-free read path and its reclamation), the thread sanitizer, and
+// as a soak: memory in use is sampled at intervals and must not keep growing over the second half of
+// the run (SoakMemory.swift), and two other processes write the defaults file the stress's store
+// observes (SoakWriters.swift). Not a measurement of speed: it prints what it did and its memory
+// samples, and fails when a check fails or memory in use grows.
 
 /// `@unchecked Sendable`: its observed properties are set from several threads, which `@Observed`
 /// makes safe (each set is atomic with its notification); it has no other state.
@@ -34,6 +37,9 @@ enum Stress {
         let deliveries = Atomic<Int>(0)
         let trees = Atomic<Int>(0)
         let defaultsWrites = Atomic<Int>(0)
+        let checkedRounds = Atomic<Int>(0)
+        let writerChanges = Atomic<Int>(0)
+        let writerValues = Atomic<Int>(0)
         let failures = Locked<[String]>([])
 
         func add(_ counter: borrowing Atomic<Int>, _ count: Int = 1) {
@@ -56,20 +62,28 @@ enum Stress {
     @inline(never)
     static func stressAndReport(_ options: StressOptions) -> Bool {
         let tally = Tally()
-        stress(options, tally)
-        print(
-            "stress: \(options.seconds) s, \(tally.registrations.load(ordering: .relaxed)) observers registered and removed, "
-                + "\(tally.sets.load(ordering: .relaxed)) sets, \(tally.deliveries.load(ordering: .relaxed)) deliveries, "
-                + "\(tally.trees.load(ordering: .relaxed)) progress trees, \(tally.defaultsWrites.load(ordering: .relaxed)) defaults writes"
-        )
-        if tally.deliveries.load(ordering: .relaxed) == 0 { tally.fail("no observer was notified") }
+        let sampler = MemorySampler(seconds: options.seconds)
+        stress(options, tally, sampler)
+        func count(_ counter: borrowing Atomic<Int>) -> Int { counter.load(ordering: .relaxed) }
+        _ = writeLine(
+            "stress: \(options.seconds) s, \(count(tally.registrations)) observers registered and removed, "
+                + "\(count(tally.sets)) sets, \(count(tally.deliveries)) deliveries, "
+                + "\(count(tally.checkedRounds)) checked rounds of dependent keys, chains and tracked observations, "
+                + "\(count(tally.trees)) progress trees, \(count(tally.defaultsWrites)) defaults writes, "
+                + "\(SoakWriters.count) writer processes (\(count(tally.writerValues)) values written, "
+                + "\(count(tally.writerChanges)) seen by an observer here)",
+            toDescriptor: 1)
+        if count(tally.deliveries) == 0 { tally.fail("no observer was notified") }
+        if count(tally.checkedRounds) == 0 { tally.fail("no checked round ran") }
+        let memory = MemoryTrend.report(MemoryTrend.judge(sampler.samples, duration: Double(options.seconds)))
+        if memory.fails { tally.fail(memory.line) } else { _ = writeLine(memory.line, toDescriptor: 1) }
         let all = tally.failures.current
         if !all.isEmpty { printError("stress: \(all.count) checks failed:\n" + all.prefix(10).joined(separator: "\n")) }
         return !all.isEmpty
     }
 
     @inline(never)
-    static func stress(_ options: StressOptions, _ tally: Tally) {
+    static func stress(_ options: StressOptions, _ tally: Tally, _ sampler: MemorySampler) {
         let player = StressPlayer()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("kvo-bench-stress-\(UUID().uuidString)")
         do {
@@ -77,28 +91,50 @@ enum Stress {
         } catch {
             fail("stress: cannot create \(directory.path): \(error)", status: 1)
         }
-        // One observer for the whole run, of every kind of key the setters touch.
+        // One observer for the whole run, of every kind of key the setters touch. Each integer key is
+        // set by one thread only, so its observer's last value is the key's value at the end.
+        let volumes = Recorder<Int>(), rates = Recorder<Int>()
         let steady = [
-            player.observe(\.volume, options: [.new, .old]) { _, _ in tally.add(tally.deliveries) },
+            player.observe(\.volume, options: [.new, .old]) { _, change in
+                tally.add(tally.deliveries)
+                volumes.record(change.newValue)
+            },
             player.observe(\.item?.title, options: [.new]) { _, _ in tally.add(tally.deliveries) },
             // Registered here first: a key path's first registration reads its value.
-            player.observe(\.rate) { _, _ in tally.add(tally.deliveries) },
+            player.observe(\.rate, options: [.new]) { _, change in
+                tally.add(tally.deliveries)
+                rates.record(change.newValue)
+            },
             player.observeAnyKey { _, _ in tally.add(tally.deliveries) },
         ]
-        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(options.seconds) * 1_000_000_000
+        let file = directory.appendingPathComponent("stress.json")
+        let writers = SoakWriters.Fleet(file: file, tally)
+        let start = DispatchTime.now().uptimeNanoseconds
+        let deadline = start + UInt64(options.seconds) * 1_000_000_000
         let workers: [@Sendable (Int) -> Void] = [
             { _ in registerAndRemove(player, tally) },
             { _ in registerAndRemove(player, tally) },
             { thread in setKeys(player, tally, thread: thread) },
             { thread in setKeys(player, tally, thread: thread) },
             { _ in updateTrees(tally) },
-            { _ in writeDefaults(directory.appendingPathComponent("stress.json"), tally) },
+            { _ in writeDefaults(file, tally) },
             { _ in dropLargeBatches(tally) },
+            { _ in checkChanges(tally) },
+            { _ in sampler.run(start: start, deadline: deadline) },
         ]
         Contention.wallNanoseconds(threads: workers.count) { thread in
             repeat { workers[thread](thread) } while DispatchTime.now().uptimeNanoseconds < deadline
         }
         for token in steady { token.invalidate() }
+        if volumes.last != player.volume {
+            tally.fail("the volume's observer last saw \(volumes.last.map(String.init) ?? "nothing"), not \(player.volume)")
+        }
+        if rates.last != player.rate {
+            tally.fail("the rate's observer last saw \(rates.last.map(String.init) ?? "nothing"), not \(player.rate)")
+        }
+        // Generous: the writers' last write reaches this store through its file watcher, which under
+        // valgrind runs many times slower.
+        writers.finish(tally, patience: 60)
         try? FileManager.default.removeItem(at: directory)
     }
 
@@ -149,13 +185,20 @@ enum Stress {
     }
 
     /// Builds a small tree, observes its root and a leaf, completes every leaf from this thread and
-    /// checks the root finished.
+    /// checks the root finished, the leaf's observer saw each of its 25 units and the root's saw 1.
     static func updateTrees(_ tally: Tally) {
         let root = ObservableProgress(totalUnitCount: 4)
         let leaves = (0..<4).map { _ in ObservableProgress(totalUnitCount: 25, parent: root, pendingUnitCount: 1) }
+        let fractions = Recorder<Double>(), units = Recorder<Int64>()
         let tokens = [
-            root.observe(\.fractionCompleted, options: [.new]) { _, _ in tally.add(tally.deliveries) },
-            leaves[0].observe(\.completedUnitCount) { _, _ in tally.add(tally.deliveries) },
+            root.observe(\.fractionCompleted, options: [.new]) { _, change in
+                tally.add(tally.deliveries)
+                fractions.record(change.newValue)
+            },
+            leaves[0].observe(\.completedUnitCount, options: [.new]) { _, change in
+                tally.add(tally.deliveries)
+                units.record(change.newValue)
+            },
         ]
         for _ in 0..<25 {
             for leaf in leaves { leaf.complete() }
@@ -163,6 +206,10 @@ enum Stress {
         if root.fractionCompleted != 1 || !root.isFinished {
             tally.fail("a progress tree ended at \(root.fractionCompleted), finished: \(root.isFinished)")
         }
+        if units.count != 25 || units.last != 25 {
+            tally.fail("a leaf's observer saw \(units.count) changes of 25, the last \(units.last.map { "\($0)" } ?? "none")")
+        }
+        if fractions.last != 1 { tally.fail("a tree root's observer last saw \(fractions.last.map { "\($0)" } ?? "nothing"), not 1") }
         withExtendedLifetime(tokens) {}
         tally.add(tally.trees)
     }

@@ -28,6 +28,8 @@ case .stress(let options):
     Stress.run(options)
 case .watchDefaults(let file, let key, let directory):
     DefaultsLatency.watch(file: file, key: key, directory: directory)
+case .soakWriter(let file, let index):
+    SoakWriters.runWriter(file: file, index: index)
 case .massRegistration(let implementation, let objects, let observers):
     MassRegistration.runChild(implementation: implementation, objects: objects, observers: observers)
 case .updateDefaults(let location, let key, let count):

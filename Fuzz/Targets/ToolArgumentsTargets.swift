@@ -110,6 +110,8 @@ enum ToolArgumentsTargets {
             try require(count >= 0, "an update count of \(count)")
         case .massRegistration(_, let objects, let observers):
             try require(objects > 0 && observers > 0, "mass registration of \(objects) objects, \(observers) observers")
+        case .soakWriter(_, let index):
+            try require(index >= 0 && index < BenchHiddenCommands.soakWriterCount, "a soak writer of index \(index)")
         case .help, .benchmark, .watchDefaults:
             break
         }

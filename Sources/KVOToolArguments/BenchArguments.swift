@@ -8,6 +8,10 @@ package enum BenchHiddenCommands {
     package static let massRegistration = "_mass-registration"
     /// The other process of the cross-process latency section.
     package static let watchDefaults = "_watch-defaults"
+    /// A writer process of the stress.
+    package static let soakWriter = "_soak-writer"
+    /// How many writer processes the stress starts (their indices are 0 up to it).
+    package static let soakWriterCount = 2
 }
 
 /// What `kvo-bench`'s arguments ask for.
@@ -23,6 +27,8 @@ package enum BenchCommand: Equatable {
     case massRegistration(implementation: String, objects: Int, observers: Int)
     /// The hidden other process of the cross-process latency section.
     case watchDefaults(file: String, key: String, directory: String?)
+    /// A hidden writer process of the stress.
+    case soakWriter(file: String, index: Int)
     case list
     case help
 }
@@ -113,6 +119,12 @@ private func parseBenchCommand(_ arguments: [String], scenarioExists: (String) -
             throw ToolUsageError("usage: kvo-bench \(BenchHiddenCommands.watchDefaults) FILE KEY [DIRECTORY]", status: 2)
         }
         return .watchDefaults(file: arguments[1], key: arguments[2], directory: arguments.count == 4 ? arguments[3] : nil)
+    }
+    if arguments.first == BenchHiddenCommands.soakWriter {
+        guard arguments.count == 3, let index = Int(arguments[2]), (0..<BenchHiddenCommands.soakWriterCount).contains(index) else {
+            throw ToolUsageError("usage: kvo-bench \(BenchHiddenCommands.soakWriter) FILE INDEX", status: 2)
+        }
+        return .soakWriter(file: arguments[1], index: index)
     }
     if arguments.contains(where: { ["-h", "--help", "help"].contains($0) }) { return .help }
     switch arguments.first {

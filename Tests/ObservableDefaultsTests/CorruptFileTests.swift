@@ -54,7 +54,9 @@ struct CorruptFileTests {
         // file's keys, without a flush.
         try #"{"a": 1, "b": 2}"#.write(to: url, atomically: true, encoding: .utf8)
         #expect(waitUntil { jsonObject(at: url) == ["a": .number("1"), "b": .number("2"), "port": .number("7000")] })
-        #expect(store[DefaultsKey("b", default: 0)] == 2)
+        // The write that merges the pending change replaces the file, then applies the file's keys
+        // in memory (`commit`): the store reads them a moment after the file shows them.
+        #expect(waitUntil { store[DefaultsKey("b", default: 0)] == 2 })
         // Reported once: at init (the batched write and the throws count as told).
         #expect(errors.current.map(\.kind) == [.corruptFile], "\(errors.current)")
         token.invalidate()

@@ -49,7 +49,7 @@ public struct Observed<Value> {
             // Neither key-path object may be used directly here. The wrapped key path is handed over
             // in a closure, which the optimiser specialises so that the object is only created when
             // a recorder asks for it (a direct use would make every read create it,
-            // `swift_getKeyPath`, ~100 instructions). The storage key path must not escape at all:
+            // `swift_getKeyPath`). The storage key path must not escape at all:
             // then the optimiser drops the dynamic exclusivity checks on the storage. While no
             // thread records its reads (a tracked observation's evaluation, a registration's probe),
             // this is one load of a process-wide word and a test.
@@ -95,11 +95,10 @@ public struct Observed<Value> {
     /// observed offsets, then a plain store or the lock-free read section of the set table and the
     /// delivery. Observers of every key alone are told from the same read section
     /// (`_setNotifyingAnyKeyUnlocked`); a batch alone records the change through its shortcut in this
-    /// frame (`_shortcutRecord`: a second frame, `_setSlowPath`'s, cost 27 instructions more per
-    /// batched set); everything else is `_setSlowPath` (`Observed+SlowPath.swift`).
-    /// The fork is here, in this order, rather than in one function that `_setSlowPath` would call:
-    /// the optimiser then lays out the fast path as it does for the plain set (the gate, `kvo-bench
-    /// gate`, measured a few instructions more per set, and a call more per slow set, otherwise).
+    /// frame (`_shortcutRecord`), sparing the batched set a second frame; everything else is
+    /// `_setSlowPath` (`Observed+SlowPath.swift`). The fork is here, in this order, rather than in
+    /// one function that `_setSlowPath` would call: the optimiser then lays out the fast path as it
+    /// does for the plain set (the gate, `kvo-bench gate`, measures both).
     @inlinable
     @inline(never)
     static func _setObserved<EnclosingSelf: KeyValueObservable>(

@@ -5,15 +5,15 @@
 /// literals, which the runtime keeps alive for the life of the process anyway), and objects equal to
 /// one, each with the accessor's own object (the canonical key its setter notifies): a literal written
 /// in another file than the accessor's is another object (each literal site is its own), and without
-/// it every registration through it paid the probe (a registration of 100,000 objects × 10 observers
-/// spent 60% of its instructions there). A key path built at run time, or one of a generic class, can
+/// it every registration through it paid the probe (most of the cost of registering many objects'
+/// observers). A key path built at run time, or one of a generic class, can
 /// be a new object each time: `maximumEqualEntries` bounds what those keep alive (past it they are
 /// probed, as before), apart from the uniqued literals, which are always recorded. It is per class
 /// because a subclass's dependency table may declare inputs for an inherited stored property.
 ///
 /// A `_HashTable` of the two identities, read without a lock (`_EpochPublished`): a look-up on every
-/// registration costs a few instructions, where a `Dictionary` hashes with SipHash and a lock costs
-/// more (the gate's `register-invalidate`). An insertion (under `lock`) fills a copy of the table
+/// registration is a hash and a comparison, where a `Dictionary` hashes with SipHash and a lock is
+/// taken (the gate's `register-invalidate` measures it). An insertion (under `lock`) fills a copy of the table
 /// with the new key and publishes it; the table it replaces is freed once no reader is in it.
 enum _ObservedKeyCache {
     /// The published table and the lock its writers hold, in one static (one lazy-initialization

@@ -9,7 +9,7 @@ import Musl
 #endif
 
 // Batches (`coalescingChanges`): one per object and thread, and the lookups of the set path's slow
-// path (`_setNotifyingAnyKey`): without the lock for a change the calling thread's batch can record
+// path (`_setSlowPath`): without the lock for a change the calling thread's batch can record
 // through its shortcut (`recordInOwnedBatch`), else everything under one lock (`slowPathLookup`).
 //
 // One batch at a time per object is held by the registry's owner slot (`batchOwner`, `ownedBatch`),

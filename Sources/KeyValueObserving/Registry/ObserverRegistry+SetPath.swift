@@ -37,9 +37,8 @@ extension _ObserverRegistry.State {
         return (nil, needsLearning && !learnedOffsets.contains { $0.offset == offset })
     }
 
-    /// The slot of the `@Observed` property `keyPath`. Inlined into registration: a call costs
-    /// `register-invalidate` about 25 Ir/op, and the optimiser stopped inlining it on its own when
-    /// `publish()` grew by the owner slot's flag (`storeStateFlags`).
+    /// The slot of the `@Observed` property `keyPath`. Inlined into registration, which the gate's
+    /// `register-invalidate` measures (the optimiser does not inline it on its own).
     @inline(__always)
     mutating func observedPropertySlotIndex(_ keyPath: AnyKeyPath, isZeroSized: Bool) -> Int? {
         let kind: _ObserverRegistry.Slot.Kind = isZeroSized ? .zeroSizedStorage : .storage

@@ -95,8 +95,8 @@ extension _ObserverRegistry {
         /// The value of `_ObserverRegistry.slowPathFlags` for this state, but for the owner slot's
         /// bit (`_SlowPath.batch`), which its holder keeps.
         var slowPathFlags: UInt8 {
-            // Inlined into `publish()`, which every registration and removal calls (out of line,
-            // `tracked-register` measured 34 Ir/op more).
+            // Inlined into `publish()`, which every registration and removal calls (the gate's
+            // `tracked-register` measures it).
             @inline(__always) mutating get {
                 var flags: UInt8 = anyKeyObservers.observers.isEmpty ? 0 : _SlowPath.anyKey
                 for record in threads {

@@ -21,7 +21,7 @@ import Synchronization
 /// transition runs inside it and the effects (handler calls, releases) after it. Each concern is in
 /// its own file: `+SetPath` (finding a set's observers), `+Registration` (adding and removing),
 /// `+Teardown`, `+AnyKey`, `+ToMany` (silencing the setter during a to-many mutation), `+Batches`
-/// and `+BatchDelivery`, `+ManualChanges`, `+Probes`, `+Introspection`.
+/// and `+BatchDelivery`, `+ManualChanges`, `+Introspection`.
 ///
 /// No user code runs under the lock: handlers are called by the setter after it has taken a
 /// snapshot and unlocked; entries and user key paths (which own handlers, captures and subscript

@@ -9,8 +9,8 @@ import _KeyValueObservingShims
 ///
 /// What a Swift `weak` reference does, without its side table: an object that is weakly referenced
 /// once keeps a side table for life, and every later retain and release of it, the application's
-/// own included, takes the runtime's slow path (measured: 235 instructions of a tracked set's
-/// 1,429). Only for native Swift objects (`KeyValueObservable` and the package's own classes).
+/// own included, takes the runtime's slow path (a large part of a tracked set's cost, when it was
+/// measured: the Performance article). Only for native Swift objects (`KeyValueObservable` and the package's own classes).
 @usableFromInline
 struct _UnretainedReference<Object: AnyObject>: ~Copyable, @unchecked Sendable {
     // Invariant: `address` is immutable, and the memory it points to stays allocated while this

@@ -204,8 +204,8 @@ extension Observed {
         // its recorder expected exactly this read. Zero-sized properties may share their offset:
         // their key path tells them apart, in `_recordUnexpectedRead`. (Through
         // `isExpectedOnThisThread`, whose second early return the optimiser merges with this one,
-        // or with the offset made optional here, a jump more per read: `tracked-set-3-reads`
-        // measured 3 Ir/op more.)
+        // or with the offset made optional here, a jump more per read: the gate's
+        // `tracked-set-3-reads` measures it.)
         if let storageOffset, MemoryLayout<Value>.size != 0,
             _kvo_read_is_expected(Unmanaged.passUnretained(object).toOpaque(), storageOffset) != 0
         {

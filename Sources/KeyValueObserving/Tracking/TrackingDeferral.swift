@@ -3,7 +3,7 @@ import _KeyValueObservingShims
 /// While a batch's changes are delivered (`coalescingChanges`), the tracked observations among
 /// their observers are not evaluated at each change: this thread's deferral collects them, and
 /// each is evaluated and delivered once when the batch's delivery is over (its `.prior`
-/// notification, sent at the batch's first change of each key, is sent once: see `_Tracker`).
+/// notification, sent at the batch's first change of each key, is sent once: see `_TrackerCore`).
 ///
 /// Not thread-safe: a deferral is used by its own thread only (`_kvo_thread_deferral`).
 final class _TrackingDeferral {
