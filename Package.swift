@@ -24,17 +24,22 @@ let package = Package(
         // never used FoundationNetworking: it speaks HTTP/1.1 to etcd's gateway with a client of its
         // own and loads the system's OpenSSL at run time for https endpoints, so it links nothing new.
         .target(name: "ObservableDefaultsEtcd", dependencies: ["ObservableDefaults", "KeyValueObserving"]),
-        .executableTarget(name: "kvo-defaults", dependencies: ["KeyValueObserving", "ObservableDefaults", "ObservableDefaultsEtcd"]),
+        // The tools' command lines, parsed without running anything: the tools and the fuzz targets use it.
+        .target(name: "KVOToolArguments", dependencies: ["ObservableDefaults", "ObservableDefaultsEtcd"]),
+        .executableTarget(
+            name: "kvo-defaults", dependencies: ["KeyValueObserving", "ObservableDefaults", "ObservableDefaultsEtcd", "KVOToolArguments"]),
         .executableTarget(
             name: "kvo-bench",
-            dependencies: ["KeyValueObserving", "ObservableProgress", "ObservableDefaults", "ObservableDefaultsEtcd"],
+            dependencies: ["KeyValueObserving", "ObservableProgress", "ObservableDefaults", "ObservableDefaultsEtcd", "KVOToolArguments"],
             path: "Benchmarks/kvo-bench"
         ),
         // Fuzzing (Fuzz/run; DocC "Testing and fuzzing"): each target a function over bytes, kvo-fuzz to replay
         // inputs through them or, built by Fuzz/run with -sanitize=fuzzer -DKVO_FUZZ, to run
         // libFuzzer; KVOFuzzDriver only declares libFuzzer's LLVMFuzzerRunDriver, so no other build
         // needs the fuzzer runtime.
-        .target(name: "KVOFuzzTargets", dependencies: ["ObservableDefaults"], path: "Fuzz/Targets"),
+        .target(
+            name: "KVOFuzzTargets", dependencies: ["ObservableDefaults", "ObservableDefaultsEtcd", "KVOToolArguments"], path: "Fuzz/Targets"
+        ),
         .target(name: "KVOFuzzDriver", path: "Fuzz/Driver"),
         .executableTarget(name: "kvo-fuzz", dependencies: ["KVOFuzzTargets", "KVOFuzzDriver"], path: "Fuzz/kvo-fuzz"),
         // Replays every file of Fuzz/corpus and Fuzz/regressions through its target.

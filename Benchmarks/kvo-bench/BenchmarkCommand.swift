@@ -1,4 +1,5 @@
 import Foundation
+import KVOToolArguments
 
 #if canImport(Darwin)
 import Darwin

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import KVOToolArguments
 import KeyValueObserving
 import ObservableProgress
 import Synchronization
@@ -11,12 +12,6 @@ import Synchronization
 // thread pinned to one CPU (`sched_setaffinity`), where a waiter that spins holds the only core the
 // lock's holder could run on. Timed (not counted), so it drifts with the machine's load: the median
 // and the spread over rounds are printed; the gate counts the uncontended cost.
-
-struct ContentionOptions {
-    var threads = 8
-    var updates = 100_000
-    var rounds = 15
-}
 
 /// A lock `kvo-bench contention` compares.
 protocol ContendedLock: ~Copyable, SendableMetatype {

@@ -1,4 +1,5 @@
 import Foundation
+import KVOToolArguments
 import KeyValueObserving
 import ObservableDefaults
 import ObservableDefaultsEtcd
@@ -117,7 +118,7 @@ enum EtcdBench {
 
     /// The hidden command that makes this executable one of the contending processes of the update
     /// throughput: `kvo-bench _update-defaults LOCATION KEY N` applies N `update(+1)` and exits.
-    static let updateCommand = "_update-defaults"
+    static let updateCommand = BenchHiddenCommands.updateDefaults
 
     static func runUpdates(location: String, key name: String, count: Int) -> Never {
         do {

@@ -1,4 +1,5 @@
 import Foundation
+import KVOToolArguments
 
 // The CI regression gate: instructions per operation of the hot paths against
 // Benchmarks/thresholds.json, and (with --targets) this package's own timing targets.
@@ -16,15 +17,6 @@ private struct GateJSON: Encodable {
     let mode = "callgrind"
     let unit = "instructions per op"
     let scenarios: [Figure]
-}
-
-struct GateOptions {
-    var thresholdsPath = "Benchmarks/thresholds.json"
-    var filters: [String] = []
-    var jsonPath: String?
-    var update = false
-    /// Also time the scenarios that carry a target and report whether they met it (never fatal).
-    var targets = false
 }
 
 func gate(_ options: GateOptions) -> Never {

@@ -1,4 +1,5 @@
 import Foundation
+import KVOToolArguments
 import KeyValueObserving
 
 #if canImport(Darwin)
@@ -16,7 +17,7 @@ import Musl
 enum MassRegistration {
     static let name = "mass-registration"
     /// The hidden command that makes this executable the child of the section.
-    static let command = "_mass-registration"
+    static let command = BenchHiddenCommands.massRegistration
 
     struct Figure {
         let implementation: String

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import KVOToolArguments
 import KeyValueObserving
 import ObservableDefaults
 import Synchronization
@@ -16,8 +17,8 @@ import Glibc
 
 enum SoakWriters {
     /// The hidden command that makes this executable one of the writers.
-    static let command = "_soak-writer"
-    static let count = 2
+    static let command = BenchHiddenCommands.soakWriter
+    static let count = BenchHiddenCommands.soakWriterCount
 
     /// The key only writer `index` writes, set alone or in a batch with `echo(index)`.
     static func own(_ index: Int) -> DefaultsKey<Int> { DefaultsKey("writer-\(index)", default: 0) }

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import KVOToolArguments
 import KeyValueObserving
 import ObservableDefaults
 import ObservableProgress
@@ -11,10 +12,6 @@ import Synchronization
 // the run (SoakMemory.swift), and two other processes write the defaults file the stress's store
 // observes (SoakWriters.swift). Not a measurement of speed: it prints what it did and its memory
 // samples, and fails when a check fails or memory in use grows.
-
-struct StressOptions {
-    var seconds = 4
-}
 
 /// `@unchecked Sendable`: its observed properties are set from several threads, which `@Observed`
 /// makes safe (each set is atomic with its notification); it has no other state.

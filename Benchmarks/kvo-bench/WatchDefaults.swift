@@ -1,4 +1,5 @@
 import Foundation
+import KVOToolArguments
 import KeyValueObserving
 import ObservableDefaults
 import ObservableDefaultsEtcd
@@ -13,7 +14,7 @@ import Musl
 
 extension DefaultsLatency {
     /// The hidden command that makes this executable the other process of the latency section.
-    static let watchCommand = "_watch-defaults"
+    static let watchCommand = BenchHiddenCommands.watchDefaults
 
     /// `kvo-bench _watch-defaults FILE KEY [DIRECTORY]`: observes the Int `KEY` of the defaults file
     /// `FILE` (read through a directory layer on `DIRECTORY`, if given) and

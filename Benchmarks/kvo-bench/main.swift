@@ -1,6 +1,15 @@
 // kvo-bench: see Arguments.swift for the command line.
 
-switch parseArguments(Array(CommandLine.arguments.dropFirst())) {
+import KVOToolArguments
+
+let parsed = parseBenchArguments(Array(CommandLine.arguments.dropFirst())) { Scenarios.named($0) != nil }
+let command: BenchCommand
+switch parsed {
+case .success(let parsedCommand): command = parsedCommand
+case .failure(let error): fail("\(error.message)\nRun 'kvo-bench --help' for usage.", status: error.status)
+}
+
+switch command {
 case .help:
     print(usage)
 case .list:

@@ -44,6 +44,30 @@ package enum FuzzTargets {
             name: "key-names",
             summary: "key names spelled as kebab-case and as environment variables: no trap; spelling a spelled name again changes nothing",
             run: KeyNamesTarget.run),
+        FuzzTarget(
+            name: "http",
+            summary:
+                "the etcd client's HTTP/1.1 reply parser, in any split, with a small cap: no trap; buffer within cap + head limit; the split changes nothing",
+            run: HTTPTarget.run),
+        FuzzTarget(
+            name: "etcd-replies",
+            summary:
+                "etcd's JSON replies (range, put/delete, transaction, error): no trap; a reason for every refusal; decoded values read again the same",
+            run: EtcdTargets.replies),
+        FuzzTarget(
+            name: "etcd-watch",
+            summary:
+                "a watch's stream split into lines in any split, each line decoded: the lines and the cap's refusal as read whole; no trap",
+            run: EtcdTargets.watch),
+        FuzzTarget(
+            name: "kvo-defaults-arguments",
+            summary:
+                "kvo-defaults' command line (NUL-separated): help, a command that holds what its usage says, or a usage error with a message",
+            run: ToolArgumentsTargets.defaults),
+        FuzzTarget(
+            name: "kvo-bench-arguments",
+            summary: "kvo-bench's command line (NUL-separated): a command that holds what its usage says, or a usage error with a message",
+            run: ToolArgumentsTargets.bench),
     ]
 
     /// The target called `name`.

@@ -1,65 +1,7 @@
 import Foundation
+import KVOToolArguments
 import KeyValueObserving
 import ObservableDefaults
-
-/// The options that build a store's layers as a program would (`--arg`, `--env-prefix`,
-/// `--directory`), and those about secrets (`--secret`, `--reveal`) and `read --explain`. The tool
-/// cannot see another process's arguments or environment: `--arg` gives the arguments, and the
-/// environment is the tool's own.
-struct LayerOptions {
-    var arguments: [String] = []
-    var environmentPrefix: String?
-    var directory: String?
-    var secrets: [String] = []
-    var reveals = false
-    var explains = false
-
-    /// Takes `argument` (and its value from `rest`) if it is one of these options; returns whether
-    /// it was.
-    mutating func parse(_ argument: String, _ rest: inout ArraySlice<String>) -> Bool {
-        let name = argument.split(separator: "=", maxSplits: 1).first.map(String.init) ?? argument
-        switch name {
-        case "--reveal":
-            reveals = true
-            return true
-        case "--explain":
-            explains = true
-            return true
-        case "--arg", "--env-prefix", "--directory", "--secret":
-            break
-        default:
-            return false
-        }
-        let inline = argument.contains("=") ? String(argument.dropFirst(name.count + 1)) : nil
-        guard let value = inline ?? rest.popFirst() else { usageError("'\(name)' needs a value") }
-        switch name {
-        case "--arg": arguments.append(value)
-        case "--env-prefix": environmentPrefix = value
-        case "--directory":
-            if value.isEmpty { usageError("'--directory' needs a path") }
-            directory = value
-        default:
-            guard !value.isEmpty, DefaultsKey<Int>.isValidName(value) else { usageError("'--secret' needs a key name") }
-            secrets.append(value)
-        }
-        return true
-    }
-
-    /// The layers, in the order a program would read them: arguments, environment, directory.
-    var layers: [DefaultsLayer] {
-        var layers: [DefaultsLayer] = []
-        if !arguments.isEmpty { layers.append(.arguments(arguments)) }
-        if let environmentPrefix { layers.append(.environment(prefix: environmentPrefix)) }
-        if let directory { layers.append(.directory(URL(fileURLWithPath: directory), watching: .automatic)) }
-        return layers
-    }
-
-    /// Whether the value of `key` from `layer` is printed as `<redacted>`: a secret key's, and
-    /// every value from a directory (where secrets are mounted), unless `--reveal`.
-    func redacts(_ key: String, from layer: DefaultsLayerKind? = nil) -> Bool {
-        !reveals && (DefaultsKeyNames.isSecret(key) || layer == .directory)
-    }
-}
 
 /// Any JSON value, as a key's type for a store whose keys the tool does not know: a text layer's
 /// value reads as JSON when it is JSON, else as a string (as `write` takes values).

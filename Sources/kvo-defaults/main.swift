@@ -9,6 +9,7 @@ import Musl
 #endif
 import Dispatch
 import Foundation
+import KVOToolArguments
 import KeyValueObserving
 import ObservableDefaults
 import ObservableDefaultsEtcd
@@ -119,103 +120,24 @@ func usageError(_ message: String) -> Never {
 
 // Arguments are decoded from the raw bytes: `CommandLine.arguments` turns invalid UTF-8 into
 // U+FFFD, which would name another key (or file) than the one given.
-for index in 1..<Int(CommandLine.argc) {
-    guard let raw = CommandLine.unsafeArgv[index], String(validatingCString: raw) != nil else {
-        usageError("argument \(index) is not valid UTF-8 (keys, values and paths must be UTF-8)")
-    }
+let rawArguments = (1..<Int(CommandLine.argc)).map { index in
+    CommandLine.unsafeArgv[index].map { Array(UnsafeBufferPointer(start: $0, count: strlen($0))).map(UInt8.init(bitPattern:)) } ?? []
 }
-
-var filePath: String?
-var etcd = EtcdArguments()
-var layerOptions = LayerOptions()
-var timestamps = false
-var timeout: Duration?
-var addend: String?
-var replacesCorruptFile = false
-var positional: [String] = []
-var arguments = CommandLine.arguments.dropFirst()
-while let argument = arguments.popFirst() {
-    switch argument {
-    case "-h", "--help":
-        // Options end at '--'; after it, and as a KEY or VALUE, 'help' is just a word.
-        printLine(usage)
-        exit(0)
-    case "--file":
-        guard let path = arguments.popFirst(), !path.isEmpty else { usageError("'--file' needs a path") }
-        filePath = path
-    case _ where argument.hasPrefix("--file="):
-        let path = String(argument.dropFirst("--file=".count))
-        if path.isEmpty { usageError("'--file' needs a path") }
-        filePath = path
-    case _ where etcd.parse(argument, &arguments):
-        break
-    case _ where layerOptions.parse(argument, &arguments):
-        break
-    case "--timestamps":
-        timestamps = true
-    case "--replace-corrupt":
-        replacesCorruptFile = true
-    case "--timeout":
-        guard let text = arguments.popFirst(), let seconds = Double(text), seconds >= 0, seconds.isFinite else {
-            usageError("'--timeout' needs a number of seconds")
-        }
-        timeout = .milliseconds(Int64((seconds * 1000).rounded()))
-    case _ where argument == "--add" || argument.hasPrefix("--add="):
-        let value = argument == "--add" ? arguments.popFirst() : String(argument.dropFirst("--add=".count))
-        guard let value, case .number? = try? JSONValue.parse(value) else { usageError("'--add' needs a number") }
-        addend = value
-    case "--":
-        positional += arguments
-        arguments = []
-    case _ where argument.hasPrefix("-") && argument.count > 1 && Double(argument) == nil:
-        usageError("unknown option '\(argument)'")
-    default:
-        positional.append(argument)
-    }
-}
-
-guard let command = positional.first else { usageError("missing command (read, write, update, delete or watch)") }
-positional.removeFirst()
-if command == "help" {
+let invocation: DefaultsToolCommand
+switch parseDefaultsToolArguments(rawArguments) {
+case .failure(let error):
+    usageError(error.message)
+case .success(.help):
     printLine(usage)
     exit(0)
+case .success(.command(let parsed)):
+    invocation = parsed
 }
-let commands = ["read", "write", "delete", "watch", "update"]
-guard commands.contains(command) else { usageError("unknown command '\(command)'") }
-if timestamps, command != "watch" { usageError("'--timestamps' only applies to 'watch'") }
-if timeout != nil, command != "write", command != "delete", command != "update", etcd.endpoints == nil {
-    usageError("'--timeout' only applies to 'write', 'update' and 'delete' (and to every command with --etcd)")
-}
-if addend != nil, command != "update" { usageError("'--add' only applies to 'update'") }
-if replacesCorruptFile, command != "write" { usageError("'--replace-corrupt' only applies to 'write'") }
-if layerOptions.reveals, command != "read" { usageError("'--reveal' only applies to 'read'") }
-if layerOptions.explains, command != "read" { usageError("'--explain' only applies to 'read'") }
-
-var fileURL: URL?
-if etcd.hasOptionsWithoutEndpoints { usageError("'--prefix', '--user', '--password-file' and '--cacert' need '--etcd URL[,URL...]'") }
-if etcd.endpoints != nil {
-    if filePath != nil { usageError("'--file' and '--etcd' name two different stores: give one") }
-    etcd.check()
-} else if let filePath {
-    fileURL = URL(fileURLWithPath: filePath)
-} else {
-    guard let suite = positional.first else { usageError("'\(command)' needs a SUITE or --file PATH") }
-    guard DefaultsStore.isValidSuiteName(suite) else {
-        usageError("'\(suite)' is not a valid suite name (a file name: not empty, no '/', not '.' or '..')")
-    }
-    positional.removeFirst()
-    fileURL = DefaultsStore.defaultDirectory().appendingPathComponent(suite + ".json")
-}
-
-@MainActor
-func expectArguments(_ range: ClosedRange<Int>, _ names: String) {
-    if !range.contains(positional.count) {
-        usageError(
-            positional.count < range.lowerBound
-                ? "'\(command)' needs \(names)"
-                : "unexpected argument '\(positional[range.upperBound])'")
-    }
-}
+let command = invocation.name.rawValue
+let positional = invocation.operands
+let layerOptions = invocation.layers
+let timeout = invocation.timeout
+let replacesCorruptFile = invocation.replacesCorruptFile
 
 /// The problems the store reported (corrupt file, unreadable directory), made fatal for commands that
 /// would otherwise act on an incomplete view of the file.
@@ -243,9 +165,14 @@ let handler: @Sendable (DefaultsError) -> Void = { error in
     }
 }
 let store: DefaultsStore
-if let fileURL {
+switch invocation.store {
+case .suite(let suite):
+    let fileURL = DefaultsStore.defaultDirectory().appendingPathComponent(suite + ".json")
     store = DefaultsStore(fileURL: fileURL, layers: layerOptions.layers, secrets: layerOptions.secrets, errorHandler: handler)
-} else {
+case .file(let path):
+    let fileURL = URL(fileURLWithPath: path)
+    store = DefaultsStore(fileURL: fileURL, layers: layerOptions.layers, secrets: layerOptions.secrets, errorHandler: handler)
+case .etcd(let etcd):
     do {
         store = try etcd.openStore(timeout: timeout, layers: layerOptions.layers, secrets: layerOptions.secrets, errorHandler: handler)
     } catch {
@@ -327,8 +254,6 @@ func flushOrFail() {
 
 switch command {
 case "read":
-    expectArguments(0...1, "at most a KEY")
-    if layerOptions.explains, positional.isEmpty { usageError("'--explain' needs a KEY") }
     // A layer's problem (a value that does not decode) is part of the answer, not a failure.
     let layerProblems = problems.withLock { found in
         defer { found.removeAll { $0.kind == .layerProblem } }
@@ -368,9 +293,6 @@ case "read":
     }
 
 case "write":
-    if positional.count < 2 || positional.count % 2 != 0 {
-        usageError(positional.isEmpty ? "'write' needs a KEY and a VALUE" : "'write' needs a VALUE after each KEY")
-    }
     failOnProblems()
     var pairs: [(key: String, value: JSONValue?)] = []
     for index in stride(from: 0, to: positional.count, by: 2) {
@@ -385,8 +307,8 @@ case "write":
     }
 
 case "update":
-    expectArguments(1...1, "a KEY")
-    guard let addend else { usageError("'update' needs '--add N'") }
+    // Checked by the parse: an update has its addend.
+    let addend = invocation.addend ?? "0"
     failOnProblems()
     let key = positional[0]
     do {
@@ -404,7 +326,6 @@ case "update":
     for problem in problems.take() { printError(problem.description) }
 
 case "delete":
-    expectArguments(1...1, "a KEY")
     failOnProblems()
     let key = positional[0]
     // A value that is not JSON is there to be deleted.
@@ -415,10 +336,9 @@ case "delete":
     flushOrFail()
 
 case "watch":
-    expectArguments(0...1, "at most a KEY")
     // Printed already.
     if !problems.current.isEmpty { exit(1) }
-    let withTimestamps = timestamps
+    let withTimestamps = invocation.timestamps
     let token = store.observeJSON(key: positional.first) { key, old, new, _ in
         func shown(_ value: JSONValue?) -> String {
             guard let value else { return "(absent)" }

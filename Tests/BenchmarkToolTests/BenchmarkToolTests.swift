@@ -144,6 +144,20 @@ struct BenchmarkToolTests {
         #expect(run.error.contains("needs two results files"))
     }
 
+    /// An option written with "=" and nothing after it has an empty value: refused, never taken
+    /// from the next argument, and a flag's is refused too (found by the kvo-bench-arguments fuzz
+    /// target: `--list=` listed, `--markdown= out.md` wrote out.md).
+    @Test func anOptionWithAnEmptyValueAfterItsEqualsSignIsAUsageError() throws {
+        for (arguments, message) in [
+            (["--markdown=", "out.md"], "option '--markdown' needs a value"), (["--list="], "option '--list' takes no value"),
+            (["compare", "a.json", "b.json", "--threshold="], "option '--threshold' needs a value"),
+        ] {
+            let run = try kvoBench(arguments)
+            #expect(run.status == (arguments.first == "compare" ? 1 : 2), "\(arguments): \(run.error)")
+            #expect(run.error.contains(message), "\(arguments): \(run.error)")
+        }
+    }
+
     // MARK: gate
 
     /// A stand-in for valgrind: writes a callgrind profile whose total is

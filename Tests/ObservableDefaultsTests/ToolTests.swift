@@ -275,6 +275,31 @@ struct ToolTests {
         #expect(try runTool(["write", "--file", url.path, "b", "2", "--timeout", "soon"]).status == 2)
     }
 
+    /// Every argument is checked before the store is opened: a wrong number of KEYs with an etcd
+    /// store is a usage error even when no member answers (port 1 refuses connections).
+    @Test func theArgumentsAreCheckedBeforeTheStoreIsOpened() throws {
+        let etcd = ["--etcd", "http://127.0.0.1:1", "--prefix", "app/", "--timeout", "0.5"]
+        for (arguments, message) in [
+            (["read"] + etcd + ["a", "b"], "unexpected argument 'b'"), (["update"] + etcd + ["a"], "'update' needs '--add N'"),
+            (["read", "--explain"] + etcd, "'--explain' needs a KEY"),
+        ] {
+            let result = try runTool(arguments)
+            #expect(result.status == 2, "\(arguments): \(result.error)")
+            #expect(result.error.contains(message), "\(arguments): \(result.error)")
+        }
+    }
+
+    /// A timeout too long for milliseconds in an Int64 is a usage error, not a trap (found while
+    /// extracting the parse for the kvo-defaults-arguments fuzz target; its regression input is in
+    /// Fuzz/regressions/kvo-defaults-arguments).
+    @Test func aTimeoutTooLongIsAUsageError() throws {
+        let url = directory.file("s.json")
+        let result = try runTool(["write", "--file", url.path, "b", "2", "--timeout", "1e300"])
+        #expect(result.status == 2)
+        #expect(result.error.contains("'--timeout' 1e300 is too long: at most 9223372036854775 seconds"), "\(result.error)")
+        #expect(!FileManager.default.fileExists(atPath: url.path))
+    }
+
     /// `update` waits for a held lock as `write` does: it says so after a second, and `--timeout`
     /// (in its usage line) gives up, exit 1, the number left as it was.
     @Test func anUpdateAnnouncesItsWaitForAHeldLockAndGivesUpAfterItsTimeout() throws {

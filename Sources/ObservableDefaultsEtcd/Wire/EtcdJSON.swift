@@ -1,22 +1,22 @@
 import Foundation
 
 /// A reply that is not what the etcd v3 JSON gateway sends; `reason` names the field.
-struct EtcdMalformedReply: Error {
-    let reason: String
+package struct EtcdMalformedReply: Error, Equatable {
+    package let reason: String
 }
 
 /// The JSON of the etcd v3 gateway: keys and values are base64 strings, 64-bit integers are JSON
 /// strings (proto3's JSON mapping; numbers are accepted too), fields with their default value (0,
 /// false, empty) are left out.
-enum EtcdJSON {
-    typealias Object = [String: Any]
+package enum EtcdJSON {
+    package typealias Object = [String: Any]
 
-    static func encode(_ object: Object) -> [UInt8] {
+    package static func encode(_ object: Object) -> [UInt8] {
         // Only strings, booleans, arrays and objects built by this file: serialization cannot fail.
         Array((try? JSONSerialization.data(withJSONObject: object)) ?? Data("{}".utf8))
     }
 
-    static func decode(_ bytes: [UInt8]) throws(EtcdMalformedReply) -> Object {
+    package static func decode(_ bytes: [UInt8]) throws(EtcdMalformedReply) -> Object {
         guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)), let object = object as? Object else {
             let text = String(decoding: bytes.prefix(200), as: UTF8.self)
             throw EtcdMalformedReply(reason: "not a JSON object: \(text)")
@@ -24,7 +24,7 @@ enum EtcdJSON {
         return object
     }
 
-    static func base64(_ bytes: [UInt8]) -> String {
+    package static func base64(_ bytes: [UInt8]) -> String {
         Data(bytes).base64EncodedString()
     }
 
@@ -81,7 +81,7 @@ enum EtcdJSON {
     }
 
     /// `header.revision` of a reply.
-    static func revision(_ reply: Object) throws(EtcdMalformedReply) -> Int64 {
+    package static func revision(_ reply: Object) throws(EtcdMalformedReply) -> Int64 {
         try int64(try object(reply, "header"), "revision")
     }
 
@@ -91,13 +91,13 @@ enum EtcdJSON {
             modRevision: try int64(object, "mod_revision"), version: try int64(object, "version"))
     }
 
-    static func keyValues(_ reply: Object) throws(EtcdMalformedReply) -> [EtcdKeyValue] {
+    package static func keyValues(_ reply: Object) throws(EtcdMalformedReply) -> [EtcdKeyValue] {
         var result: [EtcdKeyValue] = []
         for item in try array(reply, "kvs") { result.append(try keyValue(item)) }
         return result
     }
 
-    static func event(_ object: Object) throws(EtcdMalformedReply) -> EtcdWatchEvent {
+    package static func event(_ object: Object) throws(EtcdMalformedReply) -> EtcdWatchEvent {
         let keyValue = try keyValue(try self.object(object, "kv"))
         switch object["type"] as? String {
         case nil, "PUT"?: return .put(keyValue)
@@ -133,7 +133,7 @@ enum EtcdJSON {
         ["compare": compare.map(self.compare), "success": success.map(operation), "failure": failure.map(operation)]
     }
 
-    static func transactionResult(_ reply: Object) throws(EtcdMalformedReply) -> EtcdTransactionResult {
+    package static func transactionResult(_ reply: Object) throws(EtcdMalformedReply) -> EtcdTransactionResult {
         var ranges: [[EtcdKeyValue]] = []
         for response in try array(reply, "responses") where response["response_range"] != nil {
             ranges.append(try keyValues(try object(response, "response_range")))
@@ -148,7 +148,7 @@ enum EtcdJSON {
     }
 
     /// The error of a failed reply: `{"error": …, "message": …, "code": N}`.
-    static func serverError(_ body: [UInt8]) -> (message: String, code: Int?) {
+    package static func serverError(_ body: [UInt8]) -> (message: String, code: Int?) {
         guard let reply = try? decode(body) else { return (String(decoding: body.prefix(300), as: UTF8.self), nil) }
         let message = (reply["message"] as? String) ?? (reply["error"] as? String) ?? String(decoding: body.prefix(300), as: UTF8.self)
         return (message, (try? int64(reply, "code")).map { Int($0) })

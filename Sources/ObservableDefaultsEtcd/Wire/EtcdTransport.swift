@@ -101,7 +101,8 @@ final class EtcdTransport: Sendable {
             socket.close()
             return sent == 0 ? .notSent(failure.reason) : .noReply(failure.reason)
         }
-        var parser = EtcdHTTPParser()
+        // The parser refuses a body over the cap (as soon as its length is known).
+        var parser = EtcdHTTPParser(maximumBodySize: maximumReplySize)
         var status: Int?
         var reply: [UInt8] = []
         while !parser.isComplete {
@@ -112,9 +113,12 @@ final class EtcdTransport: Sendable {
             } catch let error as EtcdSocketFailure {
                 socket.close()
                 return .noReply(error.timedOut ? "no reply within \(requestTimeout)" : error.reason)
+            } catch let error as EtcdHTTPFailure {
+                socket.close()
+                return error.kind == .tooLarge ? .tooLarge(error.reason) : .noReply(error.reason)
             } catch {
                 socket.close()
-                return .noReply((error as? EtcdMalformedReply)?.reason ?? "\(error)")
+                return .noReply("\(error)")
             }
             for event in events {
                 switch event {
@@ -122,10 +126,6 @@ final class EtcdTransport: Sendable {
                 case .body(let bytes): reply += bytes
                 case .end: break
                 }
-            }
-            if reply.count > maximumReplySize {
-                socket.close()
-                return .tooLarge("the reply exceeds \(EtcdClientOptions.describe(size: maximumReplySize)) (maximumReplySize)")
             }
         }
         if parser.keepsConnection { putIdle(socket, key) } else { socket.close() }
@@ -225,8 +225,11 @@ final class EtcdHTTPStream: Sendable {
             } catch let error as EtcdSocketFailure {
                 sink.ended(error.reason)
                 return
+            } catch let error as EtcdHTTPFailure {
+                sink.ended(error.reason)
+                return
             } catch {
-                sink.ended((error as? EtcdMalformedReply)?.reason ?? "\(error)")
+                sink.ended("\(error)")
                 return
             }
             for event in events {

@@ -215,54 +215,39 @@ final class EtcdWatchStream: Sendable {
 
     /// One line of the stream of connection `generation`.
     func received(line: [UInt8], generation: Int, endpoint: URL, status: Int) {
-        let reply: EtcdJSON.Object
+        let reply: EtcdWatchReply
         do {
-            reply = try EtcdJSON.decode(line)
+            reply = try EtcdWatchReply.decode(line, status: status)
         } catch {
             fail(generation, endpoint: endpoint, reason: "malformed watch reply: \(error.reason)")
             return
         }
-        if status != 200 || reply["error"] != nil {
-            fail(generation, endpoint: endpoint, reason: "watch refused (HTTP \(status)): \(Self.errorMessage(reply))")
-            return
-        }
-        do {
-            let result = try EtcdJSON.object(reply, "result")
-            try handle(result, generation: generation, endpoint: endpoint)
-        } catch {
-            fail(generation, endpoint: endpoint, reason: "malformed watch reply: \(error.reason)")
-        }
-    }
-
-    private func handle(_ result: EtcdJSON.Object, generation: Int, endpoint: URL) throws(EtcdMalformedReply) {
-        let header = try EtcdJSON.object(result, "header")
-        let headerRevision = try EtcdJSON.int64(header, "revision")
-        if EtcdJSON.bool(result, "canceled") {
-            let compactRevision = try EtcdJSON.int64(result, "compact_revision")
-            if compactRevision > 0 {
-                let connection = state.withLock { state -> EtcdHTTPStream? in
-                    guard state.generation == generation && !state.cancelled && !state.finished else { return nil }
-                    state.finished = true
-                    enqueue(.compacted(compactRevision: compactRevision))
-                    defer { state.connection = nil }
-                    return state.connection
-                }
-                connection?.cancel()
-                return
+        switch reply {
+        case .refused(let reason):
+            fail(generation, endpoint: endpoint, reason: reason)
+        case .compacted(let compactRevision):
+            let connection = state.withLock { state -> EtcdHTTPStream? in
+                guard state.generation == generation && !state.cancelled && !state.finished else { return nil }
+                state.finished = true
+                enqueue(.compacted(compactRevision: compactRevision))
+                defer { state.connection = nil }
+                return state.connection
             }
-            let reason = (result["cancel_reason"] as? String) ?? "the watch was cancelled by etcd"
+            connection?.cancel()
+        case .cancelled(let reason):
             let failure = EtcdServerFailure.classify(message: reason, code: nil)
             if failure == .tokenInvalid || failure == .authenticationRequired {
                 client.forgetCurrentToken()
             }
             fail(generation, endpoint: endpoint, reason: reason)
-            return
+        case .events(let events, let headerRevision, let created):
+            received(events, headerRevision: headerRevision, created: created, generation: generation, endpoint: endpoint)
         }
-        var events: [EtcdWatchEvent] = []
-        for item in try EtcdJSON.array(result, "events") { events.append(try EtcdJSON.event(item)) }
+    }
+
+    private func received(_ events: [EtcdWatchEvent], headerRevision: Int64, created: Bool, generation: Int, endpoint: URL) {
         let created = state.withLock { state -> Bool in
             guard state.generation == generation && !state.cancelled && !state.finished else { return false }
-            let created = EtcdJSON.bool(result, "created")
             if created {
                 state.created = true
                 state.failedInRound = 0
@@ -293,11 +278,6 @@ final class EtcdWatchStream: Sendable {
             return state.connection
         }
         connection?.cancel()
-    }
-
-    private static func errorMessage(_ reply: EtcdJSON.Object) -> String {
-        if let error = reply["error"] as? EtcdJSON.Object, let message = error["message"] as? String { return message }
-        return (reply["message"] as? String) ?? (reply["error"] as? String) ?? "\(reply)"
     }
 
     // MARK: Delivery
@@ -331,17 +311,17 @@ final class EtcdWatchConnection: EtcdStreamSink {
     }
 
     func received(_ bytes: [UInt8]) {
-        let (lines, status) = splitter.withLock { ($0.0.append(bytes), $0.status) }
-        guard let lines else {
+        let (split, status) = splitter.withLock { ($0.0.append(bytes), $0.status) }
+        // The lines before one over the cap are delivered, whatever the split.
+        for line in split.lines { stream.received(line: line, generation: generation, endpoint: endpoint, status: status) }
+        if split.exceeded {
             let cap = EtcdClientOptions.describe(size: stream.maximumLineLength)
             stream.stop(
                 generation,
                 error: EtcdError(
                     .replyTooLarge, endpoints: [endpoint],
                     reason: "watch: a line of the stream exceeds \(cap) (maximumReplySize); the watch stopped"))
-            return
         }
-        for line in lines { stream.received(line: line, generation: generation, endpoint: endpoint, status: status) }
     }
 
     func ended(_ reason: String) {

@@ -79,7 +79,7 @@ struct WireFormatTests {
 
     @Test func aChunkWithSeveralLinesGivesEachLine() {
         var splitter = EtcdLineSplitter(maximumLineLength: 1024)
-        #expect(splitter.append(Array("{\"a\":1}\n{\"b\":2}\n".utf8)) == [Array("{\"a\":1}".utf8), Array("{\"b\":2}".utf8)])
+        #expect(splitter.append(Array("{\"a\":1}\n{\"b\":2}\n".utf8)).lines == [Array("{\"a\":1}".utf8), Array("{\"b\":2}".utf8)])
         #expect(splitter.pendingCount == 0)
     }
 
@@ -87,20 +87,31 @@ struct WireFormatTests {
         var splitter = EtcdLineSplitter(maximumLineLength: 1024)
         let text = Array("{\"result\":{\"events\":[1,2,3]}}\r\n{\"next\":true}\n".utf8)
         var lines: [[UInt8]] = []
-        for byte in text { lines += splitter.append([byte]) ?? [] }
+        for byte in text { lines += splitter.append([byte]).lines }
         #expect(lines == [Array("{\"result\":{\"events\":[1,2,3]}}".utf8), Array("{\"next\":true}".utf8)])
-        #expect(splitter.append(Array("{\"par".utf8)) == [])
+        #expect(splitter.append(Array("{\"par".utf8)) == EtcdLineSplitter.Split())
         #expect(splitter.pendingCount == 5)
-        #expect(splitter.append(Array("t\":1}\n\n".utf8)) == [Array("{\"part\":1}".utf8)])
+        #expect(splitter.append(Array("t\":1}\n\n".utf8)).lines == [Array("{\"part\":1}".utf8)])
     }
 
     @Test func aLineLongerThanTheCapIsRefusedWhetherItEndedOrNot() {
         var whole = EtcdLineSplitter(maximumLineLength: 8)
-        #expect(whole.append(Array("12345678\n".utf8)) == [Array("12345678".utf8)])
-        #expect(whole.append(Array("123456789\nshort\n".utf8)) == nil)
+        #expect(whole.append(Array("12345678\n".utf8)).lines == [Array("12345678".utf8)])
+        #expect(whole.append(Array("123456789\nshort\n".utf8)) == EtcdLineSplitter.Split(lines: [], exceeded: true))
+        #expect(whole.append(Array("short\n".utf8)).exceeded)
         var growing = EtcdLineSplitter(maximumLineLength: 8)
-        #expect(growing.append(Array("12345".utf8)) == [])
-        #expect(growing.append(Array("6789".utf8)) == nil)
+        #expect(growing.append(Array("12345".utf8)) == EtcdLineSplitter.Split())
+        #expect(growing.append(Array("6789".utf8)).exceeded)
+    }
+
+    /// Found writing the etcd-watch fuzz target's split check: a line of exactly the cap split between its CR and its
+    /// LF was refused, and the lines before a refused one in the same chunk were lost.
+    @Test func theSplitChangesNeitherTheLinesNorTheRefusal() {
+        var split = EtcdLineSplitter(maximumLineLength: 8)
+        #expect(split.append(Array("12345678\r".utf8)) == EtcdLineSplitter.Split())
+        #expect(split.append(Array("\n".utf8)).lines == [Array("12345678".utf8)])
+        var oneChunk = EtcdLineSplitter(maximumLineLength: 8)
+        #expect(oneChunk.append(Array("a\nb\n123456789\nc\n".utf8)) == EtcdLineSplitter.Split(lines: [[97], [98]], exceeded: true))
     }
 
     // MARK: HTTP
@@ -149,9 +160,71 @@ struct WireFormatTests {
     @Test func aConnectionClosedMidReplyOrABadStatusLineIsAnError() throws {
         var parser = EtcdHTTPParser()
         _ = try parser.feed(Array("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc".utf8))
-        #expect(throws: EtcdMalformedReply.self) { try parser.finish() }
+        #expect(throws: EtcdHTTPFailure.self) { try parser.finish() }
         var other = EtcdHTTPParser()
-        #expect(throws: EtcdMalformedReply.self) { try other.feed(Array("SSH-2.0-OpenSSH\r\n\r\n".utf8)) }
+        #expect(throws: EtcdHTTPFailure.self) { try other.feed(Array("SSH-2.0-OpenSSH\r\n\r\n".utf8)) }
+    }
+
+    /// The parser itself refuses a body over its cap: before the body arrives when its length is
+    /// known (a Content-Length, a chunk's size), as soon as the bytes exceed it when the
+    /// connection's end frames it.
+    @Test func aReplyOverTheCapIsRefusedByTheParserAsSoonAsItsLengthIsKnown() throws {
+        let heads = [
+            "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\n",
+            "HTTP/1.1 200 OK\r\n\r\nabcde",
+        ]
+        for head in heads {
+            var parser = EtcdHTTPParser(maximumBodySize: 4)
+            let error = try #require(throws: EtcdHTTPFailure.self) { try parser.feed(Array(head.utf8)) }
+            #expect(error.kind == .tooLarge, "\(head.debugDescription): \(error)")
+            #expect(error.reason.hasPrefix("the reply exceeds 4 bytes (maximumReplySize)"), "\(error)")
+            #expect(parser.bufferedCount == 0)
+        }
+        // At the cap, each framing reads.
+        for reply in [
+            "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nabcd",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n",
+        ] {
+            var parser = EtcdHTTPParser(maximumBodySize: 4)
+            #expect(try parser.feed(Array(reply.utf8)).last == .end)
+            #expect(parser.bodyCount == 4)
+        }
+        var untilClose = EtcdHTTPParser(maximumBodySize: 4)
+        _ = try untilClose.feed(Array("HTTP/1.1 200 OK\r\n\r\nabcd".utf8))
+        #expect(try untilClose.finish() == [.end])
+    }
+
+    /// A head (or a line) over the limit is refused whether its end arrived or not, so that every
+    /// split gives the same error, and the parser never holds more than the limit.
+    @Test func aHeadLongerThanTheLimitIsRefusedInAnySplit() throws {
+        let reply = Array("HTTP/1.1 200 OK\r\nX-Long: \(String(repeating: "x", count: 1100))\r\nContent-Length: 0\r\n\r\n".utf8)
+        for split in [1, 7, 1024, reply.count] {
+            var parser = EtcdHTTPParser(maximumHeadLength: 1024)
+            var failure: EtcdHTTPFailure?
+            for start in stride(from: 0, to: reply.count, by: split) {
+                do {
+                    _ = try parser.feed(reply[start..<min(start + split, reply.count)])
+                    #expect(parser.bufferedCount <= 1024)
+                } catch {
+                    failure = error
+                    break
+                }
+            }
+            #expect(failure == EtcdHTTPFailure(.malformed, "HTTP header longer than 1 KiB"), "split \(split)")
+        }
+        // A head of exactly the limit (its blank line included) reads.
+        let exact = "HTTP/1.1 204 No Content\r\nX: \r\n\r\n"
+        var parser = EtcdHTTPParser(maximumHeadLength: exact.utf8.count)
+        for byte in exact.utf8 { _ = try parser.feed([byte]) }
+        #expect(parser.isComplete)
+    }
+
+    @Test func bytesAfterACompleteReplyAreDroppedAndTheConnectionIsNotReused() throws {
+        var parser = EtcdHTTPParser()
+        #expect(try parser.feed(Array("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}HTTP/1.1".utf8)).last == .end)
+        #expect(parser.isComplete && !parser.keepsConnection)
+        #expect(parser.bufferedCount == 0)
     }
 
     // MARK: Errors and options
