@@ -150,10 +150,16 @@ struct StoreTests {
         let url = directory.file("s.json")
         var store: DefaultsStore? = DefaultsStore(fileURL: url)
         let changes = store!.changes(for: key)
+        // Registered after the sequence, so told after it: once this observer has heard of the
+        // other process's change, the sequence has it too (the value alone is visible before the
+        // observers are told, on the watcher's thread).
+        let told = Locked<[Int]>([])
+        let token = store!.observe(key, options: [.new]) { _, change in told.append(change.newValue!) }
         store![key] = 2
         try store!.flush()
         try writeAtomically(#"{"changedLevel": 3}"#, to: url.path)
-        #expect(waitUntil { store![key] == 3 })
+        #expect(waitUntil { told.current == [2, 3] })
+        token.invalidate()
         store = nil
         // The sequence finishes: the last store is gone.
         let received = await withDeadline {
