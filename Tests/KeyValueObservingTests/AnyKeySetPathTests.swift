@@ -29,14 +29,12 @@ final class QuietKeysLearnedEarly: KeyValueObservable, @unchecked Sendable {
     }
 }
 
-/// A set on an object with observers of every key and no batch finds them, the key and the key's own
-/// observers in the published set table, without the lock (`Observed._setNotifyingAnyKeyUnlocked`).
-@Suite("Observers of every key, told from the set table")
+/// A set on an object with observers of every key takes the locked set path
+/// (`Observed._setSlowPath`): it finds them, the key and the key's own observers under one lock.
+@Suite("Observers of every key, told by the locked set path")
 struct AnyKeySetPathTests {
-    /// The set table carries the observers of every key: one registered by a handler during a set
-    /// replaces the table the set reads, which waits until the set is over, and hears of the next set
-    /// only.
-    @Test func aHandlerAddingAnObserverOfEveryKeyWorksOnTheTableItsSetStartedWith() {
+    /// An observer of every key registered by a handler during a set hears of the next set only.
+    @Test func anObserverOfEveryKeyAddedByAHandlerHearsOfTheNextSetOnly() {
         let object = Counter8()
         let log = Locked<[String]>([])
         let added = Locked<[KeyValueObservation]>([])
@@ -44,30 +42,11 @@ struct AnyKeySetPathTests {
             log.append("first \(change.keyName)")
             guard added.current.isEmpty else { return }
             added.append(object.observeAnyKey { _, change in log.append("second \(change.keyName)") })
-            #expect(object.retiredSetTableCount > 0, "the table this set reads waits until it is over")
         }
         object.k0 = 1
-        #expect(object.retiredSetTableCount == 0, "every replaced table is freed once no set is running")
         object.k1 = 1
         #expect(log.current == ["first k0", "first k1", "second k1"])
         withExtendedLifetime((first, added)) {}
-    }
-
-    /// The set table is built on demand (by the first set that needs it, not by registrations):
-    /// with observers of every key only, the first set builds it, so the sets after it are told
-    /// without the lock.
-    @Test func theFirstSetSeenByObserversOfEveryKeyBuildsTheTableTheNextSetsRead() {
-        let object = Counter8()
-        let count = Locked(0)
-        let token = object.observeAnyKey { _, _ in count.withLock { $0 += 1 } }
-        #expect(!object.hasPublishedSetTable, "a registration builds no table")
-        object.k0 = 1
-        #expect(object.hasPublishedSetTable, "the first set publishes the table")
-        object.k1 = 1
-        object.k0 = 2
-        #expect(object.hasPublishedSetTable)
-        #expect(count.current == 3)
-        withExtendedLifetime(token) {}
     }
 
     /// The class's answer for a key without observers of its own is asked once per object and kept:

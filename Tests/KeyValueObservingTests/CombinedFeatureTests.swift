@@ -165,10 +165,9 @@ struct CombinedConcurrencyTests {
     }
 
     /// Four threads open batches on one object over and over, some nested, each changing its own
-    /// property twice per batch: the owner slot passes between them without the lock (or a batch
-    /// goes into the thread's record while another holds it), and every batch, wherever it was
-    /// kept, is one notification per key with the values before and after it.
-    @Test func batchesOfFourThreadsTakeTurnsInTheOwnerSlot() {
+    /// property twice per batch: each batch lives in its thread's record, and every one is one
+    /// notification per key with the values before and after it.
+    @Test func batchesOfFourThreadsOnOneObjectEachDeliverTheirOwnChanges() {
         let lanes = Lanes()
         let keys: [ReferenceWritableKeyPath<Lanes, Int>] = [\.a, \.b, \.c, \.d]
         let seen = (0..<4).map { _ in Locked<[KeyValueObservedChange<Int>]>([]) }
@@ -179,8 +178,7 @@ struct CombinedConcurrencyTests {
         TestThread.run(4) { lane in
             for round in 0..<rounds {
                 if round % 2 == 0 {
-                    // The nested batch opens after a change: it must join the outer one, wherever
-                    // that is kept, even when the owner slot is free by then.
+                    // The nested batch opens after a change: it must join the outer one.
                     lanes.coalescingChanges {
                         lanes.set(lane, to: 2 * round + 1)
                         lanes.coalescingChanges { lanes.set(lane, to: 2 * round + 2) }

@@ -63,21 +63,6 @@ struct SetTableTests {
         withExtendedLifetime(tokens) {}
     }
 
-    /// A set that only builds the table (its key's offset is known) changes no state: batches'
-    /// shortcuts stay valid.
-    @Test func aSetThatBuildsTheTableLeavesTheStateVersionAlone() {
-        let counter = Counter8()
-        let first = counter.observe(\.k0) { _, _ in }
-        counter.k0 = 1
-        counter.observe(\.k1) { _, _ in }.invalidate()
-        #expect(!counter.hasPublishedSetTable)
-        let version = counter.observerStateVersion
-        counter.k0 = 2
-        #expect(counter.hasPublishedSetTable)
-        #expect(counter.observerStateVersion == version)
-        withExtendedLifetime(first) {}
-    }
-
     /// While replaced tables wait for one reader counter only (a set blocked on another thread counts
     /// there), new sets count on the other one, whatever happens meanwhile: so the awaited counter
     /// drains even under a steady stream of sets, and the tables are freed as soon as the blocked

@@ -2,15 +2,16 @@ import Synchronization
 
 /// One object's batch on one thread (`coalescingChanges`).
 ///
-/// While it is open, only the thread that opened it touches it; once finished it is emptied and kept
-/// by the registry for the next batch (its buffers keep their capacity, its shortcut and finishers
-/// stay valid), so that a batch allocates nothing and takes no lock per change in the steady state.
+/// It is in the record of the thread that opened it (`ObserverRegistry+Batches.swift`) until that
+/// thread ends it; once delivered it is emptied and kept by the registry for the next batch (its
+/// buffers keep their capacity, its finishers stay valid), so that a batch allocates nothing in the
+/// steady state.
 @usableFromInline
 final class _BatchState {
-    // Every variable is only accessed by the thread of the batch, one access at a time: a record's
-    // batch with the registry's lock held (`depth`) or by its thread; the owner slot's batch by the
-    // slot's holder, with or without the lock (the slot's release and acquire, and `isDelivering`,
-    // order the hand-over of a reused batch from one thread to the next): `@exclusivity(unchecked)`.
+    // Every variable is only accessed by one thread at a time: while the batch is open, by its
+    // thread (with the registry's lock held, the locked set path, or after the lock, its delivery);
+    // a spare batch only under the registry's lock, which orders its hand-over from one thread to
+    // the next: `@exclusivity(unchecked)`.
     @exclusivity(unchecked) var depth = 1
     /// The keys changed so far (`changeCount` of them, in the order of their first change), in a
     /// buffer of `changeCapacity`. Plain values: appending one copies a few words and retains nothing.
@@ -33,38 +34,13 @@ final class _BatchState {
     @exclusivity(unchecked) @usableFromInline var primed: ContiguousArray<UInt64> = []
     @exclusivity(unchecked) @usableFromInline var delivered: ContiguousArray<UInt64> = []
 
-    // The shortcut: what the batch knows of its object's observers, taken under the registry's lock
-    // (`refreshShortcut`) and valid while the registry's `stateVersion` is `shortcutVersion`. It is
-    // only taken when no observed `@Observed` property needs anything at the first change of its key
-    // (no `.prior`, no observer reading its value through a key path, no manual-only notification,
-    // no observer of every key asking for `.prior`); then a change takes no lock.
-
-    /// The registry's `stateVersion` at which the slot indices of all the changes are right; `.max`
-    /// if they were recorded at different versions (then the end of the batch checks each one).
-    @exclusivity(unchecked) @usableFromInline var slotIndicesVersion = UInt.max
-    /// The registry's `stateVersion` the shortcut is valid at; `.max` (never reached) for none.
-    @exclusivity(unchecked) @usableFromInline var shortcutVersion = UInt.max
-    /// The version the shortcut was last computed at, usable or not.
-    @exclusivity(unchecked) var shortcutCheckedVersion = UInt.max
-    /// By storage offset class (`_maskBit(forOffset:)`'s bit number): the offset and slot index of
-    /// the first observed property of that class (-1: none); the others are in `shortcutOverflow`.
-    @usableFromInline let shortcutTable: UnsafeMutablePointer<(offset: Int32, slot: Int32)>
-    @exclusivity(unchecked) var shortcutOverflow: ContiguousArray<(offset: Int, slot: Int)> = []
-
-    /// Set while a finished batch that the registry already keeps for reuse is still delivering:
-    /// until it is cleared (releasing), the next batch must not take this one.
-    let isDelivering = Atomic<Bool>(false)
-
     init() {
         changes = .allocate(capacity: changeCapacity)
-        shortcutTable = .allocate(capacity: 64)
-        shortcutTable.initialize(repeating: (-1, -1), count: 64)
     }
 
     deinit {
         // The changes are plain values, and every one was delivered (which released its snapshot).
         changes.deallocate()
-        shortcutTable.deallocate()
     }
 
     /// Records that the indirect observer `id` was primed; `false` if it already was.
@@ -83,20 +59,14 @@ final class _BatchState {
         return true
     }
 
-    /// Appends a change whose old value is still to be written; returns it. `slotIndex` is right at
-    /// the registry's `stateVersion` `version`.
+    /// Appends a change whose old value is still to be written; returns it. `slotIndex` is where its
+    /// key's observers were found (a hint for the end of the batch), or -1.
     @inlinable
     @inline(__always)
     func append(
-        offset: Int, storage: UnsafeMutableRawPointer, slotIndex: Int, version: UInt, finisher: Unmanaged<_BatchFinisher>, extra: Int,
-        trivialSize: Int
+        offset: Int, storage: UnsafeMutableRawPointer, slotIndex: Int, finisher: Unmanaged<_BatchFinisher>, extra: Int, trivialSize: Int
     ) -> UnsafeMutablePointer<_BatchedChange> {
         if changeCount == changeCapacity { grow() }
-        if changeCount == 0 {
-            slotIndicesVersion = version
-        } else if slotIndicesVersion != version {
-            slotIndicesVersion = .max
-        }
         let change = changes + changeCount
         change.initialize(
             to: _BatchedChange(
@@ -118,13 +88,21 @@ final class _BatchState {
 
     /// Whether the property stored at `offset` (or, for a zero-sized one, named `key`) already changed
     /// in this batch.
-    @usableFromInline
+    @inline(__always)
     func hasChanged(offset: Int, key: AnyKeyPath?) -> Bool {
         if offset >= 0 {
             guard changedMask & _maskBit(forOffset: offset) != 0 else { return false }
-            for index in 0..<changeCount where changes[index].offset == offset { return true }
-            return false
+            return hasChange(atOffset: offset)
         }
+        return hasChange(of: key)
+    }
+
+    private func hasChange(atOffset offset: Int) -> Bool {
+        for index in 0..<changeCount where changes[index].offset == offset { return true }
+        return false
+    }
+
+    private func hasChange(of key: AnyKeyPath?) -> Bool {
         guard let key else { return false }
         for index in 0..<changeCount where changes[index].offset < 0 {
             if let changed = extras[changes[index].extra].key, _sameKey(changed, key) { return true }
@@ -133,9 +111,15 @@ final class _BatchState {
     }
 
     /// The finisher for values of `type`, if the batch has one (it keeps it).
-    @usableFromInline
+    @inlinable
+    @inline(__always)
     func finisher(for type: ObjectIdentifier) -> Unmanaged<_BatchFinisher>? {
         if let lastFinisher, lastFinisher._withUnsafeGuaranteedRef({ $0.type == type }) { return lastFinisher }
+        return keptFinisher(for: type)
+    }
+
+    @usableFromInline
+    func keptFinisher(for type: ObjectIdentifier) -> Unmanaged<_BatchFinisher>? {
         for index in finishers.indices where finishers[index].type == type {
             lastFinisher = Unmanaged.passUnretained(finishers[index])
             return lastFinisher
@@ -156,38 +140,6 @@ final class _BatchState {
     func addExtra(key: AnyKeyPath?) -> Int {
         extras.append(_BatchedExtra(key: key, pending: nil))
         return extras.endIndex - 1
-    }
-
-    /// Through the shortcut: the index of the slot of the property stored at `offset`, or -1 if it
-    /// has none.
-    @inlinable
-    @inline(__always)
-    func shortcutSlot(ofPropertyAt offset: Int) -> Int {
-        let entry = shortcutTable[(offset &>> 3) & 63]
-        if Int(entry.offset) == offset { return Int(entry.slot) }
-        return entry.offset < 0 ? -1 : shortcutOverflowSlot(ofPropertyAt: offset)
-    }
-
-    @usableFromInline
-    func shortcutOverflowSlot(ofPropertyAt offset: Int) -> Int {
-        for other in shortcutOverflow where other.offset == offset { return other.slot }
-        return -1
-    }
-
-    /// Starts a new shortcut, unusable until `shortcutVersion` is set.
-    func clearShortcut() {
-        shortcutVersion = .max
-        shortcutTable.update(repeating: (-1, -1), count: 64)
-        shortcutOverflow.removeAll(keepingCapacity: true)
-    }
-
-    func addToShortcut(offset: Int, slot: Int) {
-        let entry = shortcutTable + ((offset &>> 3) & 63)
-        if entry.pointee.offset < 0, let offset = Int32(exactly: offset), let slot = Int32(exactly: slot) {
-            entry.pointee = (offset, slot)
-        } else {
-            shortcutOverflow.append((offset, slot))
-        }
     }
 
     /// Empties the batch for reuse, once every change was delivered. Releases what the changes held:
@@ -334,9 +286,9 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     /// - Manual notifications (`willChangeValue`/`didChangeValue`) inside a batch are not batched.
     ///
     /// - Complexity: A change records its key and old value (O(*k*) in the keys changed so far, to
-    ///   find a repeated one), and the end delivers once per key. A batch is not free: opening it,
-    ///   recording each change and delivering at the end cost more than the same sets made without
-    ///   it (more than twice as much for ten sets of observed keys: the gate, `kvo-bench gate`, measures
+    ///   find a repeated one), and the end delivers once per key. A batch is not free: each set in it
+    ///   takes the registry's lock, and opening it, recording each change and delivering at the end
+    ///   cost several times what the same sets cost without it (the gate, `kvo-bench gate`, measures
     ///   `batch-of-ten-sets` against `ten-sets-unbatched`). Batch for what
     ///   observers see (one notification per key, with the values before and after), not for speed.
     public func coalescingChanges<Result>(_ body: () throws -> Result) rethrows -> Result {

@@ -1,12 +1,3 @@
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#else
-#error("needs the C library of Darwin, glibc or Musl (Windows is out of scope)")
-#endif
 import Synchronization
 
 /// Follows key paths through other objects for one registration (`observe(\.engine.rpm)`, a chain
@@ -37,7 +28,7 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
     private let needsPrior: Bool
     /// What the entry returned before each change, for the announcement after it; announcements nest
     /// per thread, like `willChangeValue`/`didChangeValue`.
-    private let pending = Locked<[(thread: pthread_t, old: Any?)]>([])
+    private let pending = Locked<[(thread: _ThreadID, old: Any?)]>([])
     /// Not retained, without a weak reference's side table (see `_UnretainedReference`).
     private let rootReference: _UnretainedReference<KeyValueObservable>
     private var root: KeyValueObservable? { rootReference.object }
@@ -85,7 +76,7 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
     fileprivate func willChange(valueHasChanged: Bool) {
         guard isActive.load(ordering: .acquiring), let root else { return }
         let old = entry.willChange(root, valueHasChanged: valueHasChanged)
-        pending.withLock { $0.append((pthread_self(), old)) }
+        pending.withLock { $0.append((_ThreadID.current, old)) }
     }
 
     /// The property of `marker`'s follower on `object` has changed: re-targets the paths if that can
@@ -100,7 +91,7 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
             guard isActive.load(ordering: .acquiring) else { return }
         }
         if needsPrior {
-            didChange(root, withPendingOf: pthread_self())
+            didChange(root, withPendingOf: _ThreadID.current)
         } else {
             // Borrowed: the strong reference `root` took (`_UnretainedReference.object`) holds it.
             Unmanaged.passUnretained(root)._withUnsafeGuaranteedRef { entry.didChange($0) }
@@ -109,9 +100,9 @@ final class _DependencyPaths: _Invalidatable, @unchecked Sendable {
 
     /// Tells the entry with what it returned before the change now announced on `thread`.
     @inline(never)
-    private func didChange(_ root: KeyValueObservable, withPendingOf thread: pthread_t) {
+    private func didChange(_ root: KeyValueObservable, withPendingOf thread: _ThreadID) {
         let old = pending.withLock { stack in
-            stack.lastIndex { pthread_equal($0.thread, thread) != 0 }.map { stack.remove(at: $0).old } ?? nil
+            stack.lastIndex { $0.thread.isSame(as: thread) }.map { stack.remove(at: $0).old } ?? nil
         }
         entry.didChange(root, old: old)
     }

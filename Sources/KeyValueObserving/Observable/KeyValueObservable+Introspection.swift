@@ -56,12 +56,6 @@ extension KeyValueObservable {
         return registry.setTables.readerCounts
     }
 
-    /// The registry's state version: it changes when the observed keys do, and a batch's shortcut
-    /// holds while it does not (`ObserverRegistry+Batches.swift`). A hook for the tests, not API.
-    package var observerStateVersion: UInt {
-        _existingRegistry?.stateVersion.load(ordering: .acquiring) ?? 0
-    }
-
     /// Whether the set path's table of observers is published: it is built when a set needs it, not
     /// on registration (`ObserverRegistry+ReadPath.swift`). A hook for the tests of that claim, not API.
     package var hasPublishedSetTable: Bool {

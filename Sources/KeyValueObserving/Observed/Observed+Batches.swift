@@ -5,19 +5,20 @@ import Synchronization
 extension Observed {
     /// Appends a change of this property, with its value now as the value before the batch, to
     /// `batch`; returns the index of its `_BatchedExtra` (-1 if it has none: no key to keep).
-    /// `slotIndex` is right at the registry's `stateVersion` `version` (`.max`: unknown).
+    /// `slotIndex` is where the key's observers were found, or -1.
     @inlinable
     static func _recordBatchedChange(
         in batch: _BatchState,
         offset: Int,
         storage: UnsafeMutablePointer<Observed<Value>>,
         slotIndex: Int,
-        version: UInt,
         key: AnyKeyPath?
     ) -> Int {
-        let finisher =
-            batch.finisher(for: ObjectIdentifier(Value.self))
-            ?? batch.addFinisher(
+        let finisher: Unmanaged<_BatchFinisher>
+        if let kept = batch.finisher(for: ObjectIdentifier(Value.self)) {
+            finisher = kept
+        } else {
+            finisher = batch.addFinisher(
                 _BatchFinisher(
                     type: ObjectIdentifier(Value.self),
                     readFinalValue: { change in
@@ -26,9 +27,10 @@ extension Observed {
                     },
                     deliver: { change, observers, batch, object in _deliverBatchedChange(change, to: observers, batch: batch, on: object) }
                 ))
+        }
         let extra = key.map { batch.addExtra(key: $0) } ?? -1
         let change = batch.append(
-            offset: offset, storage: UnsafeMutableRawPointer(storage), slotIndex: slotIndex, version: version, finisher: finisher,
+            offset: offset, storage: UnsafeMutableRawPointer(storage), slotIndex: slotIndex, finisher: finisher,
             extra: extra, trivialSize: _ValueCell.trivialSize(Value.self))
         withUnsafeMutablePointer(to: &change.pointee.oldValue) { _ValueCell.store(storage.pointee._value, in: $0) }
         return extra

@@ -20,6 +20,8 @@ import _KeyValueObservingShims
 /// property. After it, a set also reads one atomic word of slow-path flags (observers of every key,
 /// an open batch, a to-many mutation in progress) and, when none is set, an atomic mask of the
 /// observed storage offsets: a set of a property that has no observers stops there, without a lock.
+/// A set of an observed property finds its observers in a table read without a lock; the rest
+/// (any flag set, a zero-sized property) takes the registry's lock once.
 ///
 /// The wrapper only works inside a `KeyValueObservable` subclass: it reaches its enclosing instance
 /// through `static subscript(_enclosingInstance:wrapped:storage:)`, and the wrapped key path is the
@@ -87,18 +89,15 @@ public struct Observed<Value> {
         }
     }
 
-    /// The set path of an object that has a registry: find the property's observers, deliver
-    /// `.prior`, store, deliver. Specialised per declaring class and value type in the client, never
-    /// inlined: knowing the class lets observers registered with it be called directly.
+    /// The set path of an object that has a registry. Specialised per declaring class and value type
+    /// in the client, never inlined: knowing the class lets observers registered with it be called
+    /// directly.
     ///
-    /// The fast path, with no slow-path flag and a property that is not zero-sized: the mask of the
-    /// observed offsets, then a plain store or the lock-free read section of the set table and the
-    /// delivery. Observers of every key alone are told from the same read section
-    /// (`_setNotifyingAnyKeyUnlocked`); a batch alone records the change through its shortcut in this
-    /// frame (`_shortcutRecord`), sparing the batched set a second frame; everything else is
-    /// `_setSlowPath` (`Observed+SlowPath.swift`). The fork is here, in this order, rather than in
-    /// one function that `_setSlowPath` would call: the optimiser then lays out the fast path as it
-    /// does for the plain set (the gate, `kvo-bench gate`, measures both).
+    /// One of two paths. With no slow-path flag and a property that is not zero-sized, the lock-free
+    /// one: the mask of the observed offsets, then the published set table's observers of the
+    /// property, read without a lock (`ObserverRegistry+ReadPath.swift`), and the delivery around
+    /// the store. Everything else (observers of every key, an open batch, a silenced setter, a
+    /// zero-sized property) takes the locked one, `_setSlowPath` (`Observed+SlowPath.swift`).
     @inlinable
     @inline(never)
     static func _setObserved<EnclosingSelf: KeyValueObservable>(
@@ -111,81 +110,23 @@ public struct Observed<Value> {
         let storage = UnsafeMutableRawPointer(Unmanaged.passUnretained(object).toOpaque())
             .advanced(by: storageOffset)
             .assumingMemoryBound(to: Observed<Value>.self)
-        // One load for every reason to take the slow path: observers of every key, an open batch, a
-        // silenced setter (`_SlowPath`).
+        // One load for every reason to take the locked path (`_SlowPath`). Zero-sized properties
+        // may share their offset with another property: they are found by key path, under the lock.
         let flags = registry._withUnsafeGuaranteedRef { $0.slowPathFlags.load(ordering: .acquiring) }
-        if _slowPath(flags != 0) {
-            if MemoryLayout<Value>.size != 0 {
-                // Observers of every key alone are told without the lock, from the set table.
-                if flags == _SlowPath.anyKey {
-                    _setNotifyingAnyKeyUnlocked(
-                        newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry)
-                    return
-                }
-                // A change the calling thread's batch records through its shortcut, in this frame.
-                // Else `_setSlowPath` asks again and finds the same answer.
-                if flags == _SlowPath.batch,
-                    _storeRecorded(
-                        _shortcutRecord(storage: storage, storageOffset: storageOffset, registry: registry), newValue, storage: storage)
-                {
-                    return
-                }
-            }
-            _setSlowPath(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry)
-            return
-        }
-        if MemoryLayout<Value>.size == 0 {
-            // Zero-sized properties may share their offset with another property: they are found by
-            // key path, on the slow path.
+        if _slowPath(flags != 0) || MemoryLayout<Value>.size == 0 {
             _setSlowPath(newValue, on: object, storage: storage, storageOffset: storageOffset, key: key, registry: registry)
             return
         }
         guard registry._withUnsafeGuaranteedRef({ $0.mayHaveObservers(atOffset: storageOffset) }) else {
-            storage.pointee._value = newValue
+            _deliver(newValue, to: nil, storage: storage, on: object)
             return
         }
-        // Without the lock or a retain: the snapshot is borrowed from the published table for the
+        // Without the lock or a retain: the observers are borrowed from the published table for the
         // time of the delivery (`ObserverRegistry+ReadPath.swift`).
         let reading = registry._withUnsafeGuaranteedRef { $0.enterReading() }
         let found = registry._withUnsafeGuaranteedRef { $0.observersInReadSection(atOffset: storageOffset, key: key) }
         _deliver(newValue, to: found, storage: storage, on: object)
         registry._withUnsafeGuaranteedRef { $0.exitReading(reading) }
-    }
-
-    /// Asks the calling thread's batch to record a set of this property through its shortcut
-    /// (`recordInOwnedBatch`).
-    @inlinable
-    @inline(__always)
-    static func _shortcutRecord(
-        storage: UnsafeMutablePointer<Observed<Value>>,
-        storageOffset: Int,
-        registry: Unmanaged<_ObserverRegistry>
-    ) -> _BatchShortcutResult {
-        let rawStorage = UnsafeMutableRawPointer(storage)
-        return registry._withUnsafeGuaranteedRef {
-            $0.recordInOwnedBatch(
-                offset: storageOffset, storage: rawStorage, valueType: ObjectIdentifier(Value.self),
-                trivialSize: _ValueCell.trivialSize(Value.self))
-        }
-    }
-
-    /// Stores `newValue` if the batch recorded the change (writing the value before it into the
-    /// change) or already had it; `false` for anything else.
-    @inlinable
-    @inline(__always)
-    static func _storeRecorded(_ recorded: _BatchShortcutResult, _ newValue: Value, storage: UnsafeMutablePointer<Observed<Value>>) -> Bool
-    {
-        switch recorded {
-        case .unavailable, .recordWithKey:
-            return false
-        case .repeated:
-            storage.pointee._value = newValue
-            return true
-        case .recorded(let change):
-            withUnsafeMutablePointer(to: &change.pointee.oldValue) { _ValueCell.store(storage.pointee._value, in: $0) }
-            storage.pointee._value = newValue
-            return true
-        }
     }
 
     /// Stores `newValue` and notifies the observers of `found` around the store. `found` is
@@ -198,29 +139,26 @@ public struct Observed<Value> {
         storage: UnsafeMutablePointer<Observed<Value>>,
         on object: EnclosingSelf
     ) {
-        guard let found else {
-            storage.pointee._value = newValue
-            return
-        }
+        // The one store of this path, in each branch where it belongs (a local closure, inlined).
+        let store = { storage.pointee._value = newValue }
+        guard let found else { return store() }
         if found.isSingle {
             // One observer that needs nothing before the store, where sets notify.
-            storage.pointee._value = newValue
+            store()
             found.single._withUnsafeGuaranteedRef { _ObserverSnapshot.deliverAlone(newValue, to: $0, on: object) }
             return
         }
         found.snapshot._withUnsafeGuaranteedRef { snapshot in
-            guard snapshot.notifiesAutomatically else {
-                storage.pointee._value = newValue
-                return
-            }
+            guard snapshot.notifiesAutomatically else { return store() }
             if snapshot.isPlain {
-                storage.pointee._value = newValue
+                store()
                 snapshot.deliverPlain(newValue, on: object)
                 return
             }
+            // Before the store: `.prior` and the old value.
             let oldValue: Value? = snapshot.needsOld ? storage.pointee._value : nil
             let pending = snapshot.willChange(on: object, oldValue: oldValue, newValue: newValue)
-            storage.pointee._value = newValue
+            store()
             snapshot.didChange(newValue, oldValue: oldValue, pending: pending, on: object)
         }
     }

@@ -90,29 +90,21 @@ enum _StorageOffsets: Sendable {
     }
 }
 
-/// An observer of every key of an object.
+/// An observer of every key of an object: a registration (`_ObserverEntry`: its id, options and
+/// "still active" flag) that is in no key's slot, only in the registry's `anyKeyObservers`.
 @usableFromInline
-final class _AnyKeyObserver: @unchecked Sendable {
-    // Invariant: immutable after init except `active`, which is atomic.
-    let id: UInt64
-    @usableFromInline let wantsPrior: Bool
+final class _AnyKeyObserver: _ObserverEntry, @unchecked Sendable {
+    // Invariant: immutable after init (see `_ObserverEntry`).
     @usableFromInline let handler: @Sendable (AnyObject, KeyValueAnyKeyChange) -> Void
-    private let active = Atomic<Bool>(true)
 
     init(id: UInt64, wantsPrior: Bool, handler: @escaping @Sendable (AnyObject, KeyValueAnyKeyChange) -> Void) {
-        self.id = id
-        self.wantsPrior = wantsPrior
         self.handler = handler
+        super.init(id: id, options: wantsPrior ? [.prior] : [], isDirect: false)
     }
 
+    /// Whether it asked for `.prior`.
     @usableFromInline
-    var isActive: Bool {
-        active.load(ordering: .acquiring)
-    }
-
-    func deactivate() {
-        active.store(false, ordering: .releasing)
-    }
+    var wantsPrior: Bool { options.contains(.prior) }
 }
 
 /// The observers of every key at one moment, immutable (like `_ObserverSnapshot`).
@@ -144,22 +136,10 @@ final class _AnyKeySnapshot: @unchecked Sendable {
         didChange(object, .many(keyPaths), storageOffsets: storageOffsets)
     }
 
+    /// Notifies after a change of `keyPath` (stored at `storageOffset`, for an `@Observed` property).
     @usableFromInline
-    func didChange(_ object: AnyObject, _ keyPath: consuming AnyKeyPath, storageOffset: Int? = nil) {
+    func didChange(_ object: AnyObject, _ keyPath: AnyKeyPath, storageOffset: Int? = nil) {
         notify(object, .one(keyPath), storageOffsets: .init(storageOffset), isPrior: false)
-    }
-
-    /// Notifies after a change of the `@Observed` property `keyPath`, stored at `storageOffset`, with
-    /// `keyPath` borrowed (the set table holds it while the set reads it).
-    @usableFromInline
-    func didChange(_ object: AnyObject, borrowing keyPath: AnyKeyPath, storageOffset: Int) {
-        let change = KeyValueAnyKeyChange(keys: .one(keyPath), storageOffsets: .single(storageOffset), isPrior: false)
-        for index in observers.indices {
-            Unmanaged.passUnretained(observers[index])._withUnsafeGuaranteedRef { observer in
-                guard observer.isActive else { return }
-                observer.handler(object, change)
-            }
-        }
     }
 
     private func didChange(_ object: AnyObject, _ keys: _ChangedKeys, storageOffsets: _StorageOffsets) {

@@ -1,13 +1,3 @@
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#else
-#error("needs the C library of Darwin, glibc or Musl (Windows is out of scope)")
-#endif
-
 // `willChangeValue(for:)` calls waiting for their `didChangeValue(for:)`, in the thread's record.
 
 extension _ObserverRegistry {
@@ -23,19 +13,19 @@ extension _ObserverRegistry {
     }
 
     func pushPendingChange(_ change: PendingChange) {
-        let thread = pthread_self()
+        let thread = _ThreadID.current
         withState { $0.withRecord(of: thread) { $0.pendingChanges.append(change) } }
     }
 
     /// The innermost pending change of this thread, left in place.
     func innermostPendingChange() -> PendingChange? {
-        let thread = pthread_self()
+        let thread = _ThreadID.current
         return readState { $0.record(of: thread)?.pendingChanges.last }
     }
 
     /// Removes the innermost pending change of this thread (the one `innermostPendingChange()` returned).
     func popPendingChange() {
-        let thread = pthread_self()
+        let thread = _ThreadID.current
         let removed = withState { $0.withRecord(of: thread) { $0.pendingChanges.popLast() } }
         withExtendedLifetime(removed) {}
     }

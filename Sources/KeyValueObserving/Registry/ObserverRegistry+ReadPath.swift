@@ -1,8 +1,6 @@
 // The set path's lock-free read: the observers of a property by storage offset, from the published
 // set table, with no lock and no reference counting (`setTables`, an `_EpochPublished`: tables
-// replaced by a registration are freed once no reader can still be using them). A set on an object
-// with observers of every key reads them, and the key it names, from the same table
-// (`ObserverRegistry+AnyKey.swift`).
+// replaced by a registration are freed once no reader can still be using them).
 //
 // A writer (with the lock held) whose change makes the published table stale unpublishes it
 // (`retireStaleSetTable`). The next table is built on demand: a reader that finds no table asks the
@@ -70,8 +68,7 @@ extension _ObserverRegistry {
                     // The key is asked for outside the lock, then this runs again.
                     guard let learnedKey else { return nil }
                     state.learn(offset: offset, key: learnedKey)
-                    // The mask and the state version change only when something was learned: a
-                    // version bump would make every batch's shortcut take the lock again.
+                    // The mask and the state version change only when something was learned.
                     publish()
                 }
                 publishSetTable()

@@ -17,7 +17,6 @@ extension _ObserverRegistry.State {
             slots.append(
                 _ObserverRegistry.Slot(
                     kind: kind, offset: offset, keyPath: keyPath, entry: entry, notifiesAutomatically: notifiesAutomatically))
-            allSnapshotsMade = false
             if kind == .keyPath { keyPathSlotsVersion &+= 1 }
             return nil
         }
@@ -67,9 +66,8 @@ extension _ObserverRegistry.State {
                 let slot = slots.remove(at: slotIndex)
                 if slot.kind == .keyPath { keyPathSlotsVersion &+= 1 }
                 removed.slots.append(slot)
-            case .removed(let replaced, let leftOne):
+            case .removed(let replaced):
                 removed.snapshots.append(replaced)
-                if leftOne { allSnapshotsMade = false }
                 slotIndex += 1
             }
         }

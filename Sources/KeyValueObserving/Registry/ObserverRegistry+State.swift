@@ -1,13 +1,3 @@
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#else
-#error("needs the C library of Darwin, glibc or Musl (Windows is out of scope)")
-#endif
-
 extension _ObserverRegistry {
     /// Everything the registry knows that can change, guarded by its lock as one value.
     ///
@@ -17,22 +7,29 @@ extension _ObserverRegistry {
     struct State {
         /// The observed keys, each with its current observers.
         var slots: ContiguousArray<Slot> = [] {
-            didSet { setTableVersion &+= 1 }
+            didSet {
+                setTableVersion &+= 1
+                slotOffsetsAreStale = true
+            }
         }
+        /// The storage offset of each slot of an `@Observed` property whose offset is known, indexed
+        /// like `slots` (`Int.min` for the others), for the locked set path's scan; and whether some
+        /// such slot still waits to learn its offset. Rebuilt when a set needs them after a change
+        /// of the slots (`indexSlotOffsetsIfNeeded`).
+        private(set) var slotOffsets: ContiguousArray<Int> = []
+        private(set) var hasSlotWaitingForItsOffset = false
+        private var slotOffsetsAreStale = false
         /// The storage offsets of this object's `@Observed` properties that have been set while it
         /// had a registry and something was waiting to learn them, with their keys.
         var learnedOffsets: ContiguousArray<(offset: Int, key: AnyKeyPath)> = [] {
             didSet { setTableVersion &+= 1 }
         }
-        /// Whether a set of the `@Observed` property stored at `offset` notifies when the key has no
-        /// observers of its own (`automaticallyNotifiesObservers(for:)`, asked once per key, outside
-        /// the lock, for the observers of every key), for offsets in `learnedOffsets`.
-        var automaticNotification: ContiguousArray<(offset: Int, notifies: Bool)> = [] {
-            didSet { setTableVersion &+= 1 }
-        }
-        /// Changes with every change of `slots`, `learnedOffsets`, `automaticNotification` or
-        /// `anyKeyObservers`: the set table is rebuilt when it differs from `publishedSetTableVersion`
-        /// (`ObserverRegistry+ReadPath.swift`).
+        /// Whether a set of the `@Observed` property stored at `offset` notifies when its key has no
+        /// observers of its own (`automaticallyNotifiesObservers(for:)`, asked once per key and
+        /// object, outside the lock, by a set on the locked path), for offsets in `learnedOffsets`.
+        var automaticNotification: ContiguousArray<(offset: Int, notifies: Bool)> = []
+        /// Changes with every change of `slots` or `learnedOffsets`: the set table is rebuilt when it
+        /// differs from `publishedSetTableVersion` (`ObserverRegistry+ReadPath.swift`).
         var setTableVersion = 0
         var publishedSetTableVersion = 0
         /// Changes whenever a slot of kind `.keyPath` is added or removed.
@@ -40,43 +37,51 @@ extension _ObserverRegistry {
         var isTornDown = false
         /// The observers of every key of the object (`observeAnyKey`), in registration order.
         var anyKeyObservers = _AnyKeySnapshot.none {
-            didSet { setTableVersion &+= 1 }
+            didSet { hasAnyKeyObservers = !anyKeyObservers.observers.isEmpty }
         }
+        /// Whether `anyKeyObservers` has any, read by the set path without touching the snapshot.
+        private(set) var hasAnyKeyObservers = false
         /// What to call when the object is deallocated (async sequences finish), by registration id.
         var deinitHandlers: [(id: UInt64, handler: @Sendable () -> Void)] = []
         /// What each thread is in the middle of on this object (silenced setters, a batch, manual
         /// changes); a thread has a record only while it is in the middle of something.
         var threads: [ThreadRecord] = []
-        /// The batch of the owner slot (`_ObserverRegistry.ownedBatch` points to it), kept between
-        /// batches for reuse (`ObserverRegistry+Batches.swift`).
-        var slotBatch: _BatchState?
+        /// A finished batch, emptied, kept for the next one to open (its buffers keep their capacity).
+        var spareBatch: _BatchState?
+
+        @inline(__always)
+        mutating func indexSlotOffsetsIfNeeded() {
+            if slotOffsetsAreStale { indexSlotOffsets() }
+        }
+
+        private mutating func indexSlotOffsets() {
+            slotOffsetsAreStale = false
+            slotOffsets.removeAll(keepingCapacity: true)
+            hasSlotWaitingForItsOffset = false
+            for index in slots.indices {
+                let isStorage = slots[index].kind == .storage
+                slotOffsets.append(isStorage ? slots[index].offset ?? .min : .min)
+                hasSlotWaitingForItsOffset = hasSlotWaitingForItsOffset || (isStorage && slots[index].offset == nil)
+            }
+        }
 
         /// The snapshot of the slot at `index`, made if it has one observer and none yet. Making it
-        /// changes nothing the set table shows (it holds a single observer itself), so it does not
-        /// count as a change of the slots.
+        /// changes nothing the set table shows (it holds a single observer itself) nor any offset, so
+        /// it does not count as a change of the slots.
         mutating func snapshot(ofSlotAt index: Int) -> _ObserverSnapshot {
             if let made = slots[index].made { return made }
-            let version = setTableVersion
+            let (version, stale) = (setTableVersion, slotOffsetsAreStale)
             let snapshot = slots[index].makeSnapshot()
-            setTableVersion = version
+            (setTableVersion, slotOffsetsAreStale) = (version, stale)
             return snapshot
         }
 
-        /// Makes the snapshot of every slot that has none: a batch's delivery reads them from a copy
-        /// of the slots, after unlocking.
-        @inline(__always)
-        mutating func makeAllSnapshots() {
-            guard !allSnapshotsMade else { return }
-            makeMissingSnapshots()
+        /// The snapshot of the slot at `index`, made as `snapshot(ofSlotAt:)` makes it, unretained:
+        /// valid while the slot (or a copy of the slots array) holds it.
+        mutating func unretainedSnapshot(ofSlotAt index: Int) -> Unmanaged<_ObserverSnapshot> {
+            if !slots[index].hasSnapshot { _ = snapshot(ofSlotAt: index) }
+            return slots[index].unretainedSnapshot
         }
-
-        private mutating func makeMissingSnapshots() {
-            for index in slots.indices where !slots[index].hasSnapshot { _ = snapshot(ofSlotAt: index) }
-            allSnapshotsMade = true
-        }
-
-        /// `false` once a slot may have been left with one observer and no snapshot.
-        var allSnapshotsMade = true
 
         /// The value of `_ObserverRegistry.observedMask` for this state.
         // `mutating` here and below: called on the registry's stored state, a non-mutating member
@@ -94,15 +99,13 @@ extension _ObserverRegistry {
             }
         }
 
-        /// The value of `_ObserverRegistry.slowPathFlags` for this state, but for the owner slot's
-        /// bit (`_SlowPath.batch`), which its holder keeps.
+        /// The value of `_ObserverRegistry.slowPathFlags` for this state.
         var slowPathFlags: UInt8 {
-            // Inlined into `publish()`, which every registration and removal calls (the gate's
-            // `tracked-register` measures it).
+            // Inlined into `publish()`, which every registration and removal calls.
             @inline(__always) mutating get {
                 var flags: UInt8 = anyKeyObservers.observers.isEmpty ? 0 : _SlowPath.anyKey
                 for record in threads {
-                    if record.batch != nil { flags |= _SlowPath.recordedBatch }
+                    if record.batch != nil { flags |= _SlowPath.batch }
                     if !record.silencedKeys.isEmpty { flags |= _SlowPath.silencedSetter }
                 }
                 return flags
@@ -110,14 +113,14 @@ extension _ObserverRegistry {
         }
 
         /// The record of `thread`, if it is in the middle of something on this object.
-        mutating func record(of thread: pthread_t) -> ThreadRecord? {
-            threads.first { pthread_equal($0.thread, thread) != 0 }
+        mutating func record(of thread: _ThreadID) -> ThreadRecord? {
+            threads.first { $0.thread.isSame(as: thread) }
         }
 
         /// Runs `body` on the record of `thread`, created if needed and dropped once empty.
-        mutating func withRecord<Result>(of thread: pthread_t, _ body: (inout ThreadRecord) -> Result) -> Result {
+        mutating func withRecord<Result>(of thread: _ThreadID, _ body: (inout ThreadRecord) -> Result) -> Result {
             let index: Int
-            if let found = threads.firstIndex(where: { pthread_equal($0.thread, thread) != 0 }) {
+            if let found = threads.firstIndex(where: { $0.thread.isSame(as: thread) }) {
                 index = found
             } else {
                 threads.append(ThreadRecord(thread: thread))
@@ -149,9 +152,13 @@ extension _ObserverRegistry {
         /// A key with one observer has no snapshot unless a path other than the set table asks for
         /// one (`State.snapshot(ofSlotAt:)`, which makes it once): a registration and its removal
         /// then allocate no snapshot, and the set table holds the entry itself.
-        private(set) var single: _ObserverEntry?
+        private(set) var single: _ObserverEntry? {
+            didSet { refreshNeedsWillChange() }
+        }
         /// The snapshot of the observers: always there with several, made on demand with one.
-        fileprivate var made: _ObserverSnapshot?
+        fileprivate var made: _ObserverSnapshot? {
+            didSet { refreshNeedsWillChange() }
+        }
         var offset: Int?
         let kind: Kind
         /// `false` when the class turned automatic notification off for this key
@@ -164,10 +171,14 @@ extension _ObserverRegistry {
             self.keyPath = keyPath
             self.notifiesAutomatically = notifiesAutomatically
             single = entry
+            needsWillChange = Self.needsWillChange(entry)
         }
 
         /// Whether the snapshot exists (always with several observers).
         var hasSnapshot: Bool { made != nil }
+
+        /// The snapshot, which exists (`hasSnapshot`), unretained.
+        var unretainedSnapshot: Unmanaged<_ObserverSnapshot> { Unmanaged.passUnretained(made.unsafelyUnwrapped) }
 
         /// The snapshot, made if the slot has one observer and none yet. Through
         /// `State.snapshot(ofSlotAt:)`, which keeps the making from counting as a change of the
@@ -180,14 +191,6 @@ extension _ObserverRegistry {
             return snapshot
         }
 
-        /// The snapshot of a slot that has one (`hasSnapshot`): a batch's delivery reads the pinned
-        /// copy of the slots, whose snapshots were all made before it was taken.
-        var madeSnapshot: _ObserverSnapshot {
-            // Unchecked in optimised builds: read for every change a batch delivers.
-            assert(made != nil, "KeyValueObserving: a slot's snapshot was read before it was made")
-            return made.unsafelyUnwrapped
-        }
-
         /// Whether a set can hand the change to the single observer alone, with no snapshot: it
         /// needs nothing before the store and the class lets sets notify.
         var deliversAlone: Bool {
@@ -196,11 +199,16 @@ extension _ObserverRegistry {
         }
 
         /// Whether some observer needs work before the change (a snapshot's `needsWillChange`),
-        /// without making a snapshot.
-        var needsWillChange: Bool {
-            if let made { return made.needsWillChange }
-            let options = single.unsafelyUnwrapped.options
-            return options.contains(.prior) || (!single.unsafelyUnwrapped.isDirect && options.contains(.old))
+        /// kept up to date by every change of the observers: the set path reads it without touching
+        /// them.
+        private(set) var needsWillChange: Bool
+
+        private mutating func refreshNeedsWillChange() {
+            needsWillChange = made?.needsWillChange ?? single.map(Self.needsWillChange) ?? false
+        }
+
+        private static func needsWillChange(_ entry: _ObserverEntry) -> Bool {
+            entry.options.contains(.prior) || (!entry.isDirect && entry.options.contains(.old))
         }
 
         /// Adds `entry` after the observers. Returns the snapshot replaced, to release after unlocking.
@@ -219,9 +227,8 @@ extension _ObserverRegistry {
         enum Removal {
             /// The entry was the slot's last: the caller removes the slot.
             case wasLast
-            /// The entry is out; `replaced` is the snapshot to release after unlocking, and
-            /// `leftOne` whether one observer is left (and no snapshot).
-            case removed(replaced: _ObserverSnapshot, leftOne: Bool)
+            /// The entry is out; `replaced` is the snapshot to release after unlocking.
+            case removed(replaced: _ObserverSnapshot)
         }
 
         /// The index of the entry of registration `id`, if it is here. Not mutating: asking every
@@ -244,10 +251,10 @@ extension _ObserverRegistry {
             if snapshot.count == 2 {
                 single = snapshot.entries[1 - index]
                 made = nil
-                return .removed(replaced: snapshot, leftOne: true)
+                return .removed(replaced: snapshot)
             }
             made = snapshot.removing(at: index)
-            return .removed(replaced: snapshot, leftOne: false)
+            return .removed(replaced: snapshot)
         }
 
         /// The observers, in registration order.
@@ -271,16 +278,20 @@ extension _ObserverRegistry {
     /// What one thread is in the middle of on this object. One record per thread replaces one list
     /// per concern, so each operation finds its thread with one scan.
     struct ThreadRecord {
-        let thread: pthread_t
+        let thread: _ThreadID
         /// `@Observed` keys whose setter notifications are silenced (a to-many mutation through the
         /// library, which sends its own notification), innermost last.
         var silencedKeys: [AnyKeyPath] = []
-        /// The open batch (`coalescingChanges`).
-        var batch: _BatchState?
+        /// The open batch (`coalescingChanges`), retained by the record: one retain taken when the
+        /// batch opens (`beginBatch`) and handed to the thread that ends it (`endBatch`), so that the
+        /// set path reads it with no retain of its own. A batch is always ended by its thread
+        /// (`coalescingChanges` ends it in a `defer`), and the object, which holds this record, lives
+        /// at least as long.
+        var batch: Unmanaged<_BatchState>?
         /// `willChangeValue(for:)` calls waiting for their `didChangeValue(for:)`, innermost last.
         var pendingChanges: [PendingChange] = []
 
-        init(thread: pthread_t) {
+        init(thread: _ThreadID) {
             self.thread = thread
         }
 

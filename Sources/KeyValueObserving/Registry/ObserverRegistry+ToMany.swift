@@ -1,13 +1,3 @@
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#else
-#error("needs the C library of Darwin, glibc or Musl (Windows is out of scope)")
-#endif
-
 // Silencing a setter while a to-many mutation (`insert(_:at:into:)`…) sends its own notification.
 
 extension _ObserverRegistry {
@@ -15,7 +5,7 @@ extension _ObserverRegistry {
     /// notifications silenced on this thread; other properties set meanwhile (by a `didSet`, say)
     /// notify as usual.
     func silencingSetter<Result>(of key: AnyKeyPath, _ body: () throws -> Result) rethrows -> Result {
-        let thread = pthread_self()
+        let thread = _ThreadID.current
         withState { $0.withRecord(of: thread) { $0.silencedKeys.append(key) } }
         defer {
             let unsilenced = withState { $0.withRecord(of: thread) { $0.silencedKeys.popLast() } }
@@ -28,7 +18,7 @@ extension _ObserverRegistry {
     @usableFromInline
     func isSilenced(_ key: AnyKeyPath) -> Bool {
         guard slowPathFlags.load(ordering: .acquiring) & _SlowPath.silencedSetter != 0 else { return false }
-        let thread = pthread_self()
+        let thread = _ThreadID.current
         // Wrapper key paths are plain property key paths: comparing them runs no user code.
         return readState { $0.record(of: thread)?.silencedKeys.contains { _sameKey($0, key) } ?? false }
     }

@@ -30,15 +30,12 @@ import Synchronization
 @usableFromInline
 final class _ObserverRegistry: @unchecked Sendable {
     // Invariant: `state` is only accessed with `mutex` held (and in deinit, when no one else can
-    // reach `self`). Every other stored property is an atomic: `observedMask`, `stateVersion` and the
-    // state's bits of `slowPathFlags` are only written with `mutex` held, right after the `state`
-    // change they summarise (releasing), and read without it (acquiring); the owner slot's bit of
-    // `slowPathFlags` is set and cleared by read-modify-write by the slot's holder, with or
-    // without `mutex`; `nextID` is a counter; `setTables` publishes the set table to lock-free
-    // readers (`_EpochPublished`; writers hold `mutex`, the lock it guards its retired tables
-    // with); `batchOwner` is taken by compare-and-swap and given back by its holder, and
-    // `ownedBatch` is changed only by a thread holding both `mutex` and the slot (see `batchOwner`).
-    // `mutex` is destroyed in deinit, when no one else can reach `self`. The mutex makes every
+    // reach `self`). Every other stored property is an atomic: `observedMask` and `slowPathFlags`
+    // are only written with `mutex` held, right after the `state` change they summarise
+    // (releasing), and read without it (acquiring); `nextID` is a counter; `setTables` publishes
+    // the set table to lock-free readers (`_EpochPublished`; writers hold `mutex`, the lock it
+    // guards its retired tables with). `mutex` is destroyed in deinit, when no one else can reach
+    // `self`. The mutex makes every
     // access to `state` exclusive, so the dynamic exclusivity checks (a thread-local access set, on
     // every set of an observed property) are redundant: `@exclusivity(unchecked)`.
     private let mutex = PlatformLock()
@@ -48,11 +45,9 @@ final class _ObserverRegistry: @unchecked Sendable {
     /// while some observed property's offset is still unknown, or while there are observers of
     /// every key.
     @usableFromInline let observedMask = Atomic<UInt64>(0)
-    /// Why a set must take the slow path (`_SlowPath` bits: observers of every key, an open
-    /// batch, a silenced setter), or 0. One load for all of them on the set path. The owner slot's
-    /// bit (`_SlowPath.batch`) is set and cleared by the thread that holds the slot, without the
-    /// lock, by read-modify-write; the others are stored from the state with the lock held
-    /// (`storeStateFlags`), leaving that bit as it is.
+    /// Why a set must take the locked path (`_SlowPath` bits: observers of every key, an open
+    /// batch, a silenced setter), or 0. One load for all of them on the set path. Stored from the
+    /// state with the lock held (`storeStateFlags`).
     @usableFromInline let slowPathFlags = Atomic<UInt8>(0)
     /// The next registration id: from 1, per registry, never reaching the top bit, which a token
     /// keeps for its "invalidated" flag (`KeyValueObservation.idAndState`).
@@ -61,19 +56,6 @@ final class _ObserverRegistry: @unchecked Sendable {
     /// without the lock (`ObserverRegistry+ReadPath.swift`): no table until a set needs it after a
     /// change of the observed keys. Published only with the lock held.
     @usableFromInline let setTables = _EpochPublished<_ObserverSetTable>()
-    /// Changes on every `publish()`: what a batch learned of the state under the lock (its shortcut)
-    /// holds while it is unchanged. Only changed with `mutex` held.
-    @usableFromInline let stateVersion = Atomic<UInt>(0)
-    /// The owner slot: the thread (`_threadID`) that holds the batch `ownedBatch` points to (which
-    /// `State.slotBatch` retains), or 0. Lets that thread open, record in and find its batch without
-    /// the lock (`ObserverRegistry+Batches.swift`). Taken by compare-and-swap from 0 (acquiring), with
-    /// or without the lock; given back by its holder only, storing 0 (releasing): what the holder
-    /// wrote to the batch is then the next holder's to read. Otherwise a thread only compares
-    /// `batchOwner` with itself, or with 0 before trying to take it. `ownedBatch` is set and cleared
-    /// only by a thread that holds both the lock and the slot, so the slot's holder may use the
-    /// batch it points to.
-    @usableFromInline let batchOwner = Atomic<UInt>(0)
-    @usableFromInline let ownedBatch = Atomic<UnsafeMutableRawPointer?>(nil)
 
     init() {}
 
@@ -97,8 +79,7 @@ final class _ObserverRegistry: @unchecked Sendable {
     /// the state: it runs no user code, calls no handler and releases nothing that owns user code
     /// (entries, snapshots, user key paths); it returns, or fills in an `inout` action of the caller,
     /// what to deliver, call or release, and the caller does that after this returns. Transitions
-    /// that reach the registry's atomics (the owner slot, the set table) use this one; the others
-    /// `withState`.
+    /// that reach the set table use this one; the others `withState`.
     @inline(__always)
     func withLock<Result>(_ body: () -> Result) -> Result {
         mutex.lock()
@@ -131,25 +112,27 @@ final class _ObserverRegistry: @unchecked Sendable {
     func publish() {
         retireStaleSetTable()
         observedMask.store(state.observedMask, ordering: .releasing)
-        storeStateFlags(state.slowPathFlags)
-        stateVersion.wrappingAdd(1, ordering: .releasing)
+        storeStateFlags()
+    }
+
+    /// Stores `slowPathFlags` from the state, if they differ. Called with the lock held.
+    @inline(__always)
+    func storeStateFlags() {
+        let flags = state.slowPathFlags
+        // Most transitions leave the flags as they are: then nothing is stored.
+        if slowPathFlags.load(ordering: .relaxed) != flags { slowPathFlags.store(flags, ordering: .releasing) }
     }
 }
 
-/// Why a set must take the slow path, as bits of `_ObserverRegistry.slowPathFlags`.
+/// Why a set must take the locked path, as bits of `_ObserverRegistry.slowPathFlags`.
 @usableFromInline
 enum _SlowPath {
     /// The object has observers of every key.
     @inlinable static var anyKey: UInt8 { 1 }
-    /// The owner slot holds an open batch (`_ObserverRegistry.batchOwner`).
+    /// Some thread's record holds an open batch.
     @inlinable static var batch: UInt8 { 2 }
     /// Some thread is mutating a to-many property through the library (its setter is silenced).
     @inlinable static var silencedSetter: UInt8 { 4 }
-    /// Some thread's record holds an open batch (the owner slot was held by another thread, or its
-    /// last batch was still delivering, when it opened).
-    @inlinable static var recordedBatch: UInt8 { 8 }
-    /// Either kind of open batch.
-    @inlinable static var anyBatch: UInt8 { batch | recordedBatch }
 }
 
 /// The bit of `_ObserverRegistry.observedMask` for a storage offset. Distinct offsets may share a bit

@@ -4,12 +4,10 @@
 /// An open-addressed hash table in one allocation: a slot per offset whose property is known (the
 /// resolved slots of the registry, with their observers: a single one itself, several in their
 /// snapshot, `_BorrowedObservers`; and the offsets a set has revealed that have no observers, with
-/// none). A look-up is a multiplication, a shift and usually one comparison,
-/// whatever the number of observed keys. While the object has observers of every key, the table also
-/// carries them (in its header) and, for each known offset, its key and whether a set of it notifies:
-/// a set then tells them without the lock (`Observed._setNotifyingAnyKeyUnlocked`). The table holds
-/// one strong reference to each single observer, snapshot and key, released when the table is freed (after every
-/// reader that may still use it has left: `_EpochPublished`). A `_HashTable` of `_ObserverSetEntry`.
+/// none). A look-up is a multiplication, a shift and usually one comparison, whatever the number of
+/// observed keys. The table holds one strong reference to each single observer and snapshot,
+/// released when the table is freed (after every reader that may still use it has left:
+/// `_EpochPublished`). A `_HashTable` of `_ObserverSetEntry`.
 @usableFromInline
 typealias _ObserverSetTable = _HashTable<_ObserverSetEntry>
 
@@ -21,25 +19,16 @@ struct _ObserverSetEntry: _HashTableElement {
     /// The property's observers (one entry alone, or a snapshot); `nil` for a property known to
     /// have none.
     @usableFromInline var observers: _BorrowedObservers?
-    /// The property's key as its accessor names it, while the object has observers of every key
-    /// (`nil` otherwise, or if the registry does not know it).
-    @usableFromInline var key: Unmanaged<AnyKeyPath>?
-    /// For a property without observers, whether its class lets a set notify
-    /// (`automaticallyNotifiesObservers(for:)`); `nil` if not asked yet.
-    @usableFromInline var notifiesAutomatically: Bool?
 
-    /// What the header carries.
+    /// What the header carries: whether some storage slot's offset is still unknown (an offset the
+    /// table does not have may be its, and only the registry, under its lock, can tell).
     @usableFromInline
     struct Extra: BitwiseCopyable {
-        /// Some storage slot's offset is still unknown: an offset the table does not have may be its,
-        /// and only the registry (under its lock) can tell.
         @usableFromInline let hasUnresolvedSlots: Bool
-        /// The observers of every key, `nil` if there are none.
-        @usableFromInline let anyKey: Unmanaged<_AnyKeySnapshot>?
     }
 
     @usableFromInline
-    static var free: _ObserverSetEntry { _ObserverSetEntry(offset: .min, observers: nil, key: nil, notifiesAutomatically: nil) }
+    static var free: _ObserverSetEntry { _ObserverSetEntry(offset: .min, observers: nil) }
 
     /// The table's key: the offset (`key` is the property's key path).
     @inlinable
@@ -57,22 +46,10 @@ struct _ObserverSetEntry: _HashTableElement {
     @usableFromInline
     func release() {
         observers?.release()
-        key?.release()
-    }
-
-    /// Whether a set of the property notifies: its observers' answer, else the class's, if known.
-    @inlinable
-    @inline(__always)
-    var notifies: Bool? {
-        guard let observers else { return notifiesAutomatically }
-        // A single observer is in the table alone only where sets notify.
-        return observers.isSingle || observers.snapshot._withUnsafeGuaranteedRef { $0.notifiesAutomatically }
     }
 
     @usableFromInline
-    static func release(_ extra: Extra) {
-        extra.anyKey?.release()
-    }
+    static func release(_ extra: Extra) {}
 }
 
 /// What the set table says about the property stored at an offset.
@@ -88,8 +65,8 @@ enum _ObserverSetLookUp {
 
 extension _HashTable where Entry == _ObserverSetEntry {
     /// An empty table with room for `count` offsets, to be filled by `insert` before it is published.
-    static func make(count: Int, hasUnresolvedSlots: Bool, anyKey: _AnyKeySnapshot?) -> _ObserverSetTable {
-        make(count: count, extra: .init(hasUnresolvedSlots: hasUnresolvedSlots, anyKey: anyKey.map { Unmanaged.passRetained($0) }))
+    static func make(count: Int, hasUnresolvedSlots: Bool) -> _ObserverSetTable {
+        make(count: count, extra: .init(hasUnresolvedSlots: hasUnresolvedSlots))
     }
 
     @inlinable
@@ -100,58 +77,31 @@ extension _HashTable where Entry == _ObserverSetEntry {
         return .observers(observers)
     }
 
-    /// The element of the property stored at `offset`, if the table knows its key and whether a set
-    /// of it notifies (borrowed: valid while the caller is a reader); `nil` if the registry must be
-    /// asked under its lock.
-    @inlinable
-    @inline(__always)
-    func knownElement(offset: Int) -> _ObserverSetEntry? {
-        guard let element = element(for: offset), element.key != nil,
-            element.observers != nil || element.notifiesAutomatically != nil
-        else { return nil }
-        return element
-    }
-
-    /// The observers of every key, `nil` if there are none (borrowed: valid while the caller is a reader).
-    @inlinable
-    @inline(__always)
-    var anyKeyObservers: Unmanaged<_AnyKeySnapshot>? { extra.anyKey }
-
-    /// Adds `offset` with its observers (retained by the caller: the table takes that reference) and
-    /// its key (retained here), unless the table has it already. Only before the table is published.
-    func insert(offset: Int, observers: _BorrowedObservers?, key: AnyKeyPath?, notifiesAutomatically: Bool? = nil) {
+    /// Adds `offset` with its observers (retained by the caller: the table takes that reference),
+    /// unless the table has it already. Only before the table is published.
+    func insert(offset: Int, observers: _BorrowedObservers?) {
         guard element(for: offset) == nil else {
             observers?.release()
             return
         }
-        insert(
-            _ObserverSetEntry(
-                offset: offset,
-                observers: observers,
-                key: key.map { Unmanaged.passRetained($0) },
-                notifiesAutomatically: notifiesAutomatically
-            ))
+        insert(_ObserverSetEntry(offset: offset, observers: observers))
     }
 }
 
 extension _ObserverRegistry.State {
-    /// The set table for this state, or `nil` when no offset is known and nothing observes every key
-    /// (then `observedMask` keeps every set away from the table or, while an observed offset is
-    /// unknown, the set path asks the registry under its lock).
+    /// The set table for this state, or `nil` when no offset is known (then `observedMask` keeps
+    /// every set away from the table or, while an observed offset is unknown, the set path asks the
+    /// registry under its lock).
     mutating func makeSetTable() -> _ObserverSetTable? {
         var resolved = 0
         var hasUnresolvedSlots = false
         for index in slots.indices where slots[index].kind == .storage {
             if slots[index].offset == nil { hasUnresolvedSlots = true } else { resolved += 1 }
         }
-        let anyKey = anyKeyObservers.observers.isEmpty ? nil : anyKeyObservers
         // Without an observed `@Observed` property the mask keeps every set away from the table; with
-        // only unresolved ones, a table is worth building once some offset is known. Observers of
-        // every key are told from the table, which then carries the keys (else nothing reads them).
-        guard resolved > 0 || (hasUnresolvedSlots && !learnedOffsets.isEmpty) || anyKey != nil else { return nil }
-        let table = _ObserverSetTable.make(
-            count: resolved + learnedOffsets.count, hasUnresolvedSlots: hasUnresolvedSlots, anyKey: anyKey)
-        let carriesKeys = anyKey != nil
+        // only unresolved ones, a table is worth building once some offset is known.
+        guard resolved > 0 || (hasUnresolvedSlots && !learnedOffsets.isEmpty) else { return nil }
+        let table = _ObserverSetTable.make(count: resolved + learnedOffsets.count, hasUnresolvedSlots: hasUnresolvedSlots)
         for index in slots.indices where slots[index].kind == .storage {
             if let offset = slots[index].offset {
                 // A single observer that needs nothing before the store is in the table itself.
@@ -159,17 +109,11 @@ extension _ObserverRegistry.State {
                     slots[index].deliversAlone
                     ? _BorrowedObservers(retaining: slots[index].single.unsafelyUnwrapped)
                     : _BorrowedObservers(retaining: snapshot(ofSlotAt: index))
-                table.insert(offset: offset, observers: observers, key: carriesKeys ? slots[index].keyPath : nil)
+                table.insert(offset: offset, observers: observers)
             }
         }
         for index in learnedOffsets.indices {
-            let offset = learnedOffsets[index].offset
-            guard carriesKeys else {
-                table.insert(offset: offset, observers: nil, key: nil)
-                continue
-            }
-            let decision = automaticNotification.first { $0.offset == offset }?.notifies
-            table.insert(offset: offset, observers: nil, key: learnedOffsets[index].key, notifiesAutomatically: decision)
+            table.insert(offset: learnedOffsets[index].offset, observers: nil)
         }
         return table
     }
