@@ -65,8 +65,9 @@ let usage = """
       Times N threads (default 8) at once, each making --updates updates (default 100000), in
       --rounds rounds (default 15): one progress node updated by every thread (unobserved and
       observed), the leaves of one tree (one per thread, the root observed, so every update takes
-      the root's lock too), and a counter behind each lock alone (the package's lock, PlatformLock,
-      which progress nodes use; the spinning lock they used before, kept here as a comparison).
+      the root's lock too), and a counter behind each lock alone: the package's lock,
+      \(Contention.lockInThisBuild), which progress nodes use, and the spinning lock they used
+      before, kept here as a comparison.
       Every row runs on every CPU the process may use, then (Linux only) with all its threads
       pinned to one CPU (sched_setaffinity). Prints the wall and CPU ns per update (CPU: all
       threads, so a waiter that spins counts and one that sleeps does not), median [min–max] over
@@ -92,6 +93,6 @@ let usage = """
       leak per observer, set or defaults write is far above, a rarer one needs a long run.
 
     EXIT STATUS: 0 on success; 1 if a result check fails, a file cannot be read or written, or
-    valgrind is missing or fails; 2 on bad arguments. compare and gate: 2 on a regression, 1 on
-    bad arguments or any other error.
+    valgrind is missing or fails; 2 on bad arguments (every command); 3 when compare or gate
+    finds a regression.
     """

@@ -54,7 +54,7 @@ func gate(_ options: GateOptions) -> Never {
         exit(0)
     }
     if options.targets { printTimingTargets(filters: options.filters) }
-    exit(verdict == .regressed ? 2 : 0)
+    exit(verdict == .regressed ? regressionStatus : 0)
 }
 
 // MARK: Timing targets

@@ -70,11 +70,11 @@ struct BenchmarkToolTests {
         #expect(!run.output.contains("REGRESSION"))
     }
 
-    @Test func compareExitsTwoAndNamesTheScenarioThatRegressed() throws {
+    @Test func compareExitsThreeAndNamesTheScenarioThatRegressed() throws {
         let old = try write("old.json", results([("observed-set-new", 50, nil), ("unobserved-set", 3, nil)]))
         let new = try write("new.json", results([("observed-set-new", 60, nil), ("unobserved-set", 3, nil)]))
         let run = try kvoBench(["compare", old, new])
-        #expect(run.status == 2)
+        #expect(run.status == 3)
         #expect(run.output.contains("REGRESSION"))
         #expect(run.output.contains("1 regression beyond 10%: observed-set-new (p50 ns +20.0%)"))
         // The ratio to the baseline is shown old → new.
@@ -85,7 +85,7 @@ struct BenchmarkToolTests {
         let old = try write("old.json", results([("observed-set-new", 50, nil)]))
         let new = try write("new.json", results([("observed-set-new", 60, nil)]))
         #expect(try kvoBench(["compare", old, new, "--threshold", "25"]).status == 0)
-        #expect(try kvoBench(["compare", old, new, "--threshold=15"]).status == 2)
+        #expect(try kvoBench(["compare", old, new, "--threshold=15"]).status == 3)
     }
 
     @Test func instructionCountsDecideOverTimesWhenBothRunsHaveThem() throws {
@@ -96,7 +96,7 @@ struct BenchmarkToolTests {
         #expect(noisy.status == 0, "\(noisy.output)")
         #expect(noisy.output.contains("(not deciding)"))
         let regressed = try kvoBench(["compare", old, moreInstructions])
-        #expect(regressed.status == 2)
+        #expect(regressed.status == 3)
         #expect(regressed.output.contains("observed-set-new (Ir/op +13.2%)"))
     }
 
@@ -104,7 +104,7 @@ struct BenchmarkToolTests {
         let old = try write("old.json", results([("observed-set-new", 50, nil)], memoryBytes: 138))
         let new = try write("new.json", results([("observed-set-new", 50, nil)], memoryBytes: 170))
         let run = try kvoBench(["compare", old, new])
-        #expect(run.status == 2)
+        #expect(run.status == 3)
         #expect(run.output.contains("memory-observer (bytes +23.2%)"))
     }
 
@@ -140,8 +140,22 @@ struct BenchmarkToolTests {
     @Test func compareWithoutTwoFilesIsAUsageErrorNotARegression() throws {
         let old = try write("old.json", results([("observed-set-new", 50, nil)]))
         let run = try kvoBench(["compare", old])
-        #expect(run.status == 1)
+        #expect(run.status == 2)
         #expect(run.error.contains("needs two results files"))
+    }
+
+    /// A command line a command refuses exits 2 in every command; only a regression found by
+    /// `compare` or `gate` exits 3 (the tests above and below).
+    @Test func everyCommandExitsTwoOnAUsageError() throws {
+        for arguments in [
+            ["--bogus"], ["--list", "--quick"], ["run"], ["run", "no-such-scenario"], ["compare", "only.json"],
+            ["compare", "a.json", "b.json", "--threshold", "-1"], ["gate", "--bogus"], ["gate", "--update", "--filter", "set"],
+            ["contention", "--rounds", "0"], ["stress", "--seconds", "x"], ["--filter", "no-scenario-has-this-name"],
+        ] {
+            let run = try kvoBench(arguments, environment: ["VALGRIND": "/nonexistent"])
+            #expect(run.status == 2, "\(arguments): \(run.output)\(run.error)")
+            #expect(run.error.contains("Run 'kvo-bench --help' for usage."), "\(arguments): \(run.error)")
+        }
     }
 
     /// An option written with "=" and nothing after it has an empty value: refused, never taken
@@ -153,7 +167,7 @@ struct BenchmarkToolTests {
             (["compare", "a.json", "b.json", "--threshold="], "option '--threshold' needs a value"),
         ] {
             let run = try kvoBench(arguments)
-            #expect(run.status == (arguments.first == "compare" ? 1 : 2), "\(arguments): \(run.error)")
+            #expect(run.status == 2, "\(arguments): \(run.error)")
             #expect(run.error.contains(message), "\(arguments): \(run.error)")
         }
     }
@@ -220,17 +234,17 @@ struct BenchmarkToolTests {
         #expect(!level.output.contains("warning:"))
     }
 
-    @Test func gateFailsWithStatusTwoBeyondTheTolerance() throws {
+    @Test func gateFailsWithStatusThreeBeyondTheTolerance() throws {
         let file = try thresholds(instructionsPerOp: 100)
         let run = try kvoBench(["gate", "--thresholds", file], environment: ["VALGRIND": try fakeValgrind(), "FAKE_IR_PER_OP": "111"])
-        #expect(run.status == 2, "\(run.output)\(run.error)")
+        #expect(run.status == 3, "\(run.output)\(run.error)")
         #expect(run.output.contains("GATE FAILED: unobserved-set"))
     }
 
     @Test func gateWarnsLoudlyAboutAnotherToolchainAndStillCompares() throws {
         let file = try thresholds(instructionsPerOp: 100, toolchain: "Swift version 0.1")
         let run = try kvoBench(["gate", "--thresholds", file], environment: ["VALGRIND": try fakeValgrind(), "FAKE_IR_PER_OP": "150"])
-        #expect(run.status == 2)
+        #expect(run.status == 3)
         #expect(run.output.contains("WARNING: the thresholds were taken with 'Swift version 0.1'"))
     }
 
