@@ -78,7 +78,7 @@ private func printTimingTargets(filters: [String]) {
         lines.append([
             row.implementation.rawValue, row.scenario.name, formatNanoseconds(row.measurement.p50),
             row.primary?.baseline ?? "—", row.primary.map { formatNanoseconds($0.baselineP50) } ?? "",
-            row.primary.map { formatRatio($0.ratio) } ?? "", target.text, target.isMet ? "✓" : "✗ missed",
+            row.primary.map { formatRatio($0.ratio.median) } ?? "", target.text, target.isMet ? "✓" : "✗ missed",
         ])
     }
     print("\nTiming targets of this package (p50 of \(SamplingPlan.full.samples) samples; informative, not gated: timings drift with load)")

@@ -329,6 +329,26 @@ struct BenchmarkToolTests {
         #expect(document.contains(architecture))
     }
 
+    /// The hand-offs are reported per value: what the table measures, the stale first deliveries
+    /// and timeouts apart from the latency, and a --quick run says it has fewer values.
+    @Test func theHandOffTableSaysWhatItMeasuresAndTheSummaryComparesFreshDeliveries() throws {
+        let run = try kvoBench(["--quick", "--filter", "values-handoff"])
+        #expect(run.status == 0, "\(run.output)\(run.error)")
+        #expect(run.output.contains("KeyValueObserving, async values(for:): a fresh delivery "), "\(run.output)")
+        #expect(run.output.contains("than a plain AsyncStream") && run.output.contains("than Observation's Observations"))
+        let table = try #require(run.output.range(of: "Async sequences: a value handed to a consumer task\n"))
+        #expect(run.output[table.upperBound...].hasPrefix("One value at a time: set, then the first value the consumer task gets."))
+        #expect(run.output.contains("over the 210 (--quick; a full run: 10,013) rounds of each implementation"), "\(run.output)")
+        for column in ["rounds", "stale first", "timeouts", "fresh p50 ns", "ratio [range]"] {
+            #expect(run.output.contains(column), "\(column)")
+        }
+        for scenario in ["asyncstream-handoff", "observations-handoff", "values-handoff"] {
+            let line = try #require(run.output.split(separator: "\n").first { $0.contains(" \(scenario) ") }, "\(scenario)")
+            // Each implementation delivered 210 fresh values; its rounds are at least that many.
+            #expect(line.split(separator: " ").compactMap { Int($0) }.first.map { $0 >= 210 } == true, "\(line)")
+        }
+    }
+
     @Test func theCrossProcessSectionStartsKvoBenchItselfAsTheWatcher() throws {
         let run = try kvoBench(["--quick", "--filter", "defaults-cross-process-latency"])
         #expect(run.status == 0, "\(run.output)\(run.error)")
