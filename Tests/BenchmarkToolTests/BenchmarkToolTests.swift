@@ -367,9 +367,30 @@ struct BenchmarkToolTests {
         #expect(run.output.contains("Registration at scale (10,000 objects × 10 observers"))
         #expect(run.output.contains("  KeyValueObserving: register "))
         #expect(run.output.contains("  NotificationCenter: register "))
+        #expect(run.output.contains("  Observation: register ") && run.output.contains("invalidate n/a (no cancellation)"))
         #expect(run.output.contains("KeyValueObserving against NotificationCenter: registration "))
+        #expect(run.output.contains("KeyValueObserving against Observation: registration "))
+        #expect(run.output.contains("memory from the child's own start"))
         // Each child checked that a change reached its observers: no problem line.
         #expect(!run.output.contains("failed (status"))
+    }
+
+    /// A child's memory is counted from its own start: started by a process whose resident set
+    /// once peaked far above what the child will use, it still reports its own growth (getrusage's
+    /// maximum RSS, which the child inherits from its parent on Linux, reported none).
+    @Test func aChildsPeakIsItsOwnNotItsParents() throws {
+        let size = 512 << 20
+        let block = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 4096)
+        for page in stride(from: 0, to: size, by: 4096) { block.storeBytes(of: 1, toByteOffset: page, as: UInt8.self) }
+        block.deallocate()
+        let run = try kvoBench(["_mass-registration", "KeyValueObserving", "10000", "10"])
+        #expect(run.status == 0, "\(run.output)\(run.error)")
+        let fields = run.output.split(whereSeparator: \.isWhitespace)
+        #expect(fields.count == 8 && fields[4] == "heap" && fields[6] == "peak", "\(run.output)")
+        // 100,000 observers and their objects: well over a mebibyte each way.
+        let heap = try #require(Int(fields[5]), "\(run.output)")
+        let peak = try #require(Int(fields[7]), "\(run.output)")
+        #expect(heap > 1 << 20 && peak > 1 << 20, "\(run.output)")
     }
 
     @Test func theWatcherReportsChangesOfTheFileAndExitsWhenItsInputEnds() throws {

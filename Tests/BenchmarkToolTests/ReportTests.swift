@@ -56,6 +56,58 @@ struct ReportTests {
     }
 }
 
+/// The registration-at-scale section's lines, from made-up figures.
+@Suite("kvo-bench's registration at scale")
+struct RegistrationAtScaleTests {
+    func figure(_ implementation: String, invalidate: Double?, heap: Int?, peak: Int?) -> MassRegistration.Figure {
+        MassRegistration.Figure(
+            implementation: implementation, objects: 1_000, observersPerObject: 10, registerNanoseconds: 300,
+            invalidateNanoseconds: invalidate, heapBytes: heap, peakResidentBytes: peak)
+    }
+
+    /// A growth under a mebibyte is said to be too small to measure at this scale, never printed as
+    /// 0 B per observer or compared as "inf×".
+    @Test func aMemoryFigureTooSmallToMeasureIsSaidToBeSo() {
+        let lines = massRegistrationLines(
+            [
+                figure("KeyValueObserving", invalidate: 100, heap: 200_000, peak: 0),
+                figure("NotificationCenter", invalidate: 400, heap: 3 << 20, peak: nil),
+            ], problems: [], markdown: false)
+        let text = lines.joined(separator: "\n")
+        #expect(
+            lines.contains(
+                "  KeyValueObserving: register 300 ns/observer, invalidate 100 ns/observer, heap too small to measure at this scale "
+                    + "(grew by 0.2 MB, under 1 MB), peak RSS too small to measure at this scale (grew by 0.0 MB, under 1 MB)"), "\(text)")
+        #expect(
+            lines.contains(
+                "  NotificationCenter: register 300 ns/observer, invalidate 400 ns/observer, heap +3.0 MB (314 B per observer), "
+                    + "peak RSS not measured on this system"), "\(text)")
+        #expect(
+            lines.contains(
+                "  KeyValueObserving against NotificationCenter: registration about the same, invalidation 4.0× faster, heap not compared "
+                    + "(too small to measure at this scale, or not measured), peak RSS not compared (too small to measure at this scale, "
+                    + "or not measured) (target ≥ 10× faster, provisional)"), "\(text)")
+        #expect(!text.contains("inf") && !text.contains(" 0 B per observer"), "\(text)")
+    }
+
+    /// Observation's withObservationTracking cannot be cancelled: its invalidation is "n/a", and so
+    /// is the comparison of invalidations.
+    @Test func observationsInvalidationIsNotApplicable() {
+        let lines = massRegistrationLines(
+            [
+                figure("KeyValueObserving", invalidate: 100, heap: 150 << 20, peak: 160 << 20),
+                figure("Observation", invalidate: nil, heap: 600 << 20, peak: 640 << 20),
+            ], problems: [], markdown: false)
+        #expect(
+            lines.contains { $0.hasPrefix("  Observation: register 300 ns/observer, invalidate n/a (no cancellation), heap +600.0 MB") })
+        #expect(
+            lines.contains(
+                "  KeyValueObserving against Observation: registration about the same, invalidation n/a, heap 4.0× less, peak RSS 4.0× less"
+            ),
+            "\(lines)")
+    }
+}
+
 /// The hand-off's bookkeeping, driven by a stand-in for a sequence that answers each set at once,
 /// on the setting thread: no consumer task and no timing asserted.
 @Suite("kvo-bench's hand-off")
