@@ -87,6 +87,14 @@ func summaryLines(_ rows: [ReportRow], memory: [MemoryFigure]?, latency: Latency
                 ("foundation-progress-3-levels", "Foundation Progress")
             ]
         ).map { "\($0) (ours with an observer of the root; Foundation's unobserved, it has none on Linux)" })
+    add(
+        "ObservableDefaults, read",
+        against(
+            "defaults-read",
+            [
+                ("userdefaults-read", "UserDefaults.double(forKey:)"),
+                ("plain-dictionary-read", "a [String: Double] lookup of a decoded value"),
+            ]))
     add("ObservableDefaults, set, observed", against("defaults-set-observed", [("userdefaults-set", "UserDefaults.set")]))
     add(
         "ObservableDefaults, set + flush()",

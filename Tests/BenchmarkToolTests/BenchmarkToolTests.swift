@@ -299,6 +299,8 @@ struct BenchmarkToolTests {
         #expect(implementation(of: "progress-leaf-unobserved") == "ObservableProgress")
         #expect(implementation(of: "userdefaults-set") == "UserDefaults")
         #expect(implementation(of: "defaults-set-observed") == "ObservableDefaults")
+        #expect(implementation(of: "userdefaults-read") == "UserDefaults")
+        #expect(implementation(of: "plain-dictionary-read") == "plain Swift")
         #expect(!run.output.contains("(target ≤"))
     }
 
@@ -347,6 +349,19 @@ struct BenchmarkToolTests {
             // Each implementation delivered 210 fresh values; its rounds are at least that many.
             #expect(line.split(separator: " ").compactMap { Int($0) }.first.map { $0 >= 210 } == true, "\(line)")
         }
+    }
+
+    /// A defaults read runs beside what a user would pick instead: UserDefaults' read and a lookup
+    /// in a dictionary of decoded values.
+    @Test func aDefaultsReadIsComparedWithUserDefaultsAndADictionaryLookup() throws {
+        let run = try kvoBench(["--quick", "--filter", "defaults-read"])
+        #expect(run.status == 0, "\(run.output)\(run.error)")
+        #expect(run.output.contains("ObservableDefaults, read: "), "\(run.output)")
+        #expect(run.output.contains(" than UserDefaults.double(forKey:) ["), "\(run.output)")
+        #expect(run.output.contains(" a [String: Double] lookup of a decoded value ["), "\(run.output)")
+        let row = try #require(run.output.split(separator: "\n").first { $0.hasPrefix("ObservableDefaults  defaults-read  ") })
+        #expect(row.contains("plain-dictionary-read"))
+        #expect(run.output.contains("↳ same, vs UserDefaults") && run.output.contains("userdefaults-read"))
     }
 
     @Test func theCrossProcessSectionStartsKvoBenchItselfAsTheWatcher() throws {
