@@ -337,7 +337,7 @@ struct BenchmarkToolTests {
         let run = try kvoBench(["--quick", "--filter", "values-handoff"])
         #expect(run.status == 0, "\(run.output)\(run.error)")
         #expect(run.output.contains("KeyValueObserving, async values(for:): a fresh delivery "), "\(run.output)")
-        #expect(run.output.contains("than a plain AsyncStream") && run.output.contains("than Observation's Observations"))
+        #expect(run.output.contains(" a plain AsyncStream") && run.output.contains(" Observation's Observations"))
         let table = try #require(run.output.range(of: "Async sequences: a value handed to a consumer task\n"))
         #expect(run.output[table.upperBound...].hasPrefix("One value at a time: set, then the first value the consumer task gets."))
         #expect(run.output.contains("over the 210 (--quick; a full run: 10,013) rounds of each implementation"), "\(run.output)")
@@ -357,8 +357,9 @@ struct BenchmarkToolTests {
         let run = try kvoBench(["--quick", "--filter", "defaults-read"])
         #expect(run.status == 0, "\(run.output)\(run.error)")
         #expect(run.output.contains("ObservableDefaults, read: "), "\(run.output)")
-        #expect(run.output.contains(" than UserDefaults.double(forKey:) ["), "\(run.output)")
-        #expect(run.output.contains(" a [String: Double] lookup of a decoded value ["), "\(run.output)")
+        // "N× faster than …", "about as fast as …": whichever this run measured.
+        #expect(run.output.contains(" UserDefaults.double(forKey:)"), "\(run.output)")
+        #expect(run.output.contains(" a [String: Double] lookup of a decoded value"), "\(run.output)")
         let row = try #require(run.output.split(separator: "\n").first { $0.hasPrefix("ObservableDefaults  defaults-read  ") })
         #expect(row.contains("plain-dictionary-read"))
         #expect(run.output.contains("↳ same, vs UserDefaults") && run.output.contains("userdefaults-read"))
@@ -402,10 +403,11 @@ struct BenchmarkToolTests {
         #expect(run.status == 0, "\(run.output)\(run.error)")
         let fields = run.output.split(whereSeparator: \.isWhitespace)
         #expect(fields.count == 8 && fields[4] == "heap" && fields[6] == "peak", "\(run.output)")
-        // 100,000 observers and their objects: well over a mebibyte each way.
-        let heap = try #require(Int(fields[5]), "\(run.output)")
+        // 100,000 observers and their objects: well over a mebibyte. (The heap figure is glibc's
+        // books, which a sanitizer's allocator bypasses: only its presence is checked.)
         let peak = try #require(Int(fields[7]), "\(run.output)")
-        #expect(heap > 1 << 20 && peak > 1 << 20, "\(run.output)")
+        #expect(peak > 1 << 20, "\(run.output)")
+        #expect(Int(fields[5]) != nil, "\(run.output)")
     }
 
     @Test func theWatcherReportsChangesOfTheFileAndExitsWhenItsInputEnds() throws {
