@@ -58,15 +58,18 @@ struct DeliveryTally {
 
 /// Values handed from the setting thread to a consumer task, one at a time, each delivery
 /// recorded: the consumer calls `deliver` with each value it gets; `handOff` sets values and
-/// waits for them (see `DeliveryTally`). After a stale first delivery or a timeout, it sets further
-/// values, untimed, until one arrives as itself, so that every round starts with the consumer
-/// waiting.
+/// waits for them (see `DeliveryTally`). Every round starts with the consumer waiting: after a
+/// stale first delivery, the value just set is given `graceNanoseconds` to follow (a sequence that
+/// coalesces never sends it) so that it cannot pass for the next round's; after a timeout, further
+/// values are set, untimed, until one arrives as itself.
 ///
 /// `@unchecked Sendable`: `arrivals` is only accessed under its lock; `tally` and `lastFresh` only
 /// by the thread that runs the workload.
 final class HandOff: @unchecked Sendable {
     /// How long a round waits for its first delivery before counting a timeout.
     static let timeoutNanoseconds = 100_000_000
+    /// How long the value just set may take to follow a stale first delivery.
+    static let graceNanoseconds: UInt64 = 200_000
     /// How long resynchronising may take before the workload's check fails.
     static let giveUpNanoseconds: UInt64 = 10_000_000_000
 
@@ -113,11 +116,23 @@ final class HandOff: @unchecked Sendable {
                     continue
                 }
                 tally.staleFirst += 1
-            } else {
-                tally.timeouts += 1
+                if let follower = awaitArrival(of: expected(value), forNanoseconds: Self.graceNanoseconds) { lastFresh = follower }
+                continue
             }
+            tally.timeouts += 1
             guard resynchronise(values: values, set: set, expected: expected) else { return }
         }
+    }
+
+    /// Takes arrivals for up to `nanoseconds` until `expected` arrives: it, or `nil`.
+    private func awaitArrival(of expected: Double, forNanoseconds nanoseconds: UInt64) -> Double? {
+        let deadline = monotonicNanoseconds() + nanoseconds
+        while case let now = monotonicNanoseconds(), now < deadline,
+            let arrival = nextArrival(waitingNanoseconds: Int(deadline - now))
+        {
+            if arrival.value == expected { return arrival.value }
+        }
+        return nil
     }
 
     /// Sets fresh values, untimed, until one arrives as itself (a sequence that coalesces delivers
@@ -129,22 +144,17 @@ final class HandOff: @unchecked Sendable {
             let value = values.next(1).lowerBound
             set(value)
             // Earlier values may arrive first: wait up to 20 ms for this one.
-            let deadline = monotonicNanoseconds() + 20_000_000
-            while case let now = monotonicNanoseconds(), now < deadline,
-                let arrival = nextArrival(waitingNanoseconds: Int(deadline - now))
-            {
-                if arrival.value == expected(value) {
-                    lastFresh = arrival.value
-                    return true
-                }
+            if let arrival = awaitArrival(of: expected(value), forNanoseconds: 20_000_000) {
+                lastFresh = arrival
+                return true
             }
         }
         problem = "no value arrived as set for \(Self.giveUpNanoseconds / 1_000_000_000) s"
         return false
     }
 
-    /// The check of a workload that ran `handOff`: `nil` when every round was counted and the
-    /// last fresh delivery was the last value set.
+    /// The check of a workload that ran `handOff`: `nil` when it did not give up and the last value
+    /// delivered as itself was the last value set.
     func check(expectedLast: Double) -> String? {
         if let problem { return problem }
         return lastFresh == expectedLast ? nil : "the last fresh delivery was \(lastFresh), expected \(expectedLast)"
