@@ -219,19 +219,15 @@ struct PairedRatio: Equatable {
     let lowest: Double
     let highest: Double
 
-    init(median: Double, lowest: Double, highest: Double) {
-        self.median = median
-        self.lowest = lowest
-        self.highest = highest
-    }
+    /// Whether the rounds disagree on which side is faster: the range spans 1×.
+    var isUnstable: Bool { lowest < 1 && highest > 1 }
+}
 
+extension PairedRatio {
     /// The ratios `ours[i] / theirs[i]` of the rounds both have.
     init(_ ours: [Double], over theirs: [Double]) {
         precondition(!ours.isEmpty && ours.count == theirs.count, "paired ratios need the same rounds on both sides")
         let ratios = zip(ours, theirs).map { $0 / $1 }.sorted()
         self.init(median: percentile(ratios, 0.5), lowest: ratios.first!, highest: ratios.last!)
     }
-
-    /// Whether the rounds disagree on which side is faster: the range spans 1×.
-    var isUnstable: Bool { lowest < 1 && highest > 1 }
 }

@@ -35,6 +35,21 @@ private func comparedCell(_ ratio: PairedRatio) -> String {
     speedPhrase(ratio.median) + (ratio.isUnstable ? ", unstable" : "")
 }
 
+/// A row's line, `figures` after its implementation and scenario, then one line per further
+/// comparison ("↳ same, vs …"), with as many blank cells in place of the figures.
+private func lines(of row: ReportRow, figures: [String], describe: Bool) -> [[String]] {
+    func cells(_ comparison: Comparison) -> [String] {
+        [comparison.baseline, formatNanoseconds(comparison.baselineP50), formatRatio(comparison.ratio), comparedCell(comparison.ratio)]
+    }
+    var line = [row.implementation.rawValue, row.scenario.name] + figures + (row.primary.map(cells) ?? ["—", "", "", ""])
+    if describe { line.append(row.scenario.summary) }
+    return [line]
+        + row.extra.map { comparison in
+            ["", "  ↳ same, vs \(Implementation(scenario: comparison.baseline).rawValue)"] + Array(repeating: "", count: figures.count)
+                + cells(comparison) + (describe ? [""] : [])
+        }
+}
+
 /// One table per scenario group. `describe` adds a column with each scenario's summary (Markdown,
 /// where lines may be long).
 func timingTables(_ rows: [ReportRow], describe: Bool) -> [Table] {
@@ -50,33 +65,13 @@ func timingTables(_ rows: [ReportRow], describe: Bool) -> [Table] {
         if members.allSatisfy({ $0.measurement.deliveries != nil }) {
             return handOffTable(group, members, describe: describe)
         }
-        var lines: [[String]] = []
-        for row in members {
+        let tableLines = members.flatMap { row in
             let m = row.measurement
-            var line = [
-                row.implementation.rawValue, row.scenario.name, formatNanoseconds(m.p50), formatNanoseconds(m.p90),
-                formatNanoseconds(m.p99),
-            ]
-            if withInstructions { line.append(row.instructionsPerOp.map { formatFigure($0, .instructions) } ?? "") }
-            if let primary = row.primary {
-                line += [primary.baseline, formatNanoseconds(primary.baselineP50), formatRatio(primary.ratio), comparedCell(primary.ratio)]
-            } else {
-                line += ["—", "", "", ""]
-            }
-            if describe { line.append(row.scenario.summary) }
-            lines.append(line)
-            for comparison in row.extra {
-                var extra = ["", "  ↳ same, vs \(Implementation(scenario: comparison.baseline).rawValue)", "", "", ""]
-                if withInstructions { extra.append("") }
-                extra += [
-                    comparison.baseline, formatNanoseconds(comparison.baselineP50), formatRatio(comparison.ratio),
-                    comparedCell(comparison.ratio),
-                ]
-                if describe { extra.append("") }
-                lines.append(extra)
-            }
+            var figures = [formatNanoseconds(m.p50), formatNanoseconds(m.p90), formatNanoseconds(m.p99)]
+            if withInstructions { figures.append(row.instructionsPerOp.map { formatFigure($0, .instructions) } ?? "") }
+            return lines(of: row, figures: figures, describe: describe)
         }
-        return Table(title: group.rawValue, header: header, lines: lines, rightAligned: right)
+        return Table(title: group.rawValue, header: header, lines: tableLines, rightAligned: right)
     }
 }
 
@@ -87,31 +82,14 @@ private func handOffTable(_ group: Scenario.Group, _ members: [ReportRow], descr
     var header = ["implementation", "scenario", "rounds", "stale first", "timeouts", "fresh p50 ns", "p90 ns", "p99 ns"]
     header += ["baseline", "baseline p50", "ratio [range]", "compared"]
     if describe { header.append("what is measured") }
-    var lines: [[String]] = []
-    for row in members {
+    let tableLines = members.flatMap { row in
         let m = row.measurement
         let tally = m.deliveries!
-        var line = [
-            row.implementation.rawValue, row.scenario.name, tally.rounds.formatted(),
-            String(format: "%.1f%%", 100 * Double(tally.staleFirst) / Double(max(tally.rounds, 1))), String(tally.timeouts),
-            formatNanoseconds(m.p50), formatNanoseconds(m.p90), formatNanoseconds(m.p99),
+        let figures = [
+            tally.rounds.formatted(), String(format: "%.1f%%", 100 * Double(tally.staleFirst) / Double(max(tally.rounds, 1))),
+            String(tally.timeouts), formatNanoseconds(m.p50), formatNanoseconds(m.p90), formatNanoseconds(m.p99),
         ]
-        if let primary = row.primary {
-            line += [primary.baseline, formatNanoseconds(primary.baselineP50), formatRatio(primary.ratio), comparedCell(primary.ratio)]
-        } else {
-            line += ["—", "", "", ""]
-        }
-        if describe { line.append(row.scenario.summary) }
-        lines.append(line)
-        for comparison in row.extra {
-            var extra = ["", "  ↳ same, vs \(Implementation(scenario: comparison.baseline).rawValue)", "", "", "", "", "", ""]
-            extra += [
-                comparison.baseline, formatNanoseconds(comparison.baselineP50), formatRatio(comparison.ratio),
-                comparedCell(comparison.ratio),
-            ]
-            if describe { extra.append("") }
-            lines.append(extra)
-        }
+        return lines(of: row, figures: figures, describe: describe)
     }
     let fresh = members.map { $0.measurement.deliveries!.freshNanoseconds.count }.min() ?? 0
     let fewer = fresh < SamplingPlan.full.deliveries ? " (--quick; a full run: \(SamplingPlan.full.deliveries.formatted()))" : ""
@@ -121,7 +99,7 @@ private func handOffTable(_ group: Scenario.Group, _ members: [ReportRow], descr
         + "stale first: rounds whose "
         + "first delivery was an earlier value (the sequence read before the store, or coalesced); timeouts: no delivery in "
         + "\(HandOff.timeoutNanoseconds / 1_000_000) ms. Neither is a latency. Ratios pair each round's median fresh latency."
-    return Table(title: group.rawValue, header: header, lines: lines, rightAligned: [2, 3, 4, 5, 6, 7, 9, 10], note: note)
+    return Table(title: group.rawValue, header: header, lines: tableLines, rightAligned: [2, 3, 4, 5, 6, 7, 9, 10], note: note)
 }
 
 func memoryTable(_ figures: [MemoryFigure], describe: Bool) -> Table {
