@@ -30,6 +30,11 @@ func benchmark(_ options: BenchmarkOptions) -> Never {
         let neededMemory = matchingMemory.union(memoryScenarios.filter { matchingMemory.contains($0.name) }.compactMap(\.baseline))
         memoryScenarios = memoryScenarios.filter { neededMemory.contains($0.name) }
     }
+    if options.svgPath != nil && !drawCurve(selected) {
+        badArgument(
+            "--svg: the selected scenarios draw no curve (no family with two parameter values); "
+                + "drop --filter or select a family, e.g. --filter observers-")
+    }
     var counter: InstructionCounter?
     if options.callgrind {
         guard let valgrind = InstructionCounter.findValgrind() else {
@@ -112,11 +117,8 @@ func benchmark(_ options: BenchmarkOptions) -> Never {
         let subtitle =
             "\(isoDay(report.date)), \(report.toolchain), \(buildConfiguration); \(report.machine.description)"
             + (options.quick ? "; --quick" : "")
-        guard let svg = scalingChartSVG(rows, subtitle: subtitle) else {
-            fail(
-                "--svg: the selected scenarios draw no curve (no family with two parameter values); "
-                    + "drop --filter or select a family, e.g. --filter observers-", status: 1)
-        }
+        // The scenarios were checked to draw a curve before they were measured.
+        guard let svg = scalingChartSVG(rows, subtitle: subtitle) else { fail("--svg: no curve to draw", status: 1) }
         writeFile(svg, to: svgPath)
         print("chart written to \(svgPath)")
     }

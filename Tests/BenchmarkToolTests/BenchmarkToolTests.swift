@@ -151,6 +151,7 @@ struct BenchmarkToolTests {
             ["--bogus"], ["--list", "--quick"], ["run"], ["run", "no-such-scenario"], ["compare", "only.json"],
             ["compare", "a.json", "b.json", "--threshold", "-1"], ["gate", "--bogus"], ["gate", "--update", "--filter", "set"],
             ["contention", "--rounds", "0"], ["stress", "--seconds", "x"], ["--filter", "no-scenario-has-this-name"],
+            ["--svg", "chart.svg", "--filter", "plain-set"],
         ] {
             let run = try kvoBench(arguments, environment: ["VALGRIND": "/nonexistent"])
             #expect(run.status == 2, "\(arguments): \(run.output)\(run.error)")
