@@ -1,6 +1,5 @@
 import Dispatch
 import Foundation
-import Synchronization
 import KeyValueObserving
 import Observation
 
@@ -208,9 +207,10 @@ func consume<S: AsyncSequence & Sendable>(
     started.wait()
 }
 
-/// The model of the `Observations` hand-offs. `@unchecked Sendable`: set by the thread that runs
-/// the workload while the consumer task's `Observations` reads it, as a model shared with a task
-/// is read by it (a read that comes before the store is what makes a stale delivery).
+/// The model of the `Observations` hand-off. `@unchecked Sendable`: the thread that runs the
+/// workload sets it while the consumer task's `Observations` reads it, without synchronisation, as
+/// an app's model shared with a task would be (a read that comes before the store is what makes a
+/// stale delivery).
 @Observable
 final class SharedObservablePlayer: @unchecked Sendable {
     var volume = 0.5
