@@ -10,17 +10,23 @@ let usage = """
            kvo-bench --list | --help
 
     Measures KeyValueObserving, ObservableProgress and ObservableDefaults against the alternatives
-    (NotificationCenter, Observation, AsyncStream, Foundation Progress, UserDefaults) and plain
-    Swift, all in this one run, and prints a summary (one line per alternative: how many times
-    faster or slower), then the tables: ns/op (p50, p90, p99 over repeated samples) with the ratio of
-    each scenario's p50 to its baseline's p50, every row naming its implementation; a memory table
-    (bytes per object, observer and observed key, from the allocator's statistics); and the defaults
-    store's cross-process notification latency (this executable starts itself as the other process).
-    Samples are taken in rounds (one batch of every scenario per round) so machine noise hits a
-    scenario and its baseline alike.
+    (NotificationCenter, Observation, AsyncStream, Foundation Progress, UserDefaults, a Dictionary)
+    and plain Swift, all in this one run, and prints a summary (one line per alternative: how many
+    times faster or slower), then the tables: ns/op (p50, p90, p99 over repeated samples), every row
+    naming its implementation; the async hand-offs per value (the latency of a fresh delivery, and
+    how often the first value delivered after a set was an earlier one); a memory table (bytes per
+    object, observer and observed key, from the allocator's statistics); the defaults store's
+    cross-process notification latency (this executable starts itself as the other process); and
+    registration at scale, each implementation in a child process. Samples are taken in rounds (one
+    batch of every scenario per round) so machine noise hits a scenario and its baseline alike; a
+    ratio is the median of the rounds' paired ratios, with their range [lowest–highest], and one
+    whose range spans 1× (the rounds disagree on which side is faster) is marked unstable.
 
     OPTIONS:
-      --quick               smoke mode: few, short samples (the whole run takes under a minute)
+      --quick               smoke mode: few, short samples (the whole run takes under a minute),
+                            \(SamplingPlan.quick.deliveries) hand-offs per implementation (a full run:
+                            \(SamplingPlan.full.deliveries.formatted())), registration at scale on
+                            a tenth of the objects
       --filter SUBSTRING    only scenarios whose name contains SUBSTRING (repeatable); the
                             baselines they are compared with run too
       --markdown FILE       also write the summary and the full tables as Markdown to FILE, with
@@ -65,8 +71,9 @@ let usage = """
       Times N threads (default 8) at once, each making --updates updates (default 100000), in
       --rounds rounds (default 15): one progress node updated by every thread (unobserved and
       observed), the leaves of one tree (one per thread, the root observed, so every update takes
-      the root's lock too), and a counter behind each lock alone (the package's lock, PlatformLock,
-      which progress nodes use; the spinning lock they used before, kept here as a comparison).
+      the root's lock too), and a counter behind each lock alone: the package's lock,
+      \(Contention.lockInThisBuild), which progress nodes use, and the spinning lock they used
+      before, kept here as a comparison.
       Every row runs on every CPU the process may use, then (Linux only) with all its threads
       pinned to one CPU (sched_setaffinity). Prints the wall and CPU ns per update (CPU: all
       threads, so a waiter that spins counts and one that sleeps does not), median [min–max] over
@@ -92,6 +99,6 @@ let usage = """
       leak per observer, set or defaults write is far above, a rarer one needs a long run.
 
     EXIT STATUS: 0 on success; 1 if a result check fails, a file cannot be read or written, or
-    valgrind is missing or fails; 2 on bad arguments. compare and gate: 2 on a regression, 1 on
-    bad arguments or any other error.
+    valgrind is missing or fails; 2 on bad arguments (every command); 3 when compare or gate
+    finds a regression.
     """

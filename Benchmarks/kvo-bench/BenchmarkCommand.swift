@@ -30,6 +30,11 @@ func benchmark(_ options: BenchmarkOptions) -> Never {
         let neededMemory = matchingMemory.union(memoryScenarios.filter { matchingMemory.contains($0.name) }.compactMap(\.baseline))
         memoryScenarios = memoryScenarios.filter { neededMemory.contains($0.name) }
     }
+    if options.svgPath != nil && !drawCurve(selected) {
+        badArgument(
+            "--svg: the selected scenarios draw no curve (no family with two parameter values); "
+                + "drop --filter or select a family, e.g. --filter observers-")
+    }
     var counter: InstructionCounter?
     if options.callgrind {
         guard let valgrind = InstructionCounter.findValgrind() else {
@@ -112,11 +117,8 @@ func benchmark(_ options: BenchmarkOptions) -> Never {
         let subtitle =
             "\(isoDay(report.date)), \(report.toolchain), \(buildConfiguration); \(report.machine.description)"
             + (options.quick ? "; --quick" : "")
-        guard let svg = scalingChartSVG(rows, subtitle: subtitle) else {
-            fail(
-                "--svg: the selected scenarios draw no curve (no family with two parameter values); "
-                    + "drop --filter or select a family, e.g. --filter observers-", status: 1)
-        }
+        // The scenarios were checked to draw a curve before they were measured.
+        guard let svg = scalingChartSVG(rows, subtitle: subtitle) else { fail("--svg: no curve to draw", status: 1) }
         writeFile(svg, to: svgPath)
         print("chart written to \(svgPath)")
     }
@@ -152,7 +154,8 @@ struct RunReport {
         "ns/op: p50 / p90 / p99 of \(plan.samples) interleaved samples of ~\(plan.sampleNanoseconds / 1_000_000) ms "
             + "after \(plan.warmUpNanoseconds / 1_000_000) ms of warm-up\(quick ? " (--quick)" : "")"
             + "\(plan.samples < 100 ? " (p99 = slowest sample)" : ""); "
-            + "ratio = p50 / baseline p50, same run"
+            + "ratio = the median [lowest–highest] of the rounds' paired ratios (each round's sample over the baseline's in "
+            + "the same round); hand-offs: \(plan.deliveries.formatted()) fresh deliveries per implementation, their table says what"
             + (callgrind ? "; Ir/op: callgrind, (Ir(long) − Ir(short)) / (long − short) iterations" : "")
     }
 
@@ -160,7 +163,9 @@ struct RunReport {
         var output = "kvo-bench: this package against the alternatives, measured in one run\n\(provenance)\n"
         let summary = self.summary
         if !summary.isEmpty {
-            output += "\nSummary (p50 of this run; the tables below have every figure)\n" + summaryText(summary)
+            output +=
+                "\nSummary (ratios of this run, paired round by round: median [range]; the tables below have every figure)\n"
+                + summaryText(summary)
         }
         output += "\n\(method)\n\n"
         return output + sections(markdown: false)
@@ -181,10 +186,15 @@ struct RunReport {
             swift run -c release kvo-bench --markdown Benchmarks/README.md
             ```
 
-            Every scenario runs in the same process as its baseline, in interleaved rounds; ratios compare \
-            p50s of this one run. Absolute times drift with the machine's load (a shared machine drifts by \
-            a third from run to run), ratios much less; instruction counts (`kvo-bench --callgrind`, \
-            `kvo-bench gate`) do not drift. The implementation column names whose code each row measures.
+            Every scenario runs in the same process as its baseline, in interleaved rounds; a ratio is the \
+            median of the ratios of the two scenarios' samples paired round by round, with their range: \
+            where the range spans 1× the rounds disagree on which is faster, and the ratio is marked \
+            unstable. Absolute times drift with the machine's load (a shared machine drifts by a third from \
+            run to run), ratios much less; instruction counts (`kvo-bench --callgrind`, `kvo-bench gate`) do \
+            not drift. The implementation column names whose code each row measures. The async hand-offs \
+            are timed per value, from the set to the consumer task's delivery of the value just set; a \
+            round whose first delivery was an earlier value (a sequence that coalesces) is counted apart, \
+            not as a latency.
 
             Not in these tables: the soak, `kvo-bench stress --seconds N` (`.ci/run` runs it for 20 s, and \
             for 1 s under valgrind's memcheck). For N seconds, threads register and remove observers, set \

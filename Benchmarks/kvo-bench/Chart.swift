@@ -54,6 +54,12 @@ struct ChartPoint {
 
 // MARK: Drawing
 
+/// Whether `scenarios` draw a curve on the `--svg` chart: a family with two parameter values (what
+/// `scalingChartSVG` needs to draw a panel).
+func drawCurve(_ scenarios: [Scenario]) -> Bool {
+    Dictionary(grouping: scenarios.flatMap(\.chart), by: \.family).values.contains { Set($0.map(\.x)).count >= 2 }
+}
+
 /// The `--svg` chart: one panel per family with at least two parameter values, log-scale y axis,
 /// one line per series with a shared legend. Dependency-free SVG 1.1.
 func scalingChartSVG(_ rows: [ReportRow], subtitle: String) -> String? {

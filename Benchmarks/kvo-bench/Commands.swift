@@ -49,5 +49,5 @@ func compare(old: String, new: String, thresholdPercent: Double) -> Never {
     }
     let comparison = compareResults(old: results.0, new: results.1)
     print(comparisonReport(comparison, oldPath: old, newPath: new, thresholdPercent: thresholdPercent), terminator: "")
-    exit(comparison.regressions(thresholdPercent: thresholdPercent).isEmpty ? 0 : 2)
+    exit(comparison.regressions(thresholdPercent: thresholdPercent).isEmpty ? 0 : regressionStatus)
 }

@@ -166,14 +166,17 @@ enum Contention {
             check: { tree in tree.leaves.allSatisfy { $0.completedUnitCount == Int64(updates) } })
     }
 
+    /// The lock progress nodes take in this build, named from the lock's own definition
+    /// (`PlatformLock.form`, decided by the same conditions as the lock): `kvo-bench contention`
+    /// prints it and `--help` says it, so neither can name another lock than the build has.
+    static var lockInThisBuild: String { "PlatformLock (\(PlatformLock.form) in this build)" }
+
     static func run(_ options: ContentionOptions) -> Never {
         print(
             "\(options.threads) threads × \(options.updates) updates, \(options.rounds) rounds; ns per update, wall and CPU "
                 + "(all threads, waiting included): median [min–max] over rounds (the machine has "
                 + "\(ProcessInfo.processInfo.activeProcessorCount) cores)")
-        print(
-            "Progress nodes use the package's lock (PlatformLock, in this build a \(PlatformLock.form)); "
-                + "the spinning lock is a comparison only.")
+        print("Progress nodes use the package's lock, \(lockInThisBuild); the spinning lock is a comparison only.")
         let rows: [(String, () -> (wall: [Double], cpu: [Double]))] = [
             ("one node, unobserved", { oneNode(options, observed: false) }),
             ("one node, observed", { oneNode(options, observed: true) }),

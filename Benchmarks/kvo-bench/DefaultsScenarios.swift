@@ -35,13 +35,44 @@ final class BenchDirectory {
 @inline(never) func setSpeed(_ store: DefaultsStore, _ key: DefaultsKey<Double>, _ value: Double) { store[key] = value }
 @inline(never) func setSpeed(_ defaults: UserDefaults, _ value: Double) { defaults.set(value, forKey: "playbackSpeed") }
 @inline(never) func getSpeed(_ store: DefaultsStore, _ key: DefaultsKey<Double>) -> Double { store[key] }
+@inline(never) func getSpeed(_ defaults: UserDefaults, _ key: String) -> Double { defaults.double(forKey: key) }
+@inline(never) func getSpeed(_ values: [String: Double], _ key: String) -> Double { values[key] ?? 0 }
+
+/// Where a read loop reads a Double: one read per call, through the non-inlined `getSpeed`.
+private protocol SpeedSource {
+    func readSpeed() -> Double
+}
+
+private struct StoreSpeed: SpeedSource {
+    let store: DefaultsStore
+    let key: DefaultsKey<Double>
+    func readSpeed() -> Double { getSpeed(store, key) }
+}
+
+private struct UserDefaultsSpeed: SpeedSource {
+    let defaults: UserDefaults
+    let key: String
+    func readSpeed() -> Double { getSpeed(defaults, key) }
+}
+
+private struct DictionarySpeed: SpeedSource {
+    let values: [String: Double]
+    let key: String
+    func readSpeed() -> Double { getSpeed(values, key) }
+}
 
 /// A read loop of `key` from `store`, checked against `expected`.
 private func readLoop(_ store: DefaultsStore, _ key: DefaultsKey<Double>, expected: Double, retaining: [AnyObject]) -> Workload {
+    readLoop(StoreSpeed(store: store, key: key), expected: expected, retaining: retaining)
+}
+
+/// A read loop of `source` (specialised for each source type: the loop is the same for all),
+/// checked against `expected`.
+private func readLoop(_ source: some SpeedSource, expected: Double, retaining: [AnyObject] = []) -> Workload {
     var sum = 0.0
     return .loop(retaining: retaining) { values in
         var total = 0.0
-        for _ in values { total += getSpeed(store, key) }
+        for _ in values { total += source.readSpeed() }
         sum = total
     } check: { iterations, _ in
         sum == expected * Double(iterations) ? nil : "the reads summed to \(sum), expected \(expected * Double(iterations))"
@@ -74,8 +105,28 @@ extension Scenarios {
                 for i in values { setSpeed(defaults, Double(i)) }
             },
             Scenario(
+                name: "plain-dictionary-read", group: .defaults,
+                summary: "baseline: a [String: Double] lookup of a value already decoded, by its key's name (a configuration "
+                    + "read without a store: the key's hash, the probe, the copy)"
+            ) {
+                let values = opaque(["playbackSpeed": 1.5, "volume": 0.5, "port": 8080])
+                let key = opaque("playbackSpeed")
+                return readLoop(DictionarySpeed(values: values, key: key), expected: 1.5)
+            },
+            Scenario(
+                name: "userdefaults-read", group: .defaults,
+                summary: "baseline: Foundation UserDefaults.double(forKey:) of a Double set in this process"
+            ) {
+                let directory = BenchDirectory("userdefaults-read")
+                let defaults = opaque(scratchUserDefaults(directory))
+                defaults.set(1.5, forKey: "playbackSpeed")
+                let key = opaque("playbackSpeed")
+                return readLoop(UserDefaultsSpeed(defaults: defaults, key: key), expected: 1.5, retaining: [directory, defaults])
+            },
+            Scenario(
                 name: "defaults-read", group: .defaults,
-                summary: "DefaultsStore read of a Double key set in this process (no layers)"
+                summary: "DefaultsStore read of a Double key set in this process (no layers)",
+                baseline: "plain-dictionary-read", comparisons: ["userdefaults-read"]
             ) {
                 let directory = BenchDirectory("defaults-read")
                 let store = opaque(DefaultsStore(fileURL: directory.url.appendingPathComponent("bench.json")))

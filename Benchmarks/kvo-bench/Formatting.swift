@@ -31,6 +31,33 @@ private func formatFactor(_ factor: Double) -> String {
     factor >= 10 ? "\(Int(factor.rounded()))×" : String(format: "%.1f×", factor)
 }
 
+/// "88–102×" (whole factors from 10 up, as `formatFactor`).
+private func formatFactorRange(_ low: Double, _ high: Double) -> String {
+    "\(formatFactor(low).dropLast())–\(formatFactor(high))"
+}
+
+/// A paired ratio for a table: "0.011× [0.010–0.012]" (median [lowest–highest]).
+func formatRatio(_ ratio: PairedRatio) -> String {
+    "\(formatRatio(ratio.median)) [\(formatRatio(ratio.lowest).dropLast())–\(formatRatio(ratio.highest).dropLast())]"
+}
+
+/// What a paired ratio means, with how far the rounds disagree: "95× faster [88–102×]", "1.4×
+/// slower [1.3–1.5×]", "about as fast [0.97–1.04×]"; with `than`, the comparison is completed
+/// ("95× faster than X [88–102×]"). A ratio whose rounds disagree on which side is faster (its range
+/// spans 1×) is marked: "1.1× faster than X (unstable: from 1.3× faster to 1.2× slower over
+/// rounds)".
+func speedPhrase(_ ratio: PairedRatio, than other: String? = nil) -> String {
+    let phrase = speedPhrase(ratio.median, than: other)
+    if ratio.isUnstable {
+        return phrase + " (unstable: from \(formatFactor(1 / ratio.lowest)) faster to \(formatFactor(ratio.highest)) slower over rounds)"
+    }
+    if ratio.median > 0.95 && ratio.median < 1.05 {
+        return phrase + " [\(formatRatio(ratio.lowest).dropLast())–\(formatRatio(ratio.highest))]"
+    }
+    let range = ratio.median < 1 ? formatFactorRange(1 / ratio.highest, 1 / ratio.lowest) : formatFactorRange(ratio.lowest, ratio.highest)
+    return "\(phrase) [\(range)]"
+}
+
 /// What a ratio (this p50 / the other's p50) means: "25× faster", "1.4× slower", or "about as fast"
 /// within 5%; with `than`, the comparison is completed ("25× faster than X", "about as fast as X").
 func speedPhrase(_ ratio: Double, than other: String? = nil) -> String {

@@ -54,7 +54,7 @@ func gate(_ options: GateOptions) -> Never {
         exit(0)
     }
     if options.targets { printTimingTargets(filters: options.filters) }
-    exit(verdict == .regressed ? 2 : 0)
+    exit(verdict == .regressed ? regressionStatus : 0)
 }
 
 // MARK: Timing targets
@@ -78,7 +78,7 @@ private func printTimingTargets(filters: [String]) {
         lines.append([
             row.implementation.rawValue, row.scenario.name, formatNanoseconds(row.measurement.p50),
             row.primary?.baseline ?? "—", row.primary.map { formatNanoseconds($0.baselineP50) } ?? "",
-            row.primary.map { formatRatio($0.ratio) } ?? "", target.text, target.isMet ? "✓" : "✗ missed",
+            row.primary.map { formatRatio($0.ratio.median) } ?? "", target.text, target.isMet ? "✓" : "✗ missed",
         ])
     }
     print("\nTiming targets of this package (p50 of \(SamplingPlan.full.samples) samples; informative, not gated: timings drift with load)")

@@ -46,17 +46,29 @@ struct SamplingPlan {
     var sampleNanoseconds: UInt64
     /// Wall time spent running the workload, untimed, before sampling (calibration included).
     var warmUpNanoseconds: UInt64
+    /// Fresh deliveries per sample of a hand-off scenario (`HandOff`), which is not calibrated:
+    /// its figures are the latencies of single deliveries, not a batch's time.
+    var deliveriesPerSample: Int
 
-    static let full = SamplingPlan(samples: 31, sampleNanoseconds: 10_000_000, warmUpNanoseconds: 100_000_000)
-    static let quick = SamplingPlan(samples: 7, sampleNanoseconds: 1_000_000, warmUpNanoseconds: 3_000_000)
+    static let full = SamplingPlan(samples: 31, sampleNanoseconds: 10_000_000, warmUpNanoseconds: 100_000_000, deliveriesPerSample: 323)
+    static let quick = SamplingPlan(samples: 7, sampleNanoseconds: 1_000_000, warmUpNanoseconds: 3_000_000, deliveriesPerSample: 30)
+
+    /// Fresh deliveries per hand-off scenario in a run (a full run: 10,013).
+    var deliveries: Int { samples * deliveriesPerSample }
 }
 
 /// The measured cost of one scenario.
 struct Measurement {
     let scenario: String
     let iterationsPerSample: Int
-    /// ns/op of each sample, sorted ascending.
+    /// What the percentiles are over, ascending: each sample's ns/op, or (a hand-off) the latency
+    /// of every fresh delivery.
     let sortedNanosecondsPerOp: [Double]
+    /// One figure per round, in round order: the sample's ns/op, or (a hand-off) the median
+    /// latency of the round's fresh deliveries. Ratios pair them round by round (`PairedRatio`).
+    let rounds: [Double]
+    /// A hand-off's deliveries over the whole run; `nil` for a loop timed as a whole.
+    var deliveries: DeliveryTally? = nil
 
     var p50: Double { percentile(0.50) }
     var p90: Double { percentile(0.90) }
@@ -95,6 +107,8 @@ private struct Prepared {
     let workload: Workload
     let iterations: Int
     var samples: [Double] = []
+    /// A hand-off's deliveries, one tally per round.
+    var deliveries: [DeliveryTally] = []
 }
 
 /// Builds the workload, warms it up and calibrates a batch size to `plan.sampleNanoseconds`. Every
@@ -118,6 +132,15 @@ private func prepare(_ scenario: Scenario, plan: SamplingPlan) throws(CheckFailu
     // One-time costs (type metadata, key-path objects, lazy binding) must not be mistaken for the
     // speed of the loop: pay them first, untimed.
     try runChecked(scenario, workload, iterations: 1)
+
+    if let handOff = workload.handOff {
+        // Not calibrated: a fixed number of fresh deliveries per sample, after warm-up rounds.
+        repeat {
+            try runChecked(scenario, workload, iterations: plan.deliveriesPerSample)
+        } while monotonicNanoseconds() - warmUpStart < plan.warmUpNanoseconds
+        _ = handOff.takeTally()
+        return Prepared(scenario: scenario, workload: workload, iterations: plan.deliveriesPerSample)
+    }
 
     // A first estimate: double the batch until it takes a tenth of a sample.
     var iterations = 1
@@ -162,15 +185,49 @@ func measure(
                 throw CheckFailure(scenario: entry.scenario.name, iterations: entry.iterations, problem: problem)
             }
             prepared[index].samples.append(Double(end - start) / Double(entry.iterations))
+            if let handOff = entry.workload.handOff { prepared[index].deliveries.append(handOff.takeTally()) }
         }
     }
     var measurements: [String: Measurement] = [:]
     for entry in prepared {
-        measurements[entry.scenario.name] = Measurement(
-            scenario: entry.scenario.name,
-            iterationsPerSample: entry.iterations,
-            sortedNanosecondsPerOp: entry.samples.sorted()
-        )
+        if entry.workload.handOff != nil {
+            let tally = entry.deliveries.reduce(into: DeliveryTally()) { $0.add($1) }
+            measurements[entry.scenario.name] = Measurement(
+                scenario: entry.scenario.name,
+                iterationsPerSample: entry.iterations,
+                sortedNanosecondsPerOp: tally.freshNanoseconds.sorted(),
+                rounds: entry.deliveries.map { percentile($0.freshNanoseconds.sorted(), 0.5) },
+                deliveries: tally
+            )
+        } else {
+            measurements[entry.scenario.name] = Measurement(
+                scenario: entry.scenario.name,
+                iterationsPerSample: entry.iterations,
+                sortedNanosecondsPerOp: entry.samples.sorted(),
+                rounds: entry.samples
+            )
+        }
     }
     return measurements
+}
+
+/// One scenario's figure over another's, round by round: the harness interleaves their samples,
+/// so a busy spell of the machine slows both within a round. Their median is the ratio reported,
+/// their range how far the rounds disagree.
+struct PairedRatio: Equatable {
+    let median: Double
+    let lowest: Double
+    let highest: Double
+
+    /// Whether the rounds disagree on which side is faster: the range spans 1×.
+    var isUnstable: Bool { lowest < 1 && highest > 1 }
+}
+
+extension PairedRatio {
+    /// The ratios `ours[i] / theirs[i]` of the rounds both have.
+    init(_ ours: [Double], over theirs: [Double]) {
+        precondition(!ours.isEmpty && ours.count == theirs.count, "paired ratios need the same rounds on both sides")
+        let ratios = zip(ours, theirs).map { $0 / $1 }.sorted()
+        self.init(median: percentile(ratios, 0.5), lowest: ratios.first!, highest: ratios.last!)
+    }
 }

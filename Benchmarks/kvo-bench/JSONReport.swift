@@ -51,7 +51,13 @@ private struct JSONScenario: Encodable {
     let p99: Double
     @NullWhenAbsent var baseline: String?
     @NullWhenAbsent var baselineP50: Double?
+    /// The median of the rounds' paired ratios, and their range.
     @NullWhenAbsent var ratio: Double?
+    @NullWhenAbsent var ratioLowest: Double?
+    @NullWhenAbsent var ratioHighest: Double?
+    /// A hand-off's rounds: fresh deliveries (whose latencies p50, p90 and p99 are over), rounds
+    /// whose first delivery was an earlier value, rounds with no delivery in time.
+    @NullWhenAbsent var deliveries: JSONDeliveries?
     @NullWhenAbsent var target: String?
     @NullWhenAbsent var targetMet: Bool?
     let comparisons: [JSONComparison]
@@ -62,6 +68,22 @@ private struct JSONComparison: Encodable {
     let baseline: String
     let baselineP50: Double
     let ratio: Double
+    let ratioLowest: Double
+    let ratioHighest: Double
+
+    init(_ comparison: Comparison) {
+        baseline = comparison.baseline
+        baselineP50 = rounded(comparison.baselineP50)
+        ratio = rounded(comparison.ratio.median, digits: 4)
+        ratioLowest = rounded(comparison.ratio.lowest, digits: 4)
+        ratioHighest = rounded(comparison.ratio.highest, digits: 4)
+    }
+}
+
+private struct JSONDeliveries: Encodable {
+    let fresh: Int
+    let staleFirst: Int
+    let timeouts: Int
 }
 
 private func rounded(_ value: Double, digits: Int = 3) -> Double {
@@ -90,12 +112,15 @@ func writeJSONReport(_ rows: [ReportRow], memory: [MemoryFigure]?, plan: Samplin
                 p99: rounded(row.measurement.p99),
                 baseline: row.primary?.baseline,
                 baselineP50: row.primary.map { rounded($0.baselineP50) },
-                ratio: row.primary.map { rounded($0.ratio, digits: 4) },
+                ratio: row.primary.map { rounded($0.ratio.median, digits: 4) },
+                ratioLowest: row.primary.map { rounded($0.ratio.lowest, digits: 4) },
+                ratioHighest: row.primary.map { rounded($0.ratio.highest, digits: 4) },
+                deliveries: row.measurement.deliveries.map {
+                    JSONDeliveries(fresh: $0.freshNanoseconds.count, staleFirst: $0.staleFirst, timeouts: $0.timeouts)
+                },
                 target: target?.text,
                 targetMet: target?.isMet,
-                comparisons: row.extra.map {
-                    JSONComparison(baseline: $0.baseline, baselineP50: rounded($0.baselineP50), ratio: rounded($0.ratio, digits: 4))
-                },
+                comparisons: row.extra.map(JSONComparison.init),
                 instructionsPerOp: row.instructionsPerOp.map { rounded($0, digits: 1) }
             )
         },

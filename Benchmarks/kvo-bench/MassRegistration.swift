@@ -1,6 +1,7 @@
 import Foundation
 import KVOToolArguments
 import KeyValueObserving
+import Observation
 
 #if canImport(Darwin)
 import Darwin
@@ -11,13 +12,17 @@ import Musl
 #endif
 
 /// Registration at scale: many objects, several observers each, registered, then invalidated, in a
-/// fresh child process per implementation (so that one's peak memory is not the other's), timed with
-/// `CLOCK_MONOTONIC` and weighed with `getrusage`'s maximum resident set size. Not gated: the time is
-/// wall time, and the child's allocator decides the memory.
+/// fresh child process per implementation (so that one's memory is not the other's), timed with
+/// `CLOCK_MONOTONIC` and weighed from the child's own start: the allocator's bytes in use once
+/// every observer is registered (`allocatedBytes`), and the peak resident set (`ResidentSet`, Linux).
+/// Not gated: the time is wall time, and the child's allocator decides the memory.
 enum MassRegistration {
     static let name = "mass-registration"
     /// The hidden command that makes this executable the child of the section.
     static let command = BenchHiddenCommands.massRegistration
+    /// Growth below this is too small to measure at the run's scale: the runtime's own
+    /// allocations and the pages it touches move the figures by about as much.
+    static let smallestMeasurableBytes = 1 << 20
 
     struct Figure {
         let implementation: String
@@ -25,38 +30,35 @@ enum MassRegistration {
         let observersPerObject: Int
         /// Per observer.
         let registerNanoseconds: Double
-        let invalidateNanoseconds: Double
-        /// The growth of the child's maximum resident set size while the objects and their
-        /// observers existed.
-        let peakResidentBytes: Int
+        /// Per observer; `nil` where observations cannot be cancelled (Observation's
+        /// `withObservationTracking`).
+        let invalidateNanoseconds: Double?
+        /// The growth of the allocator's bytes in use from the child's start to the moment every
+        /// observer was registered, objects included; `nil` where the allocator cannot be asked.
+        let heapBytes: Int?
+        /// The growth of the child's peak resident set over its whole run; `nil` off Linux.
+        let peakResidentBytes: Int?
         var observers: Int { objects * observersPerObject }
     }
 
     /// The implementations, this package's first.
-    static let implementations = ["KeyValueObserving", "NotificationCenter"]
-
-    /// Maximum resident set size of this process so far, in bytes.
-    static func maximumResidentBytes() -> Int {
-        let usage = processUsage()
-        #if canImport(Darwin)
-        return Int(usage.ru_maxrss)  // bytes on Darwin
-        #else
-        return Int(usage.ru_maxrss) * 1024  // kilobytes on Linux
-        #endif
-    }
+    static let implementations = ["KeyValueObserving", "NotificationCenter", "Observation"]
 
     /// `kvo-bench _mass-registration IMPLEMENTATION OBJECTS OBSERVERS`: makes OBJECTS objects, registers
     /// OBSERVERS observers on each, checks that a change of one object reaches its observers, then
-    /// invalidates them all; prints `register NS invalidate NS peak BYTES` (per observer, per
-    /// observer, in all).
+    /// invalidates them all (Observation's cannot be); prints `register NS invalidate NS heap BYTES
+    /// peak BYTES` (per observer, per observer, in all, in all; `-` for what was not measured).
     static func runChild(implementation: String, objects count: Int, observers perObject: Int) -> Never {
-        let before = maximumResidentBytes()
-        let objects = (0..<count).map { _ in Player() }
+        let residentStart = ResidentSet.startMeasuringPeak()
+        let heapStart = allocatedBytes()
         let calls = Counter()
         var registered: UInt64 = 0
-        var invalidated: UInt64 = 0
+        var invalidated: UInt64?
+        var heapInUse: Int?
+        var kept: [AnyObject] = []
         switch implementation {
         case "KeyValueObserving":
+            let objects = (0..<count).map { _ in Player() }
             var tokens: [KeyValueObservation] = []
             tokens.reserveCapacity(count * perObject)
             let start = monotonicNanoseconds()
@@ -64,11 +66,14 @@ enum MassRegistration {
                 for _ in 0..<perObject { tokens.append(object.observe(\.volume, options: [.new]) { _, _ in calls.record(1) }) }
             }
             registered = monotonicNanoseconds() - start
+            heapInUse = allocatedBytes()
             objects[count / 2].volume = 0.75
             let end = monotonicNanoseconds()
             for token in tokens { token.invalidate() }
             invalidated = monotonicNanoseconds() - end
+            kept = objects
         case "NotificationCenter":
+            let objects = (0..<count).map { _ in Player() }
             let center = NotificationCenter()
             let name = Notification.Name("volume")
             var tokens: [any NSObjectProtocol] = []
@@ -80,20 +85,43 @@ enum MassRegistration {
                 }
             }
             registered = monotonicNanoseconds() - start
+            heapInUse = allocatedBytes()
             center.post(name: name, object: objects[count / 2])
             let end = monotonicNanoseconds()
             for token in tokens { center.removeObserver(token) }
             invalidated = monotonicNanoseconds() - end
+            kept = objects
+        case "Observation":
+            // As many registrations, each a withObservationTracking of the property; they end at
+            // the property's next change, and cannot be cancelled before it.
+            let objects = (0..<count).map { _ in ObservablePair() }
+            let start = monotonicNanoseconds()
+            for object in objects {
+                for _ in 0..<perObject {
+                    withObservationTracking {
+                        _ = object.volume
+                    } onChange: {
+                        calls.record(1)
+                    }
+                }
+            }
+            registered = monotonicNanoseconds() - start
+            heapInUse = allocatedBytes()
+            objects[count / 2].volume = 0.75
+            kept = objects
         default:
             fail("\(command): unknown implementation '\(implementation)'", status: 2)
         }
-        let peak = maximumResidentBytes() - before
+        let peak = residentStart.flatMap { ResidentSet.peakGrowth(since: $0) }
         guard calls.count == perObject else {
             fail("\(command): a change reached \(calls.count) observers, expected \(perObject)", status: 1)
         }
         let observers = Double(count * perObject)
-        print("register \(Double(registered) / observers) invalidate \(Double(invalidated) / observers) peak \(peak)")
-        withExtendedLifetime(objects) {}
+        func field(_ value: (some CustomStringConvertible)?) -> String { value?.description ?? "-" }
+        print(
+            "register \(Double(registered) / observers) invalidate \(field(invalidated.map { Double($0) / observers })) "
+                + "heap \(field(heapStart.flatMap { start in heapInUse.map { $0 - start } })) peak \(field(peak))")
+        withExtendedLifetime(kept) {}
         exit(0)
     }
 
@@ -114,50 +142,75 @@ enum MassRegistration {
                 continue
             }
             let fields = output.standardOutput.split(whereSeparator: \.isWhitespace)
-            guard output.status == 0, fields.count == 6, let register = Double(fields[1]), let invalidate = Double(fields[3]),
-                let peak = Int(fields[5])
-            else {
+            guard output.status == 0, fields.count == 8, let register = Double(fields[1]) else {
                 problems.append("\(implementation): failed (status \(output.status)): \(output.standardError)\(output.standardOutput)")
                 continue
             }
             figures.append(
                 Figure(
                     implementation: implementation, objects: objects, observersPerObject: perObject, registerNanoseconds: register,
-                    invalidateNanoseconds: invalidate, peakResidentBytes: peak))
+                    invalidateNanoseconds: Double(fields[3]), heapBytes: Int(fields[5]), peakResidentBytes: Int(fields[7])))
         }
         return (figures, problems)
     }
 }
 
-/// The mass-registration section: a heading, a line per implementation and the ratios.
+/// A growth in bytes as "+137.0 MB (143 B per observer)", or why it is not shown: not measured
+/// here, or too small to measure at this scale (under `MassRegistration.smallestMeasurableBytes`).
+func registrationMemory(_ bytes: Int?, observers: Int, what: String) -> String {
+    guard let bytes else { return "\(what) not measured on this system" }
+    guard bytes >= MassRegistration.smallestMeasurableBytes else {
+        return "\(what) too small to measure at this scale (grew by \(formatBytes(Double(bytes) / 1_048_576)) MB, under "
+            + "\(MassRegistration.smallestMeasurableBytes / 1_048_576) MB)"
+    }
+    return "\(what) +\(String(format: "%.1f", Double(bytes) / 1_048_576)) MB (\(bytes / max(observers, 1)) B per observer)"
+}
+
+/// The mass-registration section: a heading, a line per implementation and this package's ratios
+/// to each other implementation. A memory ratio appears only where both sides were measurable.
 func massRegistrationLines(_ figures: [MassRegistration.Figure], problems: [String], markdown: Bool) -> [String] {
     guard let first = figures.first else {
         return ["\(MassRegistration.name): " + (problems.isEmpty ? "not measured" : problems.joined(separator: "; "))]
     }
     let heading =
         "Registration at scale (\(first.objects.formatted()) objects × \(first.observersPerObject) observers, registered then "
-        + "invalidated, each implementation in a fresh child process; wall time per observer, growth of getrusage's maximum RSS)"
+        + "invalidated, each implementation in a fresh child process; wall time per observer; memory from the child's own start, "
+        + "objects included: malloc's bytes in use once every observer is registered (heap) and the growth of the peak resident "
+        + "set (VmHWM, reset at the start; not getrusage's maximum RSS, which a child inherits from its parent))"
     var lines = [markdown ? "### \(heading)\n" : heading]
     for figure in figures {
+        let invalidation =
+            figure.invalidateNanoseconds.map { "invalidate \(Int($0.rounded())) ns/observer" } ?? "invalidate n/a (no cancellation)"
         let row =
-            "\(figure.implementation): register \(Int(figure.registerNanoseconds.rounded())) ns/observer, "
-            + "invalidate \(Int(figure.invalidateNanoseconds.rounded())) ns/observer, "
-            + "peak RSS +\(String(format: "%.1f", Double(figure.peakResidentBytes) / 1_048_576)) MB "
-            + "(\(figure.peakResidentBytes / max(figure.observers, 1)) B per observer, objects included)"
+            "\(figure.implementation): register \(Int(figure.registerNanoseconds.rounded())) ns/observer, \(invalidation), "
+            + registrationMemory(figure.heapBytes, observers: figure.observers, what: "heap") + ", "
+            + registrationMemory(figure.peakResidentBytes, observers: figure.observers, what: "peak RSS")
         lines.append(markdown ? "- \(row)" : "  \(row)")
     }
-    if figures.count == 2 {
-        let (ours, theirs) = (figures[0], figures[1])
+    if let ours = figures.first(where: { $0.implementation == MassRegistration.implementations[0] }) {
+        /// "2.0× faster" for theirs / ours = 2, "about the same" within 5%.
         func compared(_ ratio: Double, _ better: String, _ worse: String) -> String {
-            ratio >= 1 ? String(format: "%.1f× %@", ratio, better) : String(format: "%.1f× %@", 1 / ratio, worse)
+            if ratio > 0.95 && ratio < 1.05 { return "about the same" }
+            return ratio >= 1 ? String(format: "%.1f× %@", ratio, better) : String(format: "%.1f× %@", 1 / ratio, worse)
         }
-        let row =
-            "\(ours.implementation) against \(theirs.implementation): registration "
-            + compared(theirs.registerNanoseconds / ours.registerNanoseconds, "faster", "slower") + ", invalidation "
-            + compared(theirs.invalidateNanoseconds / ours.invalidateNanoseconds, "faster", "slower") + ", "
-            + compared(Double(theirs.peakResidentBytes) / Double(max(ours.peakResidentBytes, 1)), "less memory", "more memory")
-            + " (target ≥ 10× faster, provisional)"
-        lines.append(markdown ? "- \(row)" : "  \(row)")
+        func memory(_ what: String, _ theirs: Int?, _ mine: Int?) -> String {
+            guard let theirs, let mine, theirs >= MassRegistration.smallestMeasurableBytes, mine >= MassRegistration.smallestMeasurableBytes
+            else { return "\(what) not compared (too small to measure at this scale, or not measured)" }
+            return "\(what) " + compared(Double(theirs) / Double(mine), "less", "more")
+        }
+        for theirs in figures where theirs.implementation != ours.implementation {
+            var parts = ["registration " + compared(theirs.registerNanoseconds / ours.registerNanoseconds, "faster", "slower")]
+            if let theirInvalidation = theirs.invalidateNanoseconds, let ourInvalidation = ours.invalidateNanoseconds {
+                parts.append("invalidation " + compared(theirInvalidation / ourInvalidation, "faster", "slower"))
+            } else {
+                parts.append("invalidation n/a")
+            }
+            parts.append(memory("heap", theirs.heapBytes, ours.heapBytes))
+            parts.append(memory("peak RSS", theirs.peakResidentBytes, ours.peakResidentBytes))
+            let target = theirs.implementation == "NotificationCenter" ? " (target ≥ 10× faster, provisional)" : ""
+            let row = "\(ours.implementation) against \(theirs.implementation): " + parts.joined(separator: ", ") + target
+            lines.append(markdown ? "- \(row)" : "  \(row)")
+        }
     }
     for problem in problems { lines.append(markdown ? "- \(problem)" : "  \(problem)") }
     return lines

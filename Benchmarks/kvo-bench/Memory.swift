@@ -282,3 +282,52 @@ func measureMemory(_ scenarios: [MemoryScenario]) -> [MemoryFigure]? {
         return figure
     }
 }
+
+// MARK: A child process's own peak
+
+/// The peak resident set of this process from a point of its own, for the child processes of
+/// "registration at scale". Not `getrusage`'s maximum RSS: on Linux a process keeps its parent's
+/// across `posix_spawn` (and `fork` and `exec`): the kernel carries the high-water mark of the
+/// memory map `exec` replaces into the new program's figure, so a child of a benchmark that peaked at
+/// 300 MB starts at 300 MB and shows no growth below it (`--quick` printed "+0.0 MB"). Linux's
+/// `VmHWM` belongs to the process's own memory map, which `exec` makes anew; writing `5` to
+/// `/proc/self/clear_refs` resets it to the current resident set.
+enum ResidentSet {
+    /// Resets the peak to the current resident set and returns that, in bytes: the point
+    /// `peakGrowth(since:)` measures from. `nil` where the kernel's figures cannot be read
+    /// (systems other than Linux).
+    static func startMeasuringPeak() -> Int? {
+        #if os(Linux)
+        let clearRefs = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC)
+        if clearRefs >= 0 {
+            _ = write(clearRefs, "5", 1)
+            close(clearRefs)
+        }
+        // Where the reset is refused, the peak still dates from this program's start, and the
+        // current size is where the growth is counted from.
+        return statusBytes("VmRSS:")
+        #else
+        return nil
+        #endif
+    }
+
+    /// How far the peak resident set rose above `start` bytes (from `startMeasuringPeak()`).
+    static func peakGrowth(since start: Int) -> Int? {
+        #if os(Linux)
+        return statusBytes("VmHWM:").map { $0 - start }
+        #else
+        return nil
+        #endif
+    }
+
+    #if os(Linux)
+    /// A "Name:   1234 kB" line of `/proc/self/status`, in bytes.
+    private static func statusBytes(_ name: String) -> Int? {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name) }),
+            let kilobytes = line.dropFirst(name.count).split(whereSeparator: \.isWhitespace).first.flatMap({ Int($0) })
+        else { return nil }
+        return kilobytes * 1024
+    }
+    #endif
+}

@@ -19,6 +19,10 @@ func fail(_ message: String, status: Int32) -> Never {
     exit(status)
 }
 
+/// How `compare` and `gate` end when they find a regression (a usage error is 2 in every command,
+/// any other failure 1).
+let regressionStatus: Int32 = 3
+
 func badArgument(_ message: String) -> Never {
     fail("\(message)\nRun 'kvo-bench --help' for usage.", status: 2)
 }

@@ -1,9 +1,9 @@
-/// A scenario's p50 against another scenario's p50, measured in the same run.
+/// A scenario against another measured in the same run, round by round.
 struct Comparison {
     let baseline: String
     let baselineP50: Double
-    /// scenario p50 / baseline p50.
-    let ratio: Double
+    /// This scenario's figure over the baseline's, paired round by round.
+    let ratio: PairedRatio
 }
 
 /// One scenario's line of the report, with its ratios and target.
@@ -22,7 +22,7 @@ struct ReportRow {
         switch scenario.target {
         case .ratioAtMost(let limit)?:
             guard let primary else { return nil }
-            return ("≤ \(formatNumber(limit))×", primary.ratio <= limit)
+            return ("≤ \(formatNumber(limit))×", primary.ratio.median <= limit)
         case .nanosecondsAtMost(let limit)?:
             return ("≤ \(formatNumber(limit)) ns", measurement.p50 <= limit)
         case nil:
@@ -32,17 +32,17 @@ struct ReportRow {
 }
 
 func makeRows(_ scenarios: [Scenario], _ measurements: [String: Measurement]) -> [ReportRow] {
-    func compare(_ p50: Double, with name: String) -> Comparison? {
+    func compare(_ measurement: Measurement, with name: String) -> Comparison? {
         guard let baseline = measurements[name] else { return nil }
-        return Comparison(baseline: name, baselineP50: baseline.p50, ratio: p50 / baseline.p50)
+        return Comparison(baseline: name, baselineP50: baseline.p50, ratio: PairedRatio(measurement.rounds, over: baseline.rounds))
     }
     return scenarios.compactMap { scenario in
         guard let measurement = measurements[scenario.name] else { return nil }
         return ReportRow(
             scenario: scenario,
             measurement: measurement,
-            primary: scenario.baseline.flatMap { compare(measurement.p50, with: $0) },
-            extra: scenario.comparisons.compactMap { compare(measurement.p50, with: $0) }
+            primary: scenario.baseline.flatMap { compare(measurement, with: $0) },
+            extra: scenario.comparisons.compactMap { compare(measurement, with: $0) }
         )
     }
 }

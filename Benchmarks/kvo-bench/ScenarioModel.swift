@@ -8,7 +8,8 @@ struct Scenario {
         case baselines = "Baselines"
         case setPath = "Set path"
         case dependentAndChains = "Dependent keys and chains"
-        case sequences = "Async sequences, batches, observers of every key"
+        case handOff = "Async sequences: a value handed to a consumer task"
+        case sequences = "Batches, observers of every key"
         case scaling = "Scaling and contention"
         case registration = "Registration"
         case progress = "Progress trees"
@@ -53,13 +54,18 @@ final class Workload {
     let check: (_ iterations: Int) -> String?
     /// Objects that must live as long as the loop (observation tokens).
     let retained: [AnyObject]
+    /// Where a hand-off scenario's loop records each value's delivery (its iterations are fresh
+    /// deliveries, and its figures their latencies); `nil` for a loop timed as a whole.
+    let handOff: HandOff?
 
     init(
         retaining retained: [AnyObject] = [],
+        handOff: HandOff? = nil,
         run: @escaping (_ iterations: Int) -> Void,
         check: @escaping (_ iterations: Int) -> String?
     ) {
         self.retained = retained
+        self.handOff = handOff
         self.run = run
         self.check = check
     }

@@ -1,6 +1,5 @@
 import Dispatch
 import Foundation
-import Synchronization
 import KeyValueObserving
 import Observation
 
@@ -35,35 +34,190 @@ final class Form: KeyValueObservable {
 
 @inline(never) func setF0(_ form: Form, _ value: Int) { form.f0 = value }
 
-/// A value crossing from the setting thread to a consuming task, one at a time.
-///
-/// `@unchecked Sendable`: the producer changes the model only after the consumer has signalled that
-/// it took the previous value, so the model is never accessed from two threads at once.
-final class PingPong: @unchecked Sendable {
-    let taken = DispatchSemaphore(value: 0)
-    let finished = DispatchSemaphore(value: 0)
-    var delivered = 0
-    var last: Double = .nan
-    /// The value the producer is waiting for: a sequence that re-reads its source (Observations) may
-    /// also yield a value it had already delivered, which must not count as the new one.
-    private let expectedValue = Atomic<Int>(-1)
+/// What the hand-off scenarios found over some rounds. A round sets one fresh value and looks at
+/// the first value the consumer task gets after it: the value just set (a fresh delivery, whose
+/// latency counts), an earlier one (a stale first delivery: the sequence read the source before
+/// the store, or coalesced), or none in `HandOff.timeoutNanoseconds` (a timeout). Neither of the
+/// last two is a latency.
+struct DeliveryTally {
+    /// Set → the consumer task has the value just set, of each round whose first delivery it was
+    /// (one clock, `CLOCK_MONOTONIC`, in one process).
+    var freshNanoseconds: [Double] = []
+    var staleFirst = 0
+    var timeouts = 0
 
-    func expect(_ value: Double) {
-        expectedValue.store(Int(value * 2), ordering: .releasing)
-    }
+    var rounds: Int { freshNanoseconds.count + staleFirst + timeouts }
 
-    func isExpected(_ value: Double) -> Bool {
-        Int(value * 2) == expectedValue.load(ordering: .acquiring)
+    mutating func add(_ other: DeliveryTally) {
+        freshNanoseconds += other.freshNanoseconds
+        staleFirst += other.staleFirst
+        timeouts += other.timeouts
     }
 }
 
-/// `@unchecked Sendable`: see `PingPong`.
+/// Values handed from the setting thread to a consumer task, one at a time, each delivery
+/// recorded: the consumer calls `deliver` with each value it gets; `handOff` sets values and
+/// waits for them (see `DeliveryTally`). Every round starts with the consumer waiting: after a
+/// stale first delivery, the value just set is given `graceNanoseconds` to follow (a sequence that
+/// coalesces never sends it) so that it cannot pass for the next round's; after a timeout, further
+/// values are set, untimed, until one arrives as itself.
+///
+/// `@unchecked Sendable`: `arrivals` is only accessed under its lock; `tally` and `lastFresh` only
+/// by the thread that runs the workload.
+final class HandOff: @unchecked Sendable {
+    /// How long a round waits for its first delivery before counting a timeout.
+    static let timeoutNanoseconds = 100_000_000
+    /// How long the value just set may take to follow a stale first delivery.
+    static let graceNanoseconds: UInt64 = 200_000
+    /// How long resynchronising may take before the workload's check fails.
+    static let giveUpNanoseconds: UInt64 = 10_000_000_000
+
+    private let arrivals = Locked<[(value: Double, at: UInt64)]>([])
+    private let arrived = DispatchSemaphore(value: 0)
+    private var tally = DeliveryTally()
+    /// The last value delivered fresh, and what went wrong, if anything, for the check.
+    private(set) var lastFresh: Double = .nan
+    private(set) var problem: String?
+
+    /// Called by the consumer task with each value it gets.
+    func deliver(_ value: Double) {
+        let now = monotonicNanoseconds()
+        arrivals.withLock { $0.append((value, now)) }
+        arrived.signal()
+    }
+
+    /// The tally since the last call (the harness takes one per round).
+    func takeTally() -> DeliveryTally {
+        defer { tally = DeliveryTally() }
+        return tally
+    }
+
+    private func nextArrival(waitingNanoseconds: Int) -> (value: Double, at: UInt64)? {
+        guard arrived.wait(timeout: .now() + .nanoseconds(waitingNanoseconds)) == .success else { return nil }
+        return arrivals.withLock { $0.removeFirst() }
+    }
+
+    /// Runs rounds until `count` of them had a fresh first delivery: `set(v)` sets fresh value `v`
+    /// (from `values`), after which the consumer should get `expected(v)`.
+    func handOff(_ count: Int, values: Values, set: (Int) -> Void, expected: (Int) -> Double) {
+        var fresh = 0
+        while fresh < count {
+            // Nothing left over from the last round may pass for this one's delivery.
+            while nextArrival(waitingNanoseconds: 0) != nil {}
+            let value = values.next(1).lowerBound
+            let start = monotonicNanoseconds()
+            set(value)
+            if let first = nextArrival(waitingNanoseconds: Self.timeoutNanoseconds) {
+                if first.value == expected(value) {
+                    tally.freshNanoseconds.append(Double(first.at - start))
+                    lastFresh = first.value
+                    fresh += 1
+                    continue
+                }
+                tally.staleFirst += 1
+                if let follower = awaitArrival(of: expected(value), forNanoseconds: Self.graceNanoseconds) { lastFresh = follower }
+                continue
+            }
+            tally.timeouts += 1
+            guard resynchronise(values: values, set: set, expected: expected) else { return }
+        }
+    }
+
+    /// Takes arrivals for up to `nanoseconds` until `expected` arrives: it, or `nil`.
+    private func awaitArrival(of expected: Double, forNanoseconds nanoseconds: UInt64) -> Double? {
+        let deadline = monotonicNanoseconds() + nanoseconds
+        while case let now = monotonicNanoseconds(), now < deadline,
+            let arrival = nextArrival(waitingNanoseconds: Int(deadline - now))
+        {
+            if arrival.value == expected { return arrival.value }
+        }
+        return nil
+    }
+
+    /// Sets fresh values, untimed, until one arrives as itself (a sequence that coalesces delivers
+    /// only after a further change); `false`, with `problem` set, if none does in
+    /// `giveUpNanoseconds`.
+    private func resynchronise(values: Values, set: (Int) -> Void, expected: (Int) -> Double) -> Bool {
+        let start = monotonicNanoseconds()
+        while monotonicNanoseconds() - start < Self.giveUpNanoseconds {
+            let value = values.next(1).lowerBound
+            set(value)
+            // Earlier values may arrive first: wait up to 20 ms for this one.
+            if let arrival = awaitArrival(of: expected(value), forNanoseconds: 20_000_000) {
+                lastFresh = arrival
+                return true
+            }
+        }
+        problem = "no value arrived as set for \(Self.giveUpNanoseconds / 1_000_000_000) s"
+        return false
+    }
+
+    /// The check of a workload that ran `handOff`: `nil` when it did not give up and the last value
+    /// delivered as itself was the last value set.
+    func check(expectedLast: Double) -> String? {
+        if let problem { return problem }
+        return lastFresh == expectedLast ? nil : "the last fresh delivery was \(lastFresh), expected \(expectedLast)"
+    }
+}
+
+extension Workload {
+    /// A hand-off scenario's workload: `start(handOff)` starts the consumer task, which calls
+    /// `handOff.deliver` with each value it gets after the current one, and returns once it is
+    /// waiting for the next; then each run hands off values set by `set` until `iterations`
+    /// rounds had a fresh delivery of `expected(value)`.
+    static func handOff(
+        retaining retained: [AnyObject],
+        start: (HandOff) -> Void,
+        set: @escaping (Int) -> Void,
+        expected: @escaping (Int) -> Double
+    ) -> Workload {
+        let handOff = HandOff()
+        start(handOff)
+        let values = Values()
+        return Workload(retaining: retained + [handOff], handOff: handOff) { iterations in
+            handOff.handOff(iterations, values: values, set: set, expected: expected)
+        } check: { _ in
+            handOff.check(expectedLast: expected(values.last))
+        }
+    }
+}
+
+/// Consumes `sequence` on a detached task: skips its first value (the current one) when
+/// `skippingFirst`, signals that it is consuming, then hands every value to `handOff`.
+func consume<S: AsyncSequence & Sendable>(
+    _ sequence: S, skippingFirst: Bool, into handOff: HandOff, as value: @escaping @Sendable (S.Element) -> Double
+) where S.Element: Sendable {
+    let started = DispatchSemaphore(value: 0)
+    Task.detached {
+        var skipping = skippingFirst
+        if !skipping { started.signal() }
+        do {
+            for try await element in sequence {
+                if skipping {
+                    skipping = false
+                    started.signal()
+                    continue
+                }
+                handOff.deliver(value(element))
+            }
+        } catch {
+            fatalError("kvo-bench: a hand-off sequence failed: \(error)")
+        }
+    }
+    started.wait()
+}
+
+/// The model of the `Observations` hand-off. `@unchecked Sendable`: the thread that runs the
+/// workload sets it while the consumer task's `Observations` reads it, without synchronisation, as
+/// an app's model shared with a task would be (a read that comes before the store is what makes a
+/// stale delivery).
 @Observable
 final class SharedObservablePlayer: @unchecked Sendable {
     var volume = 0.5
 }
 
-/// `@unchecked Sendable`: see `PingPong`.
+/// `@unchecked Sendable`: set by the thread that runs the workload; `values(for:)` delivers copies
+/// of the values, taken by the setting thread.
 final class SharedPlayer: KeyValueObservable, @unchecked Sendable {
     @Observed var volume = 0.5
 }
@@ -73,104 +227,46 @@ extension Scenarios {
     static var sequenceScenarios: [Scenario] {
         [
             Scenario(
-                name: "asyncstream-handoff", group: .sequences,
-                summary: "baseline: yield a Double into a plain AsyncStream, consumer task takes it (one at a time)",
+                name: "asyncstream-handoff", group: .handOff,
+                summary: "baseline: yield a Double into a plain AsyncStream; a consumer task takes it",
                 countsInstructions: false
             ) {
-                let state = PingPong()
                 let (stream, continuation) = AsyncStream<Double>.makeStream()
-                Task.detached {
-                    for await value in stream {
-                        state.delivered += 1
-                        state.last = value
-                        state.taken.signal()
-                    }
-                    state.finished.signal()
-                }
-                let values = Values()
-                return Workload(retaining: [state]) { iterations in
-                    state.delivered = 0
-                    for i in values.next(iterations) {
-                        continuation.yield(Double(i))
-                        state.taken.wait()
-                    }
-                } check: { iterations in
-                    state.delivered == iterations && state.last == Double(values.last)
-                        ? nil : "consumer took \(state.delivered) values, last \(state.last)"
+                return .handOff(retaining: []) { handOff in
+                    consume(stream, skippingFirst: false, into: handOff) { $0 }
+                } set: { value in
+                    continuation.yield(Double(value))
+                } expected: {
+                    Double($0)
                 }
             },
             Scenario(
-                name: "observations-handoff", group: .sequences,
-                summary: "baseline: set an @Observable property, Swift's Observations sequence delivers it (one at a time; "
-                    + "when it yields the old value, a new one is set after 20 ms, and that wait counts)",
+                name: "observations-handoff", group: .handOff,
+                summary: "baseline: set an @Observable property; Swift's Observations sequence delivers it to a consumer task",
                 countsInstructions: false
             ) {
-                let state = PingPong()
                 let model = SharedObservablePlayer()
-                let started = DispatchSemaphore(value: 0)
-                Task.detached {
-                    var isFirst = true
-                    for await value in Observations({ model.volume }) {
-                        if isFirst {
-                            isFirst = false
-                            started.signal()
-                            continue
-                        }
-                        guard state.isExpected(value) else { continue }
-                        state.delivered += 1
-                        state.last = value
-                        state.taken.signal()
-                    }
-                }
-                started.wait()
-                let values = Values()
-                return Workload(retaining: [state, model]) { iterations in
-                    state.delivered = 0
-                    for i in values.next(iterations) {
-                        // Observations is driven by `willSet` and may read the property before the
-                        // new value is stored, then yield the old value and wait for the next change.
-                        // When no fresh value arrives, nudge it with another one (at most a few times
-                        // per run; counted as the same delivery).
-                        var value = Double(i)
-                        state.expect(value)
-                        model.volume = value
-                        while state.taken.wait(timeout: .now() + .milliseconds(20)) == .timedOut {
-                            value += 0.5
-                            state.expect(value)
-                            model.volume = value
-                        }
-                    }
-                } check: { iterations in
-                    state.delivered == iterations && state.last >= Double(values.last)
-                        ? nil : "consumer took \(state.delivered) values, last \(state.last)"
+                return .handOff(retaining: [model]) { handOff in
+                    consume(Observations { model.volume }, skippingFirst: true, into: handOff) { $0 }
+                } set: { value in
+                    model.volume = Double(value)
+                } expected: {
+                    Double($0)
                 }
             },
             Scenario(
-                name: "values-handoff", group: .sequences,
-                summary: "set an @Observed property, values(for:, [.new]) delivers it to a consumer task (one at a time)",
+                name: "values-handoff", group: .handOff,
+                summary: "set an @Observed property; values(for:, [.new]) delivers it to a consumer task",
                 baseline: "asyncstream-handoff", comparisons: ["observations-handoff"],
                 countsInstructions: false
             ) {
-                let state = PingPong()
                 let player = SharedPlayer()
-                let sequence = player.values(for: \.volume, options: [.new])
-                Task.detached {
-                    for await value in sequence {
-                        state.delivered += 1
-                        state.last = value
-                        state.taken.signal()
-                    }
-                }
-                let values = Values()
-                return Workload(retaining: [state, player]) { iterations in
-                    state.delivered = 0
-                    for i in values.next(iterations) {
-                        player.volume = Double(i)
-                        state.taken.wait()
-                    }
-                } check: { iterations in
-                    state.delivered == iterations && state.last == Double(values.last)
-                        ? nil : "consumer took \(state.delivered) values, last \(state.last)"
+                return .handOff(retaining: [player]) { handOff in
+                    consume(player.values(for: \.volume, options: [.new]), skippingFirst: false, into: handOff) { $0 }
+                } set: { value in
+                    player.volume = Double(value)
+                } expected: {
+                    Double($0)
                 }
             },
             Scenario(

@@ -1,19 +1,21 @@
 // The tables of a benchmark run, as aligned text (the terminal) and as Markdown (`--markdown`).
 // Every row names its implementation; this package's own targets are not here (`gate --targets`).
 
-/// A table: a header and lines of cells, with the columns to align right.
+/// A table: a header and lines of cells, with the columns to align right, and what they measure
+/// where the header cannot say it.
 struct Table {
     let title: String
     let header: [String]
     let lines: [[String]]
     let rightAligned: Set<Int>
+    var note: String? = nil
 
     var text: String {
-        "\(title)\n" + alignedTable([header] + lines, rightAligned: rightAligned)
+        "\(title)\n" + (note.map { "\($0)\n" } ?? "") + alignedTable([header] + lines, rightAligned: rightAligned)
     }
 
     var markdown: String {
-        var output = "### \(title)\n\n"
+        var output = "### \(title)\n\n" + (note.map { "_\($0)_\n\n" } ?? "")
         output += "| " + header.joined(separator: " | ") + " |\n"
         output += "|" + header.indices.map { rightAligned.contains($0) ? "---:" : "---" }.joined(separator: "|") + "|\n"
         for line in lines {
@@ -27,46 +29,77 @@ struct Table {
     }
 }
 
+/// A ratio's "compared" cell: what the median means, and "unstable" where the rounds disagree on
+/// which side is faster (the range is in the ratio cell).
+private func comparedCell(_ ratio: PairedRatio) -> String {
+    speedPhrase(ratio.median) + (ratio.isUnstable ? ", unstable" : "")
+}
+
+/// A row's line, `figures` after its implementation and scenario, then one line per further
+/// comparison ("↳ same, vs …"), with as many blank cells in place of the figures.
+private func lines(of row: ReportRow, figures: [String], describe: Bool) -> [[String]] {
+    func cells(_ comparison: Comparison) -> [String] {
+        [comparison.baseline, formatNanoseconds(comparison.baselineP50), formatRatio(comparison.ratio), comparedCell(comparison.ratio)]
+    }
+    var line = [row.implementation.rawValue, row.scenario.name] + figures + (row.primary.map(cells) ?? ["—", "", "", ""])
+    if describe { line.append(row.scenario.summary) }
+    return [line]
+        + row.extra.map { comparison in
+            ["", "  ↳ same, vs \(Implementation(scenario: comparison.baseline).rawValue)"] + Array(repeating: "", count: figures.count)
+                + cells(comparison) + (describe ? [""] : [])
+        }
+}
+
 /// One table per scenario group. `describe` adds a column with each scenario's summary (Markdown,
 /// where lines may be long).
 func timingTables(_ rows: [ReportRow], describe: Bool) -> [Table] {
     let withInstructions = rows.contains { $0.instructionsPerOp != nil }
     var header = ["implementation", "scenario", "p50 ns", "p90 ns", "p99 ns"]
     if withInstructions { header.append("Ir/op") }
-    header += ["baseline", "baseline p50", "ratio", "compared"]
+    header += ["baseline", "baseline p50", "ratio [range]", "compared"]
     if describe { header.append("what is measured") }
     let right = Set([2, 3, 4] + (withInstructions ? [5, 7, 8] : [6, 7]))
     return Scenario.Group.allCases.compactMap { group in
         let members = rows.filter { $0.scenario.group == group }
         guard !members.isEmpty else { return nil }
-        var lines: [[String]] = []
-        for row in members {
-            let m = row.measurement
-            var line = [
-                row.implementation.rawValue, row.scenario.name, formatNanoseconds(m.p50), formatNanoseconds(m.p90),
-                formatNanoseconds(m.p99),
-            ]
-            if withInstructions { line.append(row.instructionsPerOp.map { formatFigure($0, .instructions) } ?? "") }
-            if let primary = row.primary {
-                line += [primary.baseline, formatNanoseconds(primary.baselineP50), formatRatio(primary.ratio), speedPhrase(primary.ratio)]
-            } else {
-                line += ["—", "", "", ""]
-            }
-            if describe { line.append(row.scenario.summary) }
-            lines.append(line)
-            for comparison in row.extra {
-                var extra = ["", "  ↳ same, vs \(Implementation(scenario: comparison.baseline).rawValue)", "", "", ""]
-                if withInstructions { extra.append("") }
-                extra += [
-                    comparison.baseline, formatNanoseconds(comparison.baselineP50), formatRatio(comparison.ratio),
-                    speedPhrase(comparison.ratio),
-                ]
-                if describe { extra.append("") }
-                lines.append(extra)
-            }
+        if members.allSatisfy({ $0.measurement.deliveries != nil }) {
+            return handOffTable(group, members, describe: describe)
         }
-        return Table(title: group.rawValue, header: header, lines: lines, rightAligned: right)
+        let tableLines = members.flatMap { row in
+            let m = row.measurement
+            var figures = [formatNanoseconds(m.p50), formatNanoseconds(m.p90), formatNanoseconds(m.p99)]
+            if withInstructions { figures.append(row.instructionsPerOp.map { formatFigure($0, .instructions) } ?? "") }
+            return lines(of: row, figures: figures, describe: describe)
+        }
+        return Table(title: group.rawValue, header: header, lines: tableLines, rightAligned: right)
     }
+}
+
+/// The hand-off scenarios' table: per implementation, how often the first value delivered after a
+/// set was an earlier one, and the latency of the fresh deliveries; ratios pair the rounds' median
+/// latencies.
+private func handOffTable(_ group: Scenario.Group, _ members: [ReportRow], describe: Bool) -> Table {
+    var header = ["implementation", "scenario", "rounds", "stale first", "timeouts", "fresh p50 ns", "p90 ns", "p99 ns"]
+    header += ["baseline", "baseline p50", "ratio [range]", "compared"]
+    if describe { header.append("what is measured") }
+    let tableLines = members.flatMap { row in
+        let m = row.measurement
+        let tally = m.deliveries!
+        let figures = [
+            tally.rounds.formatted(), String(format: "%.1f%%", 100 * Double(tally.staleFirst) / Double(max(tally.rounds, 1))),
+            String(tally.timeouts), formatNanoseconds(m.p50), formatNanoseconds(m.p90), formatNanoseconds(m.p99),
+        ]
+        return lines(of: row, figures: figures, describe: describe)
+    }
+    let fresh = members.map { $0.measurement.deliveries!.freshNanoseconds.count }.min() ?? 0
+    let fewer = fresh < SamplingPlan.full.deliveries ? " (--quick; a full run: \(SamplingPlan.full.deliveries.formatted()))" : ""
+    let note =
+        "One value at a time: set, then the first value the consumer task gets. fresh p50/p90/p99: set → the consumer has the "
+        + "value just set, over the \(fresh.formatted())\(fewer) rounds of each implementation where that was the first delivery; "
+        + "stale first: rounds whose "
+        + "first delivery was an earlier value (the sequence read before the store, or coalesced); timeouts: no delivery in "
+        + "\(HandOff.timeoutNanoseconds / 1_000_000) ms. Neither is a latency. Ratios pair each round's median fresh latency."
+    return Table(title: group.rawValue, header: header, lines: tableLines, rightAligned: [2, 3, 4, 5, 6, 7, 9, 10], note: note)
 }
 
 func memoryTable(_ figures: [MemoryFigure], describe: Bool) -> Table {

@@ -15,8 +15,8 @@ import Observation
 /// properties of the root, `y` one of a child reached through a constant (so the expression makes
 /// exactly three observable reads, on two objects).
 ///
-/// `@unchecked Sendable`: the async scenario changes it on one thread while a consumer task waits
-/// for the value, one at a time (see `PingPong`); the others use it on the main thread only.
+/// `@unchecked Sendable`: the hand-off scenario sets it on one thread while `values(tracking:)`
+/// delivers to a consumer task (see `HandOff`); the others use it on the main thread only.
 final class TrackedRoot: KeyValueObservable, @unchecked Sendable {
     @Observed var x: Int32 = -1
     let b = TrackedChild()
@@ -43,9 +43,8 @@ final class ObservableTrackedChild: @unchecked Sendable {
     var y: Int32 = 10
 }
 
-/// `ObservableTrackedRoot` with a `Double` first input, for the `Observations` hand-off, which
-/// nudges the model with fresh half values when the sequence yields a stale one (see
-/// `observations-handoff`). `@unchecked Sendable`: see `PingPong`.
+/// `ObservableTrackedRoot` with a `Double` first input, for the `Observations` hand-off.
+/// `@unchecked Sendable`: see `SharedObservablePlayer`.
 @Observable
 final class ObservableTrackedDoubleRoot: @unchecked Sendable {
     var x = -1.0
@@ -147,85 +146,35 @@ extension Scenarios {
                 }
             },
             Scenario(
-                name: "tracked-observations-async", group: .sequences,
-                summary: "baseline: set one input of an @Observable 3-read expression, Swift's Observations { } delivers "
-                    + "the new value to a consumer task (one at a time; a stale value is nudged after 20 ms, and that wait counts)",
+                name: "tracked-observations-async", group: .handOff,
+                summary: "baseline: set one input of an @Observable 3-read expression; Swift's Observations { } delivers "
+                    + "the new value to a consumer task",
                 countsInstructions: false
             ) {
-                let state = PingPong()
                 let model = ObservableTrackedDoubleRoot()
-                let started = DispatchSemaphore(value: 0)
-                Task.detached {
-                    var isFirst = true
-                    for await value in Observations({ model.x + Double(model.b.y) + Double(model.c.count) }) {
-                        if isFirst {
-                            isFirst = false
-                            started.signal()
-                            continue
-                        }
-                        guard state.isExpected(value) else { continue }
-                        state.delivered += 1
-                        state.last = value
-                        state.taken.signal()
+                return .handOff(retaining: [model]) { handOff in
+                    consume(Observations { model.x + Double(model.b.y) + Double(model.c.count) }, skippingFirst: true, into: handOff) {
+                        $0
                     }
-                }
-                started.wait()
-                let values = Values()
-                return Workload(retaining: [state, model]) { iterations in
-                    state.delivered = 0
-                    for i in values.next(iterations) {
-                        // As in observations-handoff: Observations may read the inputs before the
-                        // store and yield the old value; nudge it with fresh half values until the
-                        // new one arrives (counted as one delivery).
-                        var x = Double(i)
-                        state.expect(x + 13)
-                        model.x = x
-                        while state.taken.wait(timeout: .now() + .milliseconds(20)) == .timedOut {
-                            x += 0.5
-                            state.expect(x + 13)
-                            model.x = x
-                        }
-                    }
-                } check: { iterations in
-                    state.delivered == iterations && state.last >= Double(values.last + 13)
-                        ? nil : "consumer took \(state.delivered) values, last \(state.last)"
+                } set: { value in
+                    model.x = Double(value)
+                } expected: {
+                    Double($0 + 13)
                 }
             },
             Scenario(
-                name: "tracked-values-async", group: .sequences,
-                summary: "set one input of a tracked 3-read expression, values(tracking:) delivers the new value to a "
-                    + "consumer task (one at a time)",
+                name: "tracked-values-async", group: .handOff,
+                summary: "set one input of a tracked 3-read expression; values(tracking:) delivers the new value to a "
+                    + "consumer task",
                 baseline: "values-handoff", comparisons: ["tracked-observations-async"], countsInstructions: false
             ) {
-                let state = PingPong()
                 let root = TrackedRoot()
-                let started = DispatchSemaphore(value: 0)
-                let sequence = root.values(tracking: trackedSum)
-                Task.detached {
-                    var isFirst = true
-                    for await value in sequence {
-                        // The first value is the current one.
-                        if isFirst {
-                            isFirst = false
-                            started.signal()
-                            continue
-                        }
-                        state.delivered += 1
-                        state.last = Double(value)
-                        state.taken.signal()
-                    }
-                }
-                started.wait()
-                let values = Values()
-                return Workload(retaining: [state, root]) { iterations in
-                    state.delivered = 0
-                    for i in values.next(iterations) {
-                        setTrackedX(root, i)
-                        state.taken.wait()
-                    }
-                } check: { iterations in
-                    state.delivered == iterations && state.last == Double(expectedTrackedSum(x: values.last))
-                        ? nil : "consumer took \(state.delivered) values, last \(state.last)"
+                return .handOff(retaining: [root]) { handOff in
+                    consume(root.values(tracking: trackedSum), skippingFirst: true, into: handOff) { Double($0) }
+                } set: { value in
+                    setTrackedX(root, value)
+                } expected: {
+                    Double(expectedTrackedSum(x: $0))
                 }
             },
         ]

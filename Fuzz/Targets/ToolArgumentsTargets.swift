@@ -75,7 +75,7 @@ enum ToolArgumentsTargets {
     /// `set-observed` and `defaults-read`.
     ///
     /// Checked: no trap; every command line is a command or a usage error with a message, of exit
-    /// status 1 for `compare` and `gate` (2 means a regression there) and 2 otherwise; and a command
+    /// status 2 in every command (`compare` and `gate` exit 3 on a regression); and a command
     /// holds what its usage says: `run` names a known scenario, counts are positive, a threshold is
     /// a finite non-negative percentage, `--list` goes with no other argument (it may be repeated),
     /// `gate --update` has no filter.
@@ -84,8 +84,7 @@ enum ToolArgumentsTargets {
         switch parseBenchArguments(texts, scenarioExists: scenarios.contains) {
         case .failure(let error):
             try require(!error.message.isEmpty, "a usage error without a message")
-            let expected: Int32 = ["compare", "gate"].contains(texts.first) ? 1 : 2
-            try require(error.status == expected, "status \(error.status) for \(texts.first ?? "no command"): \(error.message)")
+            try require(error.status == 2, "status \(error.status) for \(texts.first ?? "no command"): \(error.message)")
         case .success(let command):
             try check(command, arguments: texts)
         }

@@ -49,18 +49,15 @@ package struct BenchmarkOptions: Equatable {
 struct ArgumentReader {
     private var remaining: ArraySlice<String>
     let command: String
-    /// How a misuse ends: the benchmark's bad arguments exit 2; compare's and gate's exit 1, since
-    /// 2 means a regression there.
-    let badArgumentStatus: Int32
 
-    init(_ arguments: ArraySlice<String>, command: String, badArgumentStatus: Int32) {
+    init(_ arguments: ArraySlice<String>, command: String) {
         self.remaining = arguments
         self.command = command
-        self.badArgumentStatus = badArgumentStatus
     }
 
+    /// A usage error: status 2 in every command (`compare` and `gate` exit 3 on a regression).
     func bad(_ message: String) -> ToolUsageError {
-        ToolUsageError(message, status: badArgumentStatus)
+        ToolUsageError(message, status: 2)
     }
 
     /// The next argument as (option, inline value) or (positional, nil), or `nil` at the end.
@@ -138,7 +135,7 @@ private func parseBenchCommand(_ arguments: [String], scenarioExists: (String) -
 }
 
 private func parseBenchmark(_ arguments: ArraySlice<String>) throws(ToolUsageError) -> BenchCommand {
-    var reader = ArgumentReader(arguments, command: "", badArgumentStatus: 2)
+    var reader = ArgumentReader(arguments, command: "")
     var options = BenchmarkOptions()
     var list = false
     while case let (argument, option, inline)? = reader.next() {
@@ -166,7 +163,7 @@ private func parseBenchmark(_ arguments: ArraySlice<String>) throws(ToolUsageErr
 }
 
 private func parseRun(_ arguments: ArraySlice<String>, scenarioExists: (String) -> Bool) throws(ToolUsageError) -> BenchCommand {
-    var reader = ArgumentReader(arguments, command: "run", badArgumentStatus: 2)
+    var reader = ArgumentReader(arguments, command: "run")
     var scenario: String?
     var iterations = 1_000_000
     while case let (argument, option, inline)? = reader.next() {
@@ -186,7 +183,7 @@ private func parseRun(_ arguments: ArraySlice<String>, scenarioExists: (String) 
 }
 
 private func parseCompare(_ arguments: ArraySlice<String>) throws(ToolUsageError) -> BenchCommand {
-    var reader = ArgumentReader(arguments, command: "compare", badArgumentStatus: 1)
+    var reader = ArgumentReader(arguments, command: "compare")
     var files: [String] = []
     var threshold = 10.0
     while case let (argument, option, inline)? = reader.next() {
@@ -208,7 +205,7 @@ private func parseCompare(_ arguments: ArraySlice<String>) throws(ToolUsageError
 }
 
 private func parseGate(_ arguments: ArraySlice<String>) throws(ToolUsageError) -> BenchCommand {
-    var reader = ArgumentReader(arguments, command: "gate", badArgumentStatus: 1)
+    var reader = ArgumentReader(arguments, command: "gate")
     var options = GateOptions()
     while case let (argument, option, inline)? = reader.next() {
         switch option {
@@ -232,7 +229,7 @@ private func positive(_ option: String, _ reader: inout ArgumentReader, inline: 
 }
 
 private func parseContention(_ arguments: ArraySlice<String>) throws(ToolUsageError) -> BenchCommand {
-    var reader = ArgumentReader(arguments, command: "contention", badArgumentStatus: 2)
+    var reader = ArgumentReader(arguments, command: "contention")
     var options = ContentionOptions()
     var quick = false
     var updates: Int?
@@ -252,7 +249,7 @@ private func parseContention(_ arguments: ArraySlice<String>) throws(ToolUsageEr
 }
 
 private func parseStress(_ arguments: ArraySlice<String>) throws(ToolUsageError) -> BenchCommand {
-    var reader = ArgumentReader(arguments, command: "stress", badArgumentStatus: 2)
+    var reader = ArgumentReader(arguments, command: "stress")
     var options = StressOptions()
     var seconds: Int?
     while case let (argument, option, inline)? = reader.next() {
