@@ -207,13 +207,22 @@ func consume<S: AsyncSequence & Sendable>(
     started.wait()
 }
 
-/// The model of the `Observations` hand-off. `@unchecked Sendable`: the thread that runs the
-/// workload sets it while the consumer task's `Observations` reads it, without synchronisation, as
-/// an app's model shared with a task would be (a read that comes before the store is what makes a
-/// stale delivery).
+/// The model of the `Observations` hand-off. The thread that runs the workload sets `volume` while
+/// the consumer task's `Observations` reads it: the value is behind a lock, as a model shared with a
+/// task must be (a read that comes before the store is what makes a stale delivery).
 @Observable
-final class SharedObservablePlayer: @unchecked Sendable {
-    var volume = 0.5
+final class SharedObservablePlayer: Sendable {
+    @ObservationIgnored private let stored = Locked(0.5)
+
+    var volume: Double {
+        get {
+            access(keyPath: \.volume)
+            return stored.current
+        }
+        set {
+            withMutation(keyPath: \.volume) { stored.withLock { $0 = newValue } }
+        }
+    }
 }
 
 /// `@unchecked Sendable`: set by the thread that runs the workload; `values(for:)` delivers copies

@@ -44,12 +44,23 @@ final class ObservableTrackedChild: @unchecked Sendable {
 }
 
 /// `ObservableTrackedRoot` with a `Double` first input, for the `Observations` hand-off.
-/// `@unchecked Sendable`: see `SharedObservablePlayer`.
+/// `@unchecked Sendable`: the workload's thread sets `x` while the consumer task reads it, so `x` is
+/// behind a lock (see `SharedObservablePlayer`); `b` and `c` are only read once the model is made.
 @Observable
 final class ObservableTrackedDoubleRoot: @unchecked Sendable {
-    var x = -1.0
+    @ObservationIgnored private let storedX = Locked(-1.0)
     let b = ObservableTrackedChild()
     var c: [Int] = [1, 2, 3]
+
+    var x: Double {
+        get {
+            access(keyPath: \.x)
+            return storedX.current
+        }
+        set {
+            withMutation(keyPath: \.x) { storedX.withLock { $0 = newValue } }
+        }
+    }
 }
 
 /// The tracked expression: three observable reads.
