@@ -128,6 +128,21 @@ struct ManualNotificationTests {
         token.invalidate()
     }
 
+    @Test func aBatchedSetOfAKeyTheClassKeepsSilentIsNotDeliveredAtTheBatchsEnd() {
+        let settings = Settings()
+        let changes = Locked<[String]>([])
+        let token = settings.observe(\.balance, options: [.old, .new]) { _, change in
+            changes.append("\(change.oldValue!)→\(change.newValue!)")
+        }
+        settings.coalescingChanges {
+            settings.balance = 7  // automatic notification is off: silent in a batch too
+            settings.deposit(5)  // notified by hand, at once (manual notifications are not batched)
+        }
+        #expect(changes.current == ["7→12"])
+        #expect(settings.balance == 12)
+        token.invalidate()
+    }
+
     @Test func manualNotificationOfAnInputNotifiesItsDependents() {
         let settings = Settings()
         let banners = Locked<[String?]>([])

@@ -119,14 +119,6 @@ package struct PlatformLock: ~Copyable, @unchecked Sendable {
     #if DEBUG
     @usableFromInline static var thisThread: UInt { UInt(pthread_self()) }
     #endif
-
-    /// Runs `body` with the lock held. `body` must not call out to code that could take the lock again.
-    @inlinable
-    package func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
-        lock()
-        defer { unlock() }
-        return try body()
-    }
 }
 #else
 @usableFromInline
@@ -212,7 +204,10 @@ package struct PlatformLock: ~Copyable, @unchecked Sendable {
         #endif
         #endif
     }
+}
+#endif
 
+extension PlatformLock {
     /// Runs `body` with the lock held. `body` must not call out to code that could take the lock again.
     @inlinable
     package func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
@@ -221,7 +216,6 @@ package struct PlatformLock: ~Copyable, @unchecked Sendable {
         return try body()
     }
 }
-#endif
 
 /// A `PlatformLock` in a class, for a lock that several objects share by reference (a defaults
 /// store's storage and its backends).
