@@ -136,8 +136,8 @@ extension _ObserverRegistry.State {
 
     /// The index of the slot of the `@Observed` property stored at `offset` (or, for `offset` -1, of
     /// the zero-sized one named `key`), trying `hint` first; -1 if none, then with whether a slot
-    /// waits to learn its offset and this offset may be it.
-    ///
+    /// waits to learn its offset and this offset may be it. The caller has called
+    /// `indexSlotOffsetsIfNeeded()` since the slots last changed.
     @inline(__always)
     func slotIndex(ofPropertyAt offset: Int, key: AnyKeyPath?, hint: Int) -> (index: Int, needsLearning: Bool) {
         if offset < 0 {
