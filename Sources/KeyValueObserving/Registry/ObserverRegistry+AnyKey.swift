@@ -19,7 +19,7 @@ extension _ObserverRegistry {
     @usableFromInline
     func anyKeySnapshot() -> _AnyKeySnapshot? {
         guard hasAnyKeyObservers else { return nil }
-        return readState { $0.anyKeyObservers.observers.isEmpty ? nil : $0.anyKeyObservers }
+        return readState { $0.hasAnyKeyObservers ? $0.anyKeyObservers : nil }
     }
 }
 

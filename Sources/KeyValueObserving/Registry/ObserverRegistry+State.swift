@@ -89,7 +89,7 @@ extension _ObserverRegistry {
         var observedMask: UInt64 {
             mutating get {
                 // Every set must reach the observers of every key.
-                guard anyKeyObservers.observers.isEmpty else { return .max }
+                guard !hasAnyKeyObservers else { return .max }
                 var mask: UInt64 = 0
                 for index in slots.indices where slots[index].kind == .storage {
                     guard let offset = slots[index].offset else { return .max }
@@ -103,7 +103,7 @@ extension _ObserverRegistry {
         var slowPathFlags: UInt8 {
             // Inlined into `publish()`, which every registration and removal calls.
             @inline(__always) mutating get {
-                var flags: UInt8 = anyKeyObservers.observers.isEmpty ? 0 : _SlowPath.anyKey
+                var flags: UInt8 = hasAnyKeyObservers ? _SlowPath.anyKey : 0
                 for record in threads {
                     if record.batch != nil { flags |= _SlowPath.batch }
                     if !record.silencedKeys.isEmpty { flags |= _SlowPath.silencedSetter }

@@ -117,7 +117,7 @@ package struct PlatformLock: ~Copyable, @unchecked Sendable {
     }
 
     #if DEBUG
-    @usableFromInline static var thisThread: UInt { UInt(pthread_self()) }
+    @usableFromInline static var thisThread: UInt { _ThreadID.current.token }
     #endif
 }
 #else

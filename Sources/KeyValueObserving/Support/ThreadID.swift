@@ -10,7 +10,7 @@ import Musl
 
 /// A thread, as the registry's thread records and a dependent key's pending values name it: POSIX's
 /// `pthread_t`, compared with `pthread_equal` (it is a pointer on Musl, an integer on glibc and
-/// Darwin). The one place outside the lock and the tracker that uses the C library's threads.
+/// Darwin). The one place outside the lock that uses the C library's threads.
 @usableFromInline
 struct _ThreadID {
     @usableFromInline let thread: pthread_t
@@ -28,4 +28,20 @@ struct _ThreadID {
     func isSame(as other: _ThreadID) -> Bool {
         pthread_equal(thread, other.thread) != 0
     }
+
+    /// The thread as an integer (`_threadToken`), for an atomic word that names its owner (a tracked
+    /// observation's, a lock's in a debug build).
+    var token: UInt { _threadToken(thread) }
 }
+
+/// A `pthread_t` as an integer, whatever the C library makes it: an integer on glibc, a pointer on
+/// Musl and Darwin. Chosen by the type, not by a platform condition, so that every C library whose
+/// `pthread_t` is one of these compiles.
+@inline(__always)
+func _threadToken(_ thread: UInt) -> UInt { thread }
+
+@inline(__always)
+func _threadToken(_ thread: OpaquePointer) -> UInt { UInt(bitPattern: thread) }
+
+@inline(__always)
+func _threadToken<Pointee>(_ thread: UnsafeMutablePointer<Pointee>) -> UInt { UInt(bitPattern: thread) }

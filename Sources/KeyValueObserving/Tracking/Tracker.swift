@@ -1,12 +1,3 @@
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#else
-#error("needs the C library of Darwin, glibc or Musl (Windows is out of scope)")
-#endif
 import Synchronization
 import _KeyValueObservingShims
 
@@ -163,7 +154,7 @@ final class _TrackerCore: _Invalidatable, @unchecked Sendable {
     /// This thread's token in `owner`: its `pthread_t`, an aligned address (bit 0 is free).
     @inline(__always)
     static var thisThread: UInt {
-        pthread_self_token()
+        _ThreadID.current.token
     }
 
     // MARK: Ownership
@@ -292,23 +283,6 @@ final class _TrackerCore: _Invalidatable, @unchecked Sendable {
                 fileID: fileID, line: line))
     }
 }
-
-@inline(__always)
-private func pthread_self_token() -> UInt {
-    _threadToken(pthread_self())
-}
-
-/// A `pthread_t` as an integer, whatever the C library makes it: an integer on glibc, a pointer on
-/// Musl and Darwin. Chosen by the type, not by a platform condition, so that every C library whose
-/// `pthread_t` is one of these compiles.
-@inline(__always)
-func _threadToken(_ thread: UInt) -> UInt { thread }
-
-@inline(__always)
-func _threadToken(_ thread: OpaquePointer) -> UInt { UInt(bitPattern: thread) }
-
-@inline(__always)
-func _threadToken<Pointee>(_ thread: UnsafeMutablePointer<Pointee>) -> UInt { UInt(bitPattern: thread) }
 
 extension _TrackerCore {
     /// The first evaluation, on the registering thread: observes what it reads, delivers `.initial`
