@@ -1,4 +1,5 @@
 import Synchronization
+import _KeyValueObservingShims
 
 /// The base class of observable objects: Foundation's `NSObject` for key-value observing, without
 /// the Objective-C runtime.
@@ -124,7 +125,10 @@ open class KeyValueObservable {
         if let registry = _kvoRegistry.load(ordering: .acquiring) {
             return registry.takeUnretainedValue()
         }
-        let created = Unmanaged.passRetained(_ObserverRegistry())
+        // `self` escaped into an opaque call to get here, so it is on the heap, in a block of the
+        // C library's allocator (`_kvo_allocation_size`).
+        let size = _kvo_allocation_size(UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque()))
+        let created = Unmanaged.passRetained(_ObserverRegistry(storageEnd: Int(size)))
         let (exchanged, original) = _kvoRegistry.compareExchange(
             expected: nil,
             desired: created,

@@ -110,3 +110,16 @@ extension Observed {
         anyKey?.didChange(object, keyPath, storageOffset: namingOffset)
     }
 }
+
+/// Stops the process at the set of an `@Observed` property whose storage is not within its object
+/// where its key path's offset says (`Observed._storageOffset`), naming it: the set path never writes
+/// through an unchecked offset, and a set that notifies through the key path instead would be a
+/// third set path (see the Performance article).
+@usableFromInline
+@inline(never)
+func _storageNotInPlace(of key: AnyKeyPath, on object: AnyObject) -> Never {
+    fatalError(
+        "@Observed: the storage of \(_KeyNames.name(of: key)) on \(type(of: object)) is not within the object where "
+            + "its key path projects it, so its set cannot notify; report this with your Swift version"
+    )
+}

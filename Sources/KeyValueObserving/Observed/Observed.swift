@@ -98,6 +98,10 @@ public struct Observed<Value> {
     /// property, read without a lock (`ObserverRegistry+ReadPath.swift`), and the delivery around
     /// the store. Everything else (observers of every key, an open batch, a silenced setter, a
     /// zero-sized property) takes the locked one, `_setSlowPath` (`Observed+SlowPath.swift`).
+    ///
+    /// Neither writes through `storageOffset` unless the storage lies within the object
+    /// (`_ObserverRegistry.holdsStorage`): a set of a property whose storage is elsewhere stops the
+    /// process, naming it (`_storageNotInPlace`).
     @inlinable
     @inline(never)
     static func _setObserved<EnclosingSelf: KeyValueObservable>(
@@ -107,6 +111,11 @@ public struct Observed<Value> {
         key: () -> AnyKeyPath,
         registry: Unmanaged<_ObserverRegistry>
     ) {
+        // A zero-sized value is never read or written: nothing to check.
+        let size = MemoryLayout<Self>.size
+        guard size == 0 || registry._withUnsafeGuaranteedRef({ $0.holdsStorage(of: object, at: storageOffset, size: size) }) else {
+            _storageNotInPlace(of: key(), on: object)
+        }
         let storage = UnsafeMutableRawPointer(Unmanaged.passUnretained(object).toOpaque())
             .advanced(by: storageOffset)
             .assumingMemoryBound(to: Observed<Value>.self)
@@ -166,6 +175,11 @@ public struct Observed<Value> {
     /// The byte offset of the property's storage in `object`: what identifies an `@Observed`
     /// property in its object's registry. Distinct properties of one object have distinct offsets,
     /// and for a literal storage key path the optimiser folds this to a constant.
+    ///
+    /// The language does not promise that `&object[keyPath:]` projects the property in place: a
+    /// projection through accessors gives a temporary, on the stack or in a heap block of its own.
+    /// Either lies outside the object, which the set path checks before it writes through the
+    /// offset (`_ObserverRegistry.holdsStorage`).
     @inlinable
     @inline(__always)
     static func _storageOffset<EnclosingSelf: KeyValueObservable>(

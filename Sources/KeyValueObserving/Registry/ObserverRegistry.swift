@@ -56,8 +56,15 @@ final class _ObserverRegistry: @unchecked Sendable {
     /// without the lock (`ObserverRegistry+ReadPath.swift`): no table until a set needs it after a
     /// change of the observed keys. Published only with the lock held.
     @usableFromInline let setTables = _EpochPublished<_ObserverSetTable>()
+    /// The size of the object's heap block, in bytes from its start (0 if unknown): an `@Observed`
+    /// property's storage must end within it for a set to write through the storage offset
+    /// (`holdsStorage`).
+    @usableFromInline let storageEnd: Int
 
-    init() {}
+    /// A registry for `object`, whose heap block ends `storageEnd` bytes after its start.
+    init(storageEnd: Int) {
+        self.storageEnd = storageEnd
+    }
 
     deinit {
         // No reader can exist: a set holds the object, which holds the registry. `setTables` frees
@@ -67,6 +74,17 @@ final class _ObserverRegistry: @unchecked Sendable {
     @usableFromInline
     func makeID() -> UInt64 {
         nextID.wrappingAdd(1, ordering: .relaxed).oldValue
+    }
+
+    /// Whether `size` bytes at `offset` lie within `object`, this registry's object, after its
+    /// header: where a set may write through an `@Observed` property's storage offset
+    /// (`Observed._storageOffset`). For a literal key path only the end is compared at run time;
+    /// the rest is constant.
+    @inlinable
+    @inline(__always)
+    func holdsStorage(of object: AnyObject, at offset: Int, size: Int) -> Bool {
+        let base = UnsafeMutableRawPointer(Unmanaged.passUnretained(object).toOpaque())
+        return offset >= _getUnsafePointerToStoredProperties(object) - base && offset <= storageEnd &- size
     }
 
     /// Whether the object has observers of every key.

@@ -122,6 +122,20 @@ static inline void _kvo_futex_wait(uint32_t *word, uint32_t expected) {
 static inline void _kvo_futex_wake_one(uint32_t *word) { syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1); }
 #endif
 
+/// The usable size of the heap block at `object`, an object the Swift runtime allocated with the C
+/// library's `malloc` (or `aligned_alloc`): the bound within which a set may write through an
+/// `@Observed` property's storage offset. 0 where the C library cannot tell: then no set of an
+/// observed object may.
+#if defined(__APPLE__)
+#include <malloc/malloc.h>
+static inline size_t _kvo_allocation_size(const void *object) { return malloc_size(object); }
+#elif defined(__linux__)
+#include <malloc.h>
+static inline size_t _kvo_allocation_size(const void *object) { return malloc_usable_size((void *)object); }
+#else
+static inline size_t _kvo_allocation_size(const void *object) { return 0; }
+#endif
+
 static inline void *_kvo_get_thread_recorder(void) { return _kvo_thread_slots()[0]; }
 static inline void _kvo_set_thread_recorder(void *recorder) { _kvo_thread_slots()[0] = recorder; }
 static inline void *_kvo_get_expected_read(void) { return _kvo_thread_slots()[2]; }
