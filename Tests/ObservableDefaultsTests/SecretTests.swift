@@ -42,8 +42,9 @@ struct DeclaredSecretsProcessTests {
 
     /// The issue's scenario in a child process: secrets declared only by `secrets:` (and by the
     /// directory layer, secret by default), nothing typed touched before the first print; it sets,
-    /// reads, fails to decode, observes, explains, corrupts the file and exits with a change lost.
-    /// Nothing it prints, standard error included, shows a secret or an 8-character piece of one.
+    /// reads, fails to decode, observes, explains, corrupts the file (right after a secret, where the
+    /// parse stops) and exits with a change lost. Nothing it prints, standard error included, shows a
+    /// secret or an 8-character piece of one.
     @Test func noSecretOrPieceOfOneAppearsInAnythingPrinted() throws {
         let config = directory.path + "/secrets"
         try FileManager.default.createDirectory(atPath: config, withIntermediateDirectories: true)
@@ -70,6 +71,8 @@ struct DeclaredSecretsProcessTests {
         #expect(output.contains("error: ") && output.contains("is <redacted>, which does not decode as Int"), "\(output)")
         #expect(output.contains("the directory layer's value of key 'sessionKey'"), "\(output)")
         #expect(output.contains("corrupt defaults file"), "\(output)")
+        // Where the file broke, and what was expected there.
+        #expect(output.contains(":2:") && output.contains("unexpected character after a key, expected ':'"), "\(output)")
         #expect(output.contains("now lost"), "\(output)")
         #expect(result.error.isEmpty, "\(result.error)")
         for secret in secrets {
@@ -228,6 +231,44 @@ struct SecretTests {
         #expect(error.found == "<redacted>")
         let printed = everythingPrinted(error) + error.reason
         #expect(leak(of: secret, in: printed, length: 4) == nil, "\(printed)")
+    }
+
+    /// Files that break inside or right after a secret value (a stray character after it, a value
+    /// with no quotes, an invalid escape in it, a value pasted where a key belongs): the error, its
+    /// description and mirror, and the store's statuses quote no character of it, not even the one
+    /// where the parse stopped; they give the line and column and what was expected there.
+    @Test func aCorruptFilesErrorQuotesNoCharacterOfIt() throws {
+        let keyName = name("corruptToken")
+        for (index, make) in Self.brokenFiles.enumerated() {
+            let secret = randomSecret()
+            let file = directory.file("corrupt\(index).json")
+            try Data(make(keyName, secret).utf8).write(to: file)
+            let errors = Locked<[DefaultsError]>([])
+            let store = DefaultsStore(fileURL: file, secrets: [keyName]) { error in errors.append(error) }
+            let error = try #require(errors.current.first { $0.kind == .corruptFile }, "\(make(keyName, secret))")
+            #expect(error.line == 1 && error.column != nil && error.reason.contains("expected"), "\(error)")
+            let printed =
+                everythingPrinted(error) + error.reason + everythingPrinted(store.backendStatus) + everythingPrinted(store.layerStatuses)
+            #expect(printed.contains("corrupt defaults file"), "\(printed)")
+            #expect(Self.quotation(of: secret, in: printed) == nil, "\(make(keyName, secret)): \(printed)")
+        }
+    }
+
+    /// The files of `aCorruptFilesErrorQuotesNoCharacterOfIt`, each from the secret key's name and
+    /// its secret: the audit's reproductions.
+    static let brokenFiles: [@Sendable (String, String) -> String] = [
+        { #"{"\#($0)": "abc"\#($1), "port": 1}"# },
+        { #"{"\#($0)": \#($1)}"# },
+        { #"{"\#($0)": "pa\q\#($1)"}"# },
+        { #"{"\#($0)": "x", "\#($1)"}"# },
+    ]
+
+    /// Where `text` quotes `secret`: an 8-character piece of it, one of its characters in quotes
+    /// (`'S'`), or the invalid escape sequence of `brokenFiles` (`\q`); `nil` if nowhere.
+    static func quotation(of secret: String, in text: String) -> String? {
+        if let piece = leak(of: secret, in: text) { return piece }
+        for quoted in secret.map({ "'\($0)'" }) + [#"\q"#] where text.contains(quoted) { return quoted }
+        return nil
     }
 
     /// An error made before its key was declared secret is redacted when printed afterwards.

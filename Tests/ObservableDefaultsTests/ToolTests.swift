@@ -222,7 +222,7 @@ struct ToolTests {
         #expect(refused.status == 1)
         #expect(
             refused.error == """
-                kvo-defaults: not written: \(url.path):1:9 (byte 8): corrupt defaults file: unexpected '}' in an object, \
+                kvo-defaults: not written: \(url.path):1:9 (byte 8): corrupt defaults file: unexpected character in an object, \
                 expected a key in double quotes; fix the file, or run again with --replace-corrupt, which copies it aside first
 
                 """, "\(refused.error)")
@@ -250,7 +250,7 @@ struct ToolTests {
             #expect(refused.status == 1)
             #expect(
                 refused.error == """
-                    kvo-defaults: not written: \(url.path):1:9 (byte 8): corrupt defaults file: unexpected '}' in an object, \
+                    kvo-defaults: not written: \(url.path):1:9 (byte 8): corrupt defaults file: unexpected character in an object, \
                     expected a key in double quotes; fix the file, or replace it with 'write … --replace-corrupt', which copies \
                     it aside first
 
@@ -432,5 +432,25 @@ struct ToolLayerTests {
         watch.process.waitUntilExit()
         #expect(printed.contains("apiToken: <redacted> -> <redacted>"))
         #expect(!printed.contains(secret))
+    }
+
+    /// `read` and `watch` of a file that breaks inside or right after a secret's value: their
+    /// errors say where and what was expected, and quote no character of it.
+    @Test func readAndWatchOfAFileBrokenAtASecretQuoteNothingOfIt() throws {
+        for (index, make) in SecretTests.brokenFiles.enumerated() {
+            let secret = randomSecret()
+            let file = directory.path + "/broken\(index).json"
+            let text = make("apiToken", secret)
+            try text.write(toFile: file, atomically: true, encoding: .utf8)
+            let read = try runTool(["read", "--file", file, "apiToken", "--secret", "apiToken"])
+            #expect(read.status == 1 && read.error.contains("\(file):1:") && read.error.contains("corrupt defaults file"), "\(read)")
+            #expect(SecretTests.quotation(of: secret, in: read.output + read.error) == nil, "\(text): \(read.error)")
+            let watch = try startTool(["watch", "--file", file, "--secret", "apiToken"])
+            let printed = waitForText("corrupt defaults file", in: watch.error)
+            watch.process.terminate()
+            watch.process.waitUntilExit()
+            #expect(printed.contains("\(file):1:") && printed.contains("corrupt defaults file"), "\(printed)")
+            #expect(SecretTests.quotation(of: secret, in: printed) == nil, "\(text): \(printed)")
+        }
     }
 }
