@@ -43,6 +43,7 @@ func exerciseDeclaredSecrets(_ arguments: [String]) -> Never {
         })
     // Before any typed key exists.
     show("startup snapshot", store.snapshot())
+    show("store", store)
 
     let apiToken = DefaultsKey("apiToken", default: "")
     let sessionKey = DefaultsKey("sessionKey", default: "")

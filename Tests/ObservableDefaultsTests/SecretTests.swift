@@ -271,6 +271,35 @@ struct SecretTests {
         return nil
     }
 
+    /// `dump` and `Mirror` of a store (which reach its storage's values), of its layers (a secret
+    /// arguments or environment layer's text) and of a memory layer show none of their values.
+    @Test func dumpsOfAStoreAndItsLayersShowNoSecret() throws {
+        let keyName = name("dumped")
+        let (inFile, inArguments, inEnvironment, inMemory) = (randomSecret(), randomSecret(), randomSecret(), randomSecret())
+        let file = directory.file("d.json")
+        try Data(#"{"\#(keyName)": "\#(inFile)", "port": 7000}"#.utf8).write(to: file)
+        let memory = DefaultsMemoryLayer()
+        memory[DefaultsKey(name("memoryKey"), default: "")] = inMemory
+        let variable = LayerKeyNames.variableName(prefix: "DUMPTEST", key: keyName)
+        let layers: [DefaultsLayer] = [
+            .arguments(["--" + LayerKeyNames.kebabCase(keyName) + "=" + inArguments], isSecret: true),
+            .environment(prefix: "DUMPTEST", variables: [variable: inEnvironment], isSecret: true),
+            .memory(memory, isSecret: true),
+        ]
+        let store = DefaultsStore(fileURL: file, layers: layers, secrets: [keyName])
+        #expect(store[DefaultsKey(keyName, default: "")] == inArguments)
+        let printed = everythingPrinted(store) + layers.map(everythingPrinted).joined() + everythingPrinted(memory)
+        for secret in [inFile, inArguments, inEnvironment, inMemory] { #expect(leak(of: secret, in: printed) == nil, "\(printed)") }
+        // What they show instead: where the values are.
+        #expect(printed.contains(file.path) && printed.contains("DUMPTEST") && printed.contains(variable), "\(printed)")
+        var batchPrinted = ""
+        store.batch { batch in
+            batch[DefaultsKey(keyName, default: "")] = inFile + "-batch"
+            batchPrinted = everythingPrinted(batch)
+        }
+        #expect(batchPrinted.contains(keyName) && leak(of: inFile, in: batchPrinted) == nil, "\(batchPrinted)")
+    }
+
     /// An error made before its key was declared secret is redacted when printed afterwards.
     @Test func anErrorPrintedAfterItsKeyBecameSecretIsRedacted() {
         let keyName = name("later")

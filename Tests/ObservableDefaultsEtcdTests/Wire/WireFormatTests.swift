@@ -36,6 +36,17 @@ struct WireFormatTests {
         #expect(throws: EtcdMalformedReply.self) { try EtcdJSON.decode(Array("[1]".utf8)) }
     }
 
+    /// Credentials print their user only: in `description`, `String(reflecting:)`, `dump` and a
+    /// `Mirror`.
+    @Test func credentialsShowTheUserAndNeverThePassword() {
+        let credentials = EtcdCredentials(user: "alice", password: "the-password-itself")
+        var printed = "\(credentials)\n\(String(reflecting: credentials))\n"
+        dump(credentials, to: &printed)
+        for child in Mirror(reflecting: credentials).children { printed += "\(child.label ?? "-"): \(child.value)\n" }
+        #expect(printed.contains("alice") && printed.contains("<redacted>"), "\(printed)")
+        #expect(!printed.contains("the-password"), "\(printed)")
+    }
+
     @Test func aDeleteEventCarriesTheKeyAndTheDeletionsRevision() throws {
         let event = try EtcdJSON.event(try EtcdJSON.decode(Array(#"{"type":"DELETE","kv":{"key":"aw==","mod_revision":"6"}}"#.utf8)))
         #expect(event == .delete(key: Array("k".utf8), modRevision: 6))
