@@ -271,6 +271,31 @@ struct SecretTests {
         return nil
     }
 
+    /// A value of a secret key that cannot be encoded: the encoder's error (which can quote the
+    /// value) is left out of the error.
+    @Test func anEncodingErrorAboutASecretQuotesNothingOfIt() throws {
+        struct Unencodable: Codable, Sendable {
+            let text: String
+            func encode(to encoder: any Encoder) throws {
+                throw EncodingError.invalidValue(text, EncodingError.Context(codingPath: [], debugDescription: "refused \(text)"))
+            }
+        }
+        let keyName = name("unencodable")
+        let secret = randomSecret()
+        let errors = Locked<[DefaultsError]>([])
+        let store = DefaultsStore(fileURL: directory.file("e.json"), secrets: [keyName]) { error in errors.append(error) }
+        store[DefaultsKey(keyName, default: Unencodable(text: ""))] = Unencodable(text: secret)
+        let error = try #require(errors.current.first { $0.kind == .encodingFailed })
+        #expect(error.key == keyName)
+        let thrown = try #require(throws: DefaultsError.self) { try store.flush() }
+        let printed = everythingPrinted(error) + error.reason + everythingPrinted(thrown) + thrown.reason
+        #expect(leak(of: secret, in: printed) == nil, "\(printed)")
+        // A key that is not secret keeps the encoder's reason.
+        let plainName = name("plainUnencodable")
+        store[DefaultsKey(plainName, default: Unencodable(text: ""))] = Unencodable(text: "visible-text")
+        #expect(errors.current.contains { $0.key == plainName && $0.reason.contains("refused visible-text") }, "\(errors.current)")
+    }
+
     /// `dump` and `Mirror` of a store (which reach its storage's values), of its layers (a secret
     /// arguments or environment layer's text) and of a memory layer show none of their values.
     @Test func dumpsOfAStoreAndItsLayersShowNoSecret() throws {
