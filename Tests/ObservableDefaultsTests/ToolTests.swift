@@ -434,6 +434,31 @@ struct ToolLayerTests {
         #expect(!printed.contains(secret))
     }
 
+    /// A directory layer is secret: `read KEY` of a key it answers for prints `<redacted>` (its
+    /// value with `--reveal`), and `write`'s notice that it shadows the key written names the
+    /// layer, not its value.
+    @Test func aDirectoryLayersValueIsRedactedInReadAndInWritesShadowingNotice() throws {
+        let file = directory.path + "/s.json"
+        let config = directory.path + "/secrets"
+        try FileManager.default.createDirectory(atPath: config, withIntermediateDirectories: true)
+        let secret = randomSecret()
+        try writeAtomically(secret + "\n", to: config + "/dbPassword")
+        let read = try runTool(["read", "--file", file, "dbPassword", "--directory", config])
+        #expect(read.status == 0 && read.output == "<redacted>\n", "\(read)")
+        let revealed = try runTool(["read", "--file", file, "dbPassword", "--directory", config, "--reveal"])
+        #expect(revealed.output == "\"\(secret)\"\n", "\(revealed)")
+        let written = try runTool(["write", "--file", file, "dbPassword", "in-the-file", "--directory", config])
+        #expect(written.status == 0, "\(written.error)")
+        #expect(
+            written.error.contains(
+                "dbPassword is written to \(file), but shadowed by the directory layer (\(config)/dbPassword), which holds <redacted>"),
+            "\(written.error)")
+        #expect(jsonObject(at: URL(fileURLWithPath: file))?["dbPassword"] == .string("in-the-file"))
+        for output in [read.output + read.error, written.output + written.error] {
+            #expect(leak(of: secret, in: output) == nil, "\(output)")
+        }
+    }
+
     /// `read` and `watch` of a file that breaks inside or right after a secret's value: their
     /// errors say where and what was expected, and quote no character of it.
     @Test func readAndWatchOfAFileBrokenAtASecretQuoteNothingOfIt() throws {
