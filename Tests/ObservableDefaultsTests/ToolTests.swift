@@ -434,6 +434,18 @@ struct ToolLayerTests {
         #expect(!printed.contains(secret))
     }
 
+    /// `--help` warns that `write`'s VALUE is visible to other users, and says `--secret` takes a
+    /// key's name.
+    @Test func helpWarnsThatAValueWrittenFromTheCommandLineIsVisibleToOtherUsers() throws {
+        let help = try runTool(["--help"]).output.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.joined(
+            separator: " ")
+        #expect(
+            help.contains("A VALUE given here is visible to every user of the machine while the command runs (ps, /proc/PID/cmdline)"),
+            "\(help)")
+        #expect(help.contains("never write a secret this way"), "\(help)")
+        #expect(help.contains("KEY (a key's name, not a value) is secret"), "\(help)")
+    }
+
     /// A directory layer is secret: `read KEY` of a key it answers for prints `<redacted>` (its
     /// value with `--reveal`), and `write`'s notice that it shadows the key written names the
     /// layer, not its value.
