@@ -12,31 +12,11 @@ struct EtcdSecretTests {
     /// A name no other test declares secret (secrecy is process-wide).
     func name(_ base: String) -> String { base + String(UInt32.random(in: 0...UInt32.max), radix: 36) }
 
-    /// 24 random letters and digits.
-    func secret() -> String {
-        let alphabet = Array("ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789")
-        return String((0..<24).map { _ in alphabet.randomElement()! })
-    }
-
-    /// Where `text` shows `secret` or an 8-character piece of it.
-    func leak(of secret: String, in text: String) -> String? {
-        let characters = Array(secret)
-        return (0...(characters.count - 8)).map { String(characters[$0..<($0 + 8)]) }.first { text.contains($0) }
-    }
-
-    /// Everything `value` prints: description, debug description, dump and mirror.
-    func everythingPrinted(_ value: Any) -> String {
-        var text = "\(value)\n\(String(reflecting: value))\n"
-        dump(value, to: &text)
-        for child in Mirror(reflecting: value).children { text += "\(child.label ?? "-"): \(child.value)\n" }
-        return text
-    }
-
     @Test func secretsDeclaredAtCreationAreRedactedAndAValueThatIsNotJSONIsReportedWithoutIt() throws {
         let server = try EtcdServer()
         let etcd = try client(server.endpoints)
         let (tokenName, brokenName) = (name("etcdToken"), name("etcdBroken"))
-        let (token, broken, later) = (secret(), secret(), secret())
+        let (token, broken, later) = (randomSecret(), randomSecret(), randomSecret())
         _ = try etcd.put(key: bytes("app/" + tokenName), value: bytes("\"\(token)\""))
         // Not JSON: a value pasted where a key belongs, which a parser quoting where it stopped
         // would quote whole.
