@@ -39,7 +39,10 @@ let usage = """
                is not valid JSON is stored as a string (write S greeting hello == write S greeting
                '"hello"'). Several pairs are written as one change: other processes see all of
                them or none. Returns when the file is durably written. A file that does not
-               parse is not written (exit 1): fix it, or use --replace-corrupt.
+               parse is not written (exit 1): fix it, or use --replace-corrupt. A VALUE given
+               here is visible to every user of the machine while the command runs (ps,
+               /proc/PID/cmdline): never write a secret this way; mount it as a file of a
+               --directory layer, or have a program write it
       update   adds N (an integer, or any number) to the number KEY holds (0 if absent)
                atomically, even with other processes updating it at once, and prints the result;
                returns when it is durably written (exit 1 if KEY holds something else)
@@ -70,8 +73,9 @@ let usage = """
                       see another process's environment: run it with the same variables)
       --directory D   the directory layer: one file per key (Kubernetes' and Docker's mounted
                       secrets and ConfigMaps); its values are printed as <redacted>
-      --secret KEY    KEY is secret: its values are printed as <redacted> (repeat for each key),
-                      and a file the tool creates is readable by its owner only
+      --secret KEY    KEY (a key's name, not a value) is secret: its values are printed as
+                      <redacted> (repeat for each key), and a file the tool creates is readable by
+                      its owner only
       --reveal        (read) print secret values and a directory's values as they are
       --explain       (read) which layer answers for KEY, what each holds, and why one is skipped
       --add N         (update) the number to add (negative to subtract)

@@ -8,8 +8,9 @@ import ObservableDefaults
 /// TOKEN and `dbPassword` PASSWORD (both declared with `secrets:`); the directory layer (secret by
 /// default) with `sessionKey` SESSION, a key declared nowhere. The scenario prints a snapshot
 /// first, then observes, sets (TOKEN2), reads, fails to decode (PASSWORD and SESSION as `Int`),
-/// explains (`source(of:)`), changes the directory's file (SESSION2), corrupts the file (with
-/// BROKEN in it), leaves a change pending that cannot be written, and exits: every description,
+/// explains (`source(of:)`), changes the directory's file (SESSION2), corrupts the file (breaking it
+/// right after BROKEN, which stands where a key belongs, as if its line had lost its key), leaves a
+/// change pending that cannot be written, and exits: every description,
 /// debug description, dump and mirror the library offers is printed on the way. The test searches
 /// all of standard output and standard error for each secret and every piece of one.
 func exerciseDeclaredSecrets(_ arguments: [String]) -> Never {
@@ -42,6 +43,7 @@ func exerciseDeclaredSecrets(_ arguments: [String]) -> Never {
         })
     // Before any typed key exists.
     show("startup snapshot", store.snapshot())
+    show("store", store)
 
     let apiToken = DefaultsKey("apiToken", default: "")
     let sessionKey = DefaultsKey("sessionKey", default: "")
@@ -80,8 +82,10 @@ func exerciseDeclaredSecrets(_ arguments: [String]) -> Never {
         show("flush", error)
     }
 
-    // A file broken by hand, holding a secret: reported, and a change made now cannot be written.
-    guard FileManager.default.createFile(atPath: file, contents: Data(#"{"apiToken": "\#(broken)", "port": "#.utf8)) else {
+    // A file broken by hand, holding a secret: reported, and a change made now cannot be written. It
+    // breaks right after the secret, which a parser that quotes where it stopped would quote.
+    let brokenText = "{\"apiToken\": \"\(broken)\",\n  \"\(broken)\"X, \"port\": "
+    guard FileManager.default.createFile(atPath: file, contents: Data(brokenText.utf8)) else {
         fail("cannot break the file")
     }
     while !errors.current.contains(where: { $0.kind == .corruptFile }), Date() < deadline { usleep(2_000) }

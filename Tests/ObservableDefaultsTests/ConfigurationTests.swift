@@ -89,7 +89,8 @@ struct ConfigurationTests {
             #expect(
                 text.contains(
                     "port: the arguments layer's value (--port) does not decode as Int: it is not JSON (line 1, column 1: "
-                        + "unexpected 'a', expected a value), and Int values are read as JSON"), "\(text)")
+                        + "unexpected character, expected a value (a string is written in double quotes)), and Int values are read as JSON"),
+                "\(text)")
         }
         // Not strictly, the file's port answers where the arguments' does not decode.
         let lenient = DefaultsStore(fileURL: directory.file("t.json"), layers: [.arguments(["--alpha", "x", "--beta=2"])])

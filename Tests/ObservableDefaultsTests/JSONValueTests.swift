@@ -26,7 +26,10 @@ struct JSONValueTests {
             ("{\"a\": 01}", 1, 8, "leading zeros"),
             ("{\"a\": \"x\ny\"}", 1, 9, "control character"),
             ("{} x", 1, 4, "after the end"),
-            ("{\"a\": tru}", 1, 7, "expected 'true'"),
+            ("{\"a\": tru}", 1, 7, "invalid literal, expected true, false or null"),
+            ("{\"a\": \"x\\qy\"}", 1, 9, "invalid escape sequence"),
+            ("{\"a\": \"x\" \"y\"}", 1, 11, "unexpected character in an object, expected ',' or '}'"),
+            ("{\"a\" 1}", 1, 6, "unexpected character after a key, expected ':'"),
         ]
         for (text, line, column, reason) in cases {
             do {

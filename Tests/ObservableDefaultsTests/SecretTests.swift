@@ -10,40 +10,15 @@ import Glibc
 import Darwin
 #endif
 
-/// A random secret of 24 letters and digits, unlike anything else a test prints.
-func randomSecret(prefix: String = "") -> String {
-    let alphabet = Array("ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789")
-    return prefix + String((0..<(24 - prefix.count)).map { _ in alphabet.randomElement()! })
-}
-
-/// Where `text` shows `secret`, or a piece of it of `length` characters: `nil` if nowhere.
-func leak(of secret: String, in text: String, length: Int = 8) -> String? {
-    let characters = Array(secret)
-    guard characters.count >= length else { return text.contains(secret) ? secret : nil }
-    for start in 0...(characters.count - length) {
-        let piece = String(characters[start..<(start + length)])
-        if text.contains(piece) { return piece }
-    }
-    return nil
-}
-
-/// Everything `value` prints: its description, its debug description, `dump` and its mirror's
-/// children (one level and, through `dump`, every level).
-func everythingPrinted(_ value: Any) -> String {
-    var text = "\(value)\n\(String(reflecting: value))\n"
-    dump(value, to: &text)
-    for child in Mirror(reflecting: value).children { text += "\(child.label ?? "-"): \(child.value)\n" }
-    return text
-}
-
 @Suite("Secrets declared when the store is made", .tags(.processes))
 struct DeclaredSecretsProcessTests {
     let directory = TemporaryDirectory()
 
     /// The issue's scenario in a child process: secrets declared only by `secrets:` (and by the
     /// directory layer, secret by default), nothing typed touched before the first print; it sets,
-    /// reads, fails to decode, observes, explains, corrupts the file and exits with a change lost.
-    /// Nothing it prints, standard error included, shows a secret or an 8-character piece of one.
+    /// reads, fails to decode, observes, explains, corrupts the file (right after a secret, where the
+    /// parse stops) and exits with a change lost. Nothing it prints, standard error included, shows a
+    /// secret or an 8-character piece of one.
     @Test func noSecretOrPieceOfOneAppearsInAnythingPrinted() throws {
         let config = directory.path + "/secrets"
         try FileManager.default.createDirectory(atPath: config, withIntermediateDirectories: true)
@@ -70,6 +45,8 @@ struct DeclaredSecretsProcessTests {
         #expect(output.contains("error: ") && output.contains("is <redacted>, which does not decode as Int"), "\(output)")
         #expect(output.contains("the directory layer's value of key 'sessionKey'"), "\(output)")
         #expect(output.contains("corrupt defaults file"), "\(output)")
+        // Where the file broke, and what was expected there.
+        #expect(output.contains(":2:") && output.contains("unexpected character after a key, expected ':'"), "\(output)")
         #expect(output.contains("now lost"), "\(output)")
         #expect(result.error.isEmpty, "\(result.error)")
         for secret in secrets {
@@ -228,6 +205,98 @@ struct SecretTests {
         #expect(error.found == "<redacted>")
         let printed = everythingPrinted(error) + error.reason
         #expect(leak(of: secret, in: printed, length: 4) == nil, "\(printed)")
+    }
+
+    /// Files that break inside or right after a secret value (a stray character after it, a value
+    /// with no quotes, an invalid escape in it, a value pasted where a key belongs): the error, its
+    /// description and mirror, and the store's statuses quote no character of it, not even the one
+    /// where the parse stopped; they give the line and column and what was expected there.
+    @Test func aCorruptFilesErrorQuotesNoCharacterOfIt() throws {
+        let keyName = name("corruptToken")
+        for (index, make) in Self.brokenFiles.enumerated() {
+            let secret = randomSecret()
+            let file = directory.file("corrupt\(index).json")
+            try Data(make(keyName, secret).utf8).write(to: file)
+            let errors = Locked<[DefaultsError]>([])
+            let store = DefaultsStore(fileURL: file, secrets: [keyName]) { error in errors.append(error) }
+            let error = try #require(errors.current.first { $0.kind == .corruptFile }, "\(make(keyName, secret))")
+            #expect(error.line == 1 && error.column != nil && error.reason.contains("expected"), "\(error)")
+            let printed =
+                everythingPrinted(error) + error.reason + everythingPrinted(store.backendStatus) + everythingPrinted(store.layerStatuses)
+            #expect(printed.contains("corrupt defaults file"), "\(printed)")
+            #expect(Self.quotation(of: secret, in: printed) == nil, "\(make(keyName, secret)): \(printed)")
+        }
+    }
+
+    /// The files of `aCorruptFilesErrorQuotesNoCharacterOfIt`, each from the secret key's name and
+    /// its secret: the audit's reproductions.
+    static let brokenFiles: [@Sendable (String, String) -> String] = [
+        { #"{"\#($0)": "abc"\#($1), "port": 1}"# },
+        { #"{"\#($0)": \#($1)}"# },
+        { #"{"\#($0)": "pa\q\#($1)"}"# },
+        { #"{"\#($0)": "x", "\#($1)"}"# },
+    ]
+
+    /// Where `text` quotes `secret`: an 8-character piece of it, one of its characters in quotes
+    /// (`'S'`), or the invalid escape sequence of `brokenFiles` (`\q`); `nil` if nowhere.
+    static func quotation(of secret: String, in text: String) -> String? {
+        if let piece = leak(of: secret, in: text) { return piece }
+        for quoted in secret.map({ "'\($0)'" }) + [#"\q"#] where text.contains(quoted) { return quoted }
+        return nil
+    }
+
+    /// A value of a secret key that cannot be encoded: the encoder's error (which can quote the
+    /// value) is left out of the error.
+    @Test func anEncodingErrorAboutASecretQuotesNothingOfIt() throws {
+        struct Unencodable: Codable, Sendable {
+            let text: String
+            func encode(to encoder: any Encoder) throws {
+                throw EncodingError.invalidValue(text, EncodingError.Context(codingPath: [], debugDescription: "refused \(text)"))
+            }
+        }
+        let keyName = name("unencodable")
+        let secret = randomSecret()
+        let errors = Locked<[DefaultsError]>([])
+        let store = DefaultsStore(fileURL: directory.file("e.json"), secrets: [keyName]) { error in errors.append(error) }
+        store[DefaultsKey(keyName, default: Unencodable(text: ""))] = Unencodable(text: secret)
+        let error = try #require(errors.current.first { $0.kind == .encodingFailed })
+        #expect(error.key == keyName)
+        let thrown = try #require(throws: DefaultsError.self) { try store.flush() }
+        let printed = everythingPrinted(error) + error.reason + everythingPrinted(thrown) + thrown.reason
+        #expect(leak(of: secret, in: printed) == nil, "\(printed)")
+        // A key that is not secret keeps the encoder's reason.
+        let plainName = name("plainUnencodable")
+        store[DefaultsKey(plainName, default: Unencodable(text: ""))] = Unencodable(text: "visible-text")
+        #expect(errors.current.contains { $0.key == plainName && $0.reason.contains("refused visible-text") }, "\(errors.current)")
+    }
+
+    /// `dump` and `Mirror` of a store (which reach its storage's values), of its layers (a secret
+    /// arguments or environment layer's text) and of a memory layer show none of their values.
+    @Test func dumpsOfAStoreAndItsLayersShowNoSecret() throws {
+        let keyName = name("dumped")
+        let (inFile, inArguments, inEnvironment, inMemory) = (randomSecret(), randomSecret(), randomSecret(), randomSecret())
+        let file = directory.file("d.json")
+        try Data(#"{"\#(keyName)": "\#(inFile)", "port": 7000}"#.utf8).write(to: file)
+        let memory = DefaultsMemoryLayer()
+        memory[DefaultsKey(name("memoryKey"), default: "")] = inMemory
+        let variable = LayerKeyNames.variableName(prefix: "DUMPTEST", key: keyName)
+        let layers: [DefaultsLayer] = [
+            .arguments(["--" + LayerKeyNames.kebabCase(keyName) + "=" + inArguments], isSecret: true),
+            .environment(prefix: "DUMPTEST", variables: [variable: inEnvironment], isSecret: true),
+            .memory(memory, isSecret: true),
+        ]
+        let store = DefaultsStore(fileURL: file, layers: layers, secrets: [keyName])
+        #expect(store[DefaultsKey(keyName, default: "")] == inArguments)
+        let printed = everythingPrinted(store) + layers.map(everythingPrinted).joined() + everythingPrinted(memory)
+        for secret in [inFile, inArguments, inEnvironment, inMemory] { #expect(leak(of: secret, in: printed) == nil, "\(printed)") }
+        // What they show instead: where the values are.
+        #expect(printed.contains(file.path) && printed.contains("DUMPTEST") && printed.contains(variable), "\(printed)")
+        var batchPrinted = ""
+        store.batch { batch in
+            batch[DefaultsKey(keyName, default: "")] = inFile + "-batch"
+            batchPrinted = everythingPrinted(batch)
+        }
+        #expect(batchPrinted.contains(keyName) && leak(of: inFile, in: batchPrinted) == nil, "\(batchPrinted)")
     }
 
     /// An error made before its key was declared secret is redacted when printed afterwards.

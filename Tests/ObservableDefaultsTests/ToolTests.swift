@@ -222,7 +222,7 @@ struct ToolTests {
         #expect(refused.status == 1)
         #expect(
             refused.error == """
-                kvo-defaults: not written: \(url.path):1:9 (byte 8): corrupt defaults file: unexpected '}' in an object, \
+                kvo-defaults: not written: \(url.path):1:9 (byte 8): corrupt defaults file: unexpected character in an object, \
                 expected a key in double quotes; fix the file, or run again with --replace-corrupt, which copies it aside first
 
                 """, "\(refused.error)")
@@ -250,7 +250,7 @@ struct ToolTests {
             #expect(refused.status == 1)
             #expect(
                 refused.error == """
-                    kvo-defaults: not written: \(url.path):1:9 (byte 8): corrupt defaults file: unexpected '}' in an object, \
+                    kvo-defaults: not written: \(url.path):1:9 (byte 8): corrupt defaults file: unexpected character in an object, \
                     expected a key in double quotes; fix the file, or replace it with 'write … --replace-corrupt', which copies \
                     it aside first
 
@@ -432,5 +432,62 @@ struct ToolLayerTests {
         watch.process.waitUntilExit()
         #expect(printed.contains("apiToken: <redacted> -> <redacted>"))
         #expect(!printed.contains(secret))
+    }
+
+    /// `--help` warns that `write`'s VALUE is visible to other users, and says `--secret` takes a
+    /// key's name.
+    @Test func helpWarnsThatAValueWrittenFromTheCommandLineIsVisibleToOtherUsers() throws {
+        let help = try runTool(["--help"]).output.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.joined(
+            separator: " ")
+        #expect(
+            help.contains("A VALUE given here is visible to every user of the machine while the command runs (ps, /proc/PID/cmdline)"),
+            "\(help)")
+        #expect(help.contains("never write a secret this way"), "\(help)")
+        #expect(help.contains("KEY (a key's name, not a value) is secret"), "\(help)")
+    }
+
+    /// A directory layer is secret: `read KEY` of a key it answers for prints `<redacted>` (its
+    /// value with `--reveal`), and `write`'s notice that it shadows the key written names the
+    /// layer, not its value.
+    @Test func aDirectoryLayersValueIsRedactedInReadAndInWritesShadowingNotice() throws {
+        let file = directory.path + "/s.json"
+        let config = directory.path + "/secrets"
+        try FileManager.default.createDirectory(atPath: config, withIntermediateDirectories: true)
+        let secret = randomSecret()
+        try writeAtomically(secret + "\n", to: config + "/dbPassword")
+        let read = try runTool(["read", "--file", file, "dbPassword", "--directory", config])
+        #expect(read.status == 0 && read.output == "<redacted>\n", "\(read)")
+        let revealed = try runTool(["read", "--file", file, "dbPassword", "--directory", config, "--reveal"])
+        #expect(revealed.output == "\"\(secret)\"\n", "\(revealed)")
+        let written = try runTool(["write", "--file", file, "dbPassword", "in-the-file", "--directory", config])
+        #expect(written.status == 0, "\(written.error)")
+        #expect(
+            written.error.contains(
+                "dbPassword is written to \(file), but shadowed by the directory layer (\(config)/dbPassword), which holds <redacted>"),
+            "\(written.error)")
+        #expect(jsonObject(at: URL(fileURLWithPath: file))?["dbPassword"] == .string("in-the-file"))
+        for output in [read.output + read.error, written.output + written.error] {
+            #expect(leak(of: secret, in: output) == nil, "\(output)")
+        }
+    }
+
+    /// `read` and `watch` of a file that breaks inside or right after a secret's value: their
+    /// errors say where and what was expected, and quote no character of it.
+    @Test func readAndWatchOfAFileBrokenAtASecretQuoteNothingOfIt() throws {
+        for (index, make) in SecretTests.brokenFiles.enumerated() {
+            let secret = randomSecret()
+            let file = directory.path + "/broken\(index).json"
+            let text = make("apiToken", secret)
+            try text.write(toFile: file, atomically: true, encoding: .utf8)
+            let read = try runTool(["read", "--file", file, "apiToken", "--secret", "apiToken"])
+            #expect(read.status == 1 && read.error.contains("\(file):1:") && read.error.contains("corrupt defaults file"), "\(read)")
+            #expect(SecretTests.quotation(of: secret, in: read.output + read.error) == nil, "\(text): \(read.error)")
+            let watch = try startTool(["watch", "--file", file, "--secret", "apiToken"])
+            let printed = waitForText("corrupt defaults file", in: watch.error)
+            watch.process.terminate()
+            watch.process.waitUntilExit()
+            #expect(printed.contains("\(file):1:") && printed.contains("corrupt defaults file"), "\(printed)")
+            #expect(SecretTests.quotation(of: secret, in: printed) == nil, "\(text): \(printed)")
+        }
     }
 }

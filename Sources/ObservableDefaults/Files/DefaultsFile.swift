@@ -203,6 +203,8 @@ struct DefaultsFile: Sendable, Hashable {
             }
             return .values(values, identity)
         } catch {
+            // The parser's reason quotes no character of the file (a secret's value may be where
+            // it broke): it says what was expected at the line and column given.
             let (line, column, offset) = place(error)
             let corrupt = DefaultsError(
                 .corruptFile, location: .file(path: path), line: line, column: column, byteOffset: offset, reason: error.reason)

@@ -133,3 +133,57 @@ extension DefaultsSnapshot: CustomStringConvertible, CustomDebugStringConvertibl
         DefaultsStorage.decoded(entry, as: Value.self) == nil ? "does not decode as \(Value.self)" : nil
     }
 }
+
+// Mirrors of the types that hold values without printing them: `dump` and `Mirror` would otherwise
+// reach their stored values (a store's storage, a memory layer's dictionary, a layer's arguments or
+// variables), a secret's included. They show where the values are, never what they are.
+
+extension DefaultsStore: CustomReflectable {
+    /// The store's location and layers (each its kind, where it reads and whether it is secret);
+    /// no value: print `snapshot()` for those, redacted where secret.
+    public var customMirror: Mirror {
+        var layers: [String] = []
+        if let layerStack {
+            for index in layerStack.kinds.indices {
+                let secret = layerStack.secretLayers[index] ? ", secret" : ""
+                layers.append("\(layerStack.kinds[index]) (\(layerStack.places[index])\(secret))")
+            }
+        }
+        return Mirror(self, children: ["location": location, "layers": layers], displayStyle: .class)
+    }
+}
+
+extension DefaultsMemoryLayer: CustomReflectable {
+    /// The names of the keys the layer holds, sorted; no value (a store may hold the layer as a
+    /// secret one).
+    public var customMirror: Mirror {
+        Mirror(self, children: ["keys": keys.sorted()], displayStyle: .class)
+    }
+}
+
+extension DefaultsLayer: CustomReflectable {
+    /// The layer's kind, whether it is secret, and where it reads: the directory, the environment's
+    /// prefix and the names of the variables given, the number of arguments given; no value (an
+    /// argument or a variable may hold a secret key's value in a layer that is not secret).
+    public var customMirror: Mirror {
+        var children: KeyValuePairs<String, Any> = [:]
+        switch source {
+        case .arguments(let arguments):
+            children = ["kind": kind, "isSecret": isSecret, "argumentCount": arguments.count]
+        case .environment(let prefix, let variables):
+            children = ["kind": kind, "isSecret": isSecret, "prefix": prefix, "variableNames": variables.map { $0.keys.sorted() } as Any]
+        case .directory(let path, let watching):
+            children = ["kind": kind, "isSecret": isSecret, "directory": path, "watching": watching]
+        case .memory(let layer):
+            children = ["kind": kind, "isSecret": isSecret, "layer": layer]
+        }
+        return Mirror(self, children: children, displayStyle: .struct)
+    }
+}
+
+extension DefaultsBatch: CustomReflectable {
+    /// The names of the keys the batch changed so far, in order; no value.
+    public var customMirror: Mirror {
+        Mirror(self, children: ["store": store, "changedKeys": order], displayStyle: .class)
+    }
+}

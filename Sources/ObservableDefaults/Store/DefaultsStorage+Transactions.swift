@@ -152,11 +152,13 @@ extension DefaultsStorage {
         }
     }
 
-    /// The error of a value of `key` that cannot be encoded.
+    /// The error of a value of `key` that cannot be encoded. For a secret key, without the encoding
+    /// error's text: an `EncodingError`'s or a type's own error can quote the value.
     func encodingFailure(key: String, _ error: any Error) -> DefaultsError {
-        DefaultsError(
+        let cause = DefaultsKeyNames.isSecret(key) ? "the encoder's error is not shown for a secret key" : Self.describe(error)
+        return DefaultsError(
             .encodingFailed, location: backend.location, key: key,
-            reason: "\(Self.describe(error)); the value stays in memory only, and flush() throws, until it is replaced"
+            reason: "\(cause); the value stays in memory only, and flush() throws, until it is replaced"
         )
     }
 

@@ -6,7 +6,10 @@ package struct JSONParseError: Error, Sendable, Hashable {
     package let line: Int
     /// Column of the problem, in bytes from the start of its line (1-based).
     package let column: Int
-    /// What is wrong.
+    /// What is wrong, and what was expected there. A syntax error's reason quotes no character of
+    /// the text (it is one of the parser's fixed sentences): the text may hold a secret, and the
+    /// place is given by `line` and `column`. Only a key found twice
+    /// (`parseFindingDuplicateKeys`) is named, a key the parse accepted as one.
     package let reason: String
 }
 
@@ -47,6 +50,7 @@ private struct JSONParser {
     /// The first key found twice in one object.
     var firstDuplicate: JSONParseError?
 
+    /// The deepest nesting read (named in the error's sentence, a `StaticString`).
     static let maximumDepth = 512
 
     mutating func parseDocument() throws(JSONParseError) -> JSONValue {
@@ -54,12 +58,18 @@ private struct JSONParser {
         let value = try parseValue()
         skipWhitespace()
         if index < bytes.count {
-            throw error("unexpected \(describe(bytes[index])) after the end of the JSON value")
+            throw error("unexpected character after the end of the JSON value, expected only white space")
         }
         return value
     }
 
-    func error(_ reason: String, at offset: Int? = nil) -> JSONParseError {
+    /// A syntax error at `offset` (by default the current index). The reason is a `StaticString`, so
+    /// that nothing read from the text can be put in it: the text may hold a secret.
+    func error(_ reason: StaticString, at offset: Int? = nil) -> JSONParseError {
+        place(reason.description, at: offset)
+    }
+
+    func place(_ reason: String, at offset: Int? = nil) -> JSONParseError {
         let offset = min(offset ?? index, bytes.count)
         var line = 1
         var lineStart = 0
@@ -68,11 +78,6 @@ private struct JSONParser {
             lineStart = position + 1
         }
         return JSONParseError(offset: offset, line: line, column: offset - lineStart + 1, reason: reason)
-    }
-
-    func describe(_ byte: UInt8) -> String {
-        if byte >= 0x21, byte < 0x7F { return "'\(Character(Unicode.Scalar(byte)))'" }
-        return "byte 0x\(String(byte, radix: 16, uppercase: true))"
     }
 
     mutating func skipWhitespace() {
@@ -94,7 +99,8 @@ private struct JSONParser {
         case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
         case UInt8(ascii: "n"): try expectLiteral("null"); return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
-        case let byte: throw error("unexpected \(describe(byte)), expected a value")
+        default:
+            throw error("unexpected character, expected a value (a string is written in double quotes)")
         }
     }
 
@@ -103,7 +109,7 @@ private struct JSONParser {
         let expected = UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount)
         for byte in expected {
             guard index < bytes.count, bytes[index] == byte else {
-                throw error("invalid literal, expected '\(literal)'", at: start)
+                throw error("invalid literal, expected true, false or null", at: start)
             }
             index += 1
         }
@@ -111,7 +117,7 @@ private struct JSONParser {
 
     mutating func enter() throws(JSONParseError) {
         depth += 1
-        if depth > Self.maximumDepth { throw error("nesting deeper than \(Self.maximumDepth) levels") }
+        if depth > Self.maximumDepth { throw error("nesting deeper than 512 levels") }
     }
 
     /// Steps into a container at its opening bracket (one level deeper) and over the white space
@@ -125,12 +131,15 @@ private struct JSONParser {
         return true
     }
 
-    /// After a member of `container` ("an object", "an array"): steps over the ',' before the next
-    /// member (returns false) or over `closing` (returns true).
-    mutating func passSeparator(closing: UInt8, in container: String) throws(JSONParseError) -> Bool {
+    /// After a member of an object or an array (whose closing bracket is `closing`): steps over the
+    /// ',' before the next member (returns false) or over `closing` (returns true).
+    mutating func passSeparator(closing: UInt8) throws(JSONParseError) -> Bool {
+        let isObject = closing == UInt8(ascii: "}")
         skipWhitespace()
         guard index < bytes.count else {
-            throw error("unexpected end of file in \(container), expected ',' or '\(Character(Unicode.Scalar(closing)))'")
+            throw isObject
+                ? error("unexpected end of file in an object, expected ',' or '}'")
+                : error("unexpected end of file in an array, expected ',' or ']'")
         }
         switch bytes[index] {
         case UInt8(ascii: ","):
@@ -139,8 +148,10 @@ private struct JSONParser {
         case closing:
             index += 1
             return true
-        case let byte:
-            throw error("unexpected \(describe(byte)) in \(container), expected ',' or '\(Character(Unicode.Scalar(closing)))'")
+        default:
+            throw isObject
+                ? error("unexpected character in an object, expected ',' or '}'")
+                : error("unexpected character in an array, expected ',' or ']'")
         }
     }
 
@@ -153,24 +164,26 @@ private struct JSONParser {
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of file in an object, expected a key") }
             guard bytes[index] == UInt8(ascii: "\"") else {
-                throw error("unexpected \(describe(bytes[index])) in an object, expected a key in double quotes")
+                throw error("unexpected character in an object, expected a key in double quotes")
             }
             let keyStart = index
             let key = try parseString()
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else {
-                throw error(
-                    index < bytes.count
-                        ? "unexpected \(describe(bytes[index])) after the key \"\(key)\", expected ':'"
-                        : "unexpected end of file after the key \"\(key)\", expected ':'")
+                // Not named: a string where a key belongs may be a value (a secret) whose key is
+                // missing.
+                throw index < bytes.count
+                    ? error("unexpected character after a key, expected ':'")
+                    : error("unexpected end of file after a key, expected ':'")
             }
             index += 1
             skipWhitespace()
             let value = try parseValue()
             if members.updateValue(value, forKey: key) != nil, firstDuplicate == nil {
-                firstDuplicate = error("the key \"\(key)\" appears more than once in one object; its last value is used", at: keyStart)
+                // The text parsed: this string is a key, and a key's name is no secret.
+                firstDuplicate = place("the key \"\(key)\" appears more than once in one object; its last value is used", at: keyStart)
             }
-            if try passSeparator(closing: UInt8(ascii: "}"), in: "an object") { return .object(members) }
+            if try passSeparator(closing: UInt8(ascii: "}")) { return .object(members) }
         }
     }
 
@@ -182,7 +195,7 @@ private struct JSONParser {
         while true {
             skipWhitespace()
             elements.append(try parseValue())
-            if try passSeparator(closing: UInt8(ascii: "]"), in: "an array") { return .array(elements) }
+            if try passSeparator(closing: UInt8(ascii: "]")) { return .array(elements) }
         }
     }
 
@@ -244,7 +257,7 @@ private struct JSONParser {
                 scalars.append(try parseEscape())
                 runStart = index
             case 0..<0x20:
-                throw error("unescaped control character \(describe(byte)) in a string")
+                throw error("unescaped control character in a string (write a line break as \\n, a tab as \\t)")
             default:
                 index += 1
             }
@@ -280,7 +293,7 @@ private struct JSONParser {
             guard let scalar = Unicode.Scalar(high) else { throw error("unpaired low surrogate in a \\u escape", at: start) }
             return scalar
         default:
-            throw error("invalid escape sequence '\\\(Character(Unicode.Scalar(byte)))'", at: start)
+            throw error("invalid escape sequence, expected \\\", \\\\, \\/, \\b, \\f, \\n, \\r, \\t or \\uXXXX", at: start)
         }
     }
 

@@ -7,9 +7,10 @@ extension DefaultsStore {
     /// A user name and password for an etcd cluster with authentication enabled.
     ///
     /// The password is sent only to etcd's `/v3/auth/authenticate`; it never appears in an error,
-    /// a log or a `description` (which shows the user only). Over `http` it crosses the network in
-    /// clear text: beyond loopback, use `https` endpoints.
-    public struct EtcdCredentials: Sendable, CustomStringConvertible {
+    /// a log, a `description`, `String(reflecting:)`, `dump` or a `Mirror` (which show the user
+    /// only). Over `http` it crosses the network in clear text: beyond loopback, use `https`
+    /// endpoints.
+    public struct EtcdCredentials: Sendable, CustomStringConvertible, CustomReflectable {
         /// The etcd user.
         public var user: String
         /// The user's password.
@@ -27,6 +28,11 @@ extension DefaultsStore {
 
         /// `EtcdCredentials(user: USER, password: <redacted>)`.
         public var description: String { "EtcdCredentials(user: \(user), password: <redacted>)" }
+
+        /// The user, and `<redacted>` for the password: what `dump` and `Mirror` show.
+        public var customMirror: Mirror {
+            Mirror(self, children: ["user": user, "password": DefaultsKeyNames.redacted], displayStyle: .struct)
+        }
     }
 
     /// A store on an etcd cluster: every key under `prefix`, observable across processes and

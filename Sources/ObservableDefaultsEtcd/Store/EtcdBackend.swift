@@ -122,7 +122,8 @@ final class EtcdBackend: DefaultsBackend, @unchecked Sendable {
             return try JSONValue.parse(value)
         } catch {
             let isNew = lock.withLock { state.reportedValues.insert("\(revision)\u{0}\(key)").inserted }
-            // A parse error can quote a character of the value: not a secret's.
+            // The parser's reasons quote no character of the text, but say what kind of character
+            // stopped it (a digit, a letter of a literal): nothing of a secret's value is told.
             let cause = DefaultsKeyNames.isSecret(key) ? "it does not parse" : error.reason
             let problem = DefaultsError(.corruptFile, location: location, key: key, reason: "\(cause) (revision \(revision))")
             storage.noteUnreadable(key, error: problem, revision: revision)

@@ -1,6 +1,9 @@
 import Foundation
+import ObservableDefaults
 
-/// A reply that is not what the etcd v3 JSON gateway sends; `reason` names the field.
+/// A reply that is not what the etcd v3 JSON gateway sends; `reason` names the field. It quotes
+/// nothing of the reply that could be a value (a reply carries the values of keys, secrets
+/// included, in base64).
 package struct EtcdMalformedReply: Error, Equatable {
     package let reason: String
 }
@@ -18,10 +21,27 @@ package enum EtcdJSON {
 
     package static func decode(_ bytes: [UInt8]) throws(EtcdMalformedReply) -> Object {
         guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)), let object = object as? Object else {
-            let text = String(decoding: bytes.prefix(200), as: UTF8.self)
-            throw EtcdMalformedReply(reason: "not a JSON object: \(text)")
+            throw EtcdMalformedReply(reason: "not a JSON object: \(describe(bytes))")
         }
         return object
+    }
+
+    /// What is wrong with `bytes`, which are not a JSON object, without quoting them: their length,
+    /// and where they stop parsing (the parser's reasons quote no character of the text).
+    static func describe(_ bytes: [UInt8]) -> String {
+        let length = "\(bytes.count) byte\(bytes.count == 1 ? "" : "s")"
+        do throws(JSONParseError) {
+            if case .object = try JSONValue.parse(bytes) { return "\(length) of a JSON object that JSONSerialization does not read" }
+            return "\(length) of JSON whose top-level value is not an object"
+        } catch {
+            return "\(length) that stop parsing at line \(error.line), column \(error.column) (byte \(error.offset)): \(error.reason)"
+        }
+    }
+
+    /// What a field's value is, without quoting it: it may be a value's base64.
+    static func shape(of value: Any) -> String {
+        if let text = value as? String { return "a string of \(text.utf8.count) bytes" }
+        return "not a string"
     }
 
     package static func base64(_ bytes: [UInt8]) -> String {
@@ -32,7 +52,7 @@ package enum EtcdJSON {
     static func bytes(_ object: Object, _ field: String) throws(EtcdMalformedReply) -> [UInt8] {
         guard let value = object[field] else { return [] }
         guard let text = value as? String, let data = Data(base64Encoded: text) else {
-            throw EtcdMalformedReply(reason: "\(field) is not base64: \(value)")
+            throw EtcdMalformedReply(reason: "\(field) is not base64 (\(shape(of: value)))")
         }
         return Array(data)
     }

@@ -32,6 +32,8 @@ package enum EtcdWatchReply: Equatable {
 
     private static func errorMessage(_ reply: EtcdJSON.Object) -> String {
         if let error = reply["error"] as? EtcdJSON.Object, let message = error["message"] as? String { return message }
-        return (reply["message"] as? String) ?? (reply["error"] as? String) ?? "\(reply)"
+        // Not the reply itself: it may carry values (secrets') in base64.
+        return (reply["message"] as? String) ?? (reply["error"] as? String)
+            ?? "no message (a reply with the fields \(reply.keys.sorted().joined(separator: ", ")))"
     }
 }

@@ -36,6 +36,41 @@ struct WireFormatTests {
         #expect(throws: EtcdMalformedReply.self) { try EtcdJSON.decode(Array("[1]".utf8)) }
     }
 
+    /// A reply that is not a JSON object, or a field that is not base64, is described without a
+    /// byte of it: a reply carries values (a secret's, in base64).
+    @Test func aMalformedReplyIsDescribedWithoutQuotingIt() throws {
+        let value = EtcdJSON.base64(Array(#""a-secret-value-of-thirty-bytes""#.utf8))
+        let body = #"{"kvs":[{"key":"YQ==","value":"\#(value)"}]"# + "\n}x"
+        let notJSON = try #require(throws: EtcdMalformedReply.self) { try EtcdJSON.decode(Array(body.utf8)) }
+        #expect(
+            notJSON.reason
+                == "not a JSON object: \(body.utf8.count) bytes that stop parsing at line 2, column 2 (byte \(body.utf8.count - 1)): "
+                + "unexpected character after the end of the JSON value, expected only white space", "\(notJSON.reason)")
+        let array = try #require(throws: EtcdMalformedReply.self) { try EtcdJSON.decode(Array(#"["\#(value)"]"#.utf8)) }
+        #expect(array.reason.contains("whose top-level value is not an object"), "\(array.reason)")
+        let notBase64 = try #require(throws: EtcdMalformedReply.self) {
+            try EtcdJSON.keyValue(try EtcdJSON.decode(Array(#"{"key":"aw==","value":"\#(value)!"}"#.utf8)))
+        }
+        #expect(notBase64.reason.hasPrefix("value is not base64"), "\(notBase64.reason)")
+        // A refused watch without a message names the reply's fields, not their values.
+        let refused = try EtcdWatchReply.decode(Array(#"{"result":{"events":[{"kv":{"value":"\#(value)"}}]}}"#.utf8), status: 500)
+        #expect(refused == .refused("watch refused (HTTP 500): no message (a reply with the fields result)"), "\(refused)")
+        for reason in [notJSON.reason, array.reason, notBase64.reason, "\(refused)"] {
+            #expect(!reason.contains(value.prefix(8)) && !reason.contains("a-secret"), "\(reason)")
+        }
+    }
+
+    /// Credentials print their user only: in `description`, `String(reflecting:)`, `dump` and a
+    /// `Mirror`.
+    @Test func credentialsShowTheUserAndNeverThePassword() {
+        let credentials = EtcdCredentials(user: "alice", password: "the-password-itself")
+        var printed = "\(credentials)\n\(String(reflecting: credentials))\n"
+        dump(credentials, to: &printed)
+        for child in Mirror(reflecting: credentials).children { printed += "\(child.label ?? "-"): \(child.value)\n" }
+        #expect(printed.contains("alice") && printed.contains("<redacted>"), "\(printed)")
+        #expect(!printed.contains("the-password"), "\(printed)")
+    }
+
     @Test func aDeleteEventCarriesTheKeyAndTheDeletionsRevision() throws {
         let event = try EtcdJSON.event(try EtcdJSON.decode(Array(#"{"type":"DELETE","kv":{"key":"aw==","mod_revision":"6"}}"#.utf8)))
         #expect(event == .delete(key: Array("k".utf8), modRevision: 6))
