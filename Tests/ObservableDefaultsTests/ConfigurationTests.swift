@@ -131,18 +131,91 @@ struct ConfigurationTests {
         }
     }
 
-    /// Past a property of a type with no placeholder (a String enum that is not `CaseIterable`,
-    /// missing), the rest is not checked, and the error says so.
-    @Test func decodingStopsWhereNoValueCanBeMadeToGoOnWith() throws {
+    /// Past a raw-value enum that fails (bad in every layer, or missing), `CaseIterable` or not and
+    /// whatever its raw values, every later failing property is listed too, each with its layer
+    /// and key, a secret's value never quoted.
+    @Test func everyFailingPropertyPastARawValueEnumIsListed() throws {
         enum Level: String, Decodable { case low, high }
-        struct Stopping: Decodable { var level: Level; var count: Int }
+        enum Status: Int, Decodable { case ok = 200, gone = 410 }
+        struct Enums: Decodable {
+            var level: Level
+            var status: Status
+            var count: Int
+            var pinCode: Int
+            var backupLevel: Level?
+            var name: String
+        }
+        let pin = randomSecret(prefix: "56")
+        let file = directory.file("s.json")
+        try Data(#"{"level": "loud", "pinCode": "\#(pin)"}"#.utf8).write(to: file)
+        let store = DefaultsStore(
+            fileURL: file,
+            layers: [
+                .arguments(["--status=201", "--count=many", "--backup-level=none"]),
+                .environment(prefix: "CE", variables: ["CE_LEVEL": "medium"]),
+            ],
+            secrets: ["pinCode"])
+        do {
+            _ = try store.decode(Enums.self)
+            Issue.record("decoded")
+        } catch {
+            let problems = error.configurationProblems
+            #expect(problems.map(\.key) == ["level", "level", "status", "count", "pinCode", "backupLevel", "name"], "\(problems)")
+            #expect(problems.map(\.layer) == [.environment, .store, .arguments, .arguments, .store, .arguments, nil], "\(problems)")
+            #expect(
+                problems.map(\.spelling) == ["CE_LEVEL", nil, "--status", "--count", nil, "--backup-level", nil], "\(problems)")
+            try #require(problems.count == 7)
+            #expect(problems[0].problem.hasPrefix("does not decode as Level: "), "\(problems[0])")
+            #expect(problems[4].problem == "does not decode as Int", "\(problems[4])")
+            #expect(problems[6].problem.hasPrefix("missing"), "\(problems[6])")
+            #expect(error.description.contains("Enums does not decode, 7 problems"), "\(error)")
+            #expect(!error.description.contains("not checked"), "\(error)")
+            #expect(leak(of: pin, in: everythingPrinted(error), length: 4) == nil, "\(error)")
+        }
+        // Missing in every source, as the first properties: the rest is checked all the same.
+        struct Missing: Decodable { var level: Level; var status: Status; var count: Int }
+        do {
+            _ = try DefaultsStore(fileURL: directory.file("t.json")).decode(Missing.self)
+            Issue.record("decoded")
+        } catch {
+            #expect(error.configurationProblems.map(\.key) == ["level", "status", "count"], "\(error)")
+            #expect(error.configurationProblems.allSatisfy { $0.layer == nil && $0.problem.hasPrefix("missing") }, "\(error)")
+            #expect(!error.description.contains("not checked"), "\(error)")
+        }
+    }
+
+    /// The value decoding goes on with past a raw-value enum is its first declared case, made by
+    /// its `init(rawValue:)`, whatever its raw values (not 0 nor "", not sorted), in a struct too;
+    /// an enum of one case has none (it takes no bytes: see `ConfigurationPlaceholder`).
+    @Test func aRawValueEnumsPlaceholderIsItsFirstCase() {
+        enum Named: String, Decodable { case zulu, alpha, mike }
+        enum Numbered: Int, Decodable { case high = 9, low = -1 }
+        struct Nested: Decodable { var named: Named }
+        enum Single: String, Decodable { case only }
+        #expect(ConfigurationPlaceholder.make(Named.self) == .zulu)
+        #expect(ConfigurationPlaceholder.make(Numbered.self) == .high)
+        #expect(ConfigurationPlaceholder.make(Nested.self)?.named == .zulu)
+        #expect(ConfigurationPlaceholder.make(Single.self) == nil)
+    }
+
+    /// Past a failing property of a type that gives no value to go on with (not an enum: a struct
+    /// whose `init(rawValue:)` refuses 0), the rest is not checked, and the error says so.
+    @Test func decodingStopsPastATypeThatGivesNoValueToGoOnWith() throws {
+        struct PortNumber: RawRepresentable, Decodable {
+            let rawValue: Int
+            init?(rawValue: Int) {
+                guard (1...65_535).contains(rawValue) else { return nil }
+                self.rawValue = rawValue
+            }
+        }
+        struct Stopping: Decodable { var port: PortNumber; var count: Int }
         let store = DefaultsStore(fileURL: directory.file("s.json"))
         do {
             _ = try store.decode(Stopping.self)
             Issue.record("decoded")
         } catch {
-            #expect(error.configurationProblems.map(\.key) == ["level"])
-            #expect(error.description.contains("the properties after 'level' were not checked"), "\(error)")
+            #expect(error.configurationProblems.map(\.key) == ["port"])
+            #expect(error.description.contains("the properties after 'port' were not checked"), "\(error)")
         }
     }
 

@@ -56,4 +56,32 @@ struct SnapshotDescriptionTests {
         #expect(store.snapshot().description.contains("\(count.name): 7"))
         #expect(!store.snapshot().description.contains("\(count.name): 7 from"))
     }
+
+    /// A key whose type the store knows only from a registered default (no `DefaultsKey` of the
+    /// name is made anywhere): the registered value's type marks what it skips.
+    @Test func aKeyKnownOnlyByItsRegisteredDefaultShowsTheValueItsTypeSkips() throws {
+        let keyName = name("registeredOnly")
+        let file = directory.file("s.json")
+        try Data(#"{"\#(keyName)": 9000}"#.utf8).write(to: file)
+        let store = DefaultsStore(fileURL: file, layers: [.arguments(["--" + LayerKeyNames.kebabCase(keyName), "abc"])])
+        #expect(DefaultsKeyNames.knownType(of: keyName) == nil)
+        store.register([keyName: 80])
+        let printed = "\(store.snapshot())"
+        #expect(printed.contains("\(keyName): 9000 from store (arguments: abc, skipped: does not decode as Int)"), "\(printed)")
+    }
+
+    /// A key whose type the store knows only from a configuration type decoded through it (no
+    /// `DefaultsKey` of the name is made, nor a default registered): the property's type marks
+    /// what it skips. The property's name is the key, so it is used by this test only.
+    @Test func aKeyKnownOnlyByADecodedConfigurationShowsTheValueItsTypeSkips() throws {
+        struct DecodedOnly: Decodable, Equatable { var snapshotDecodedOnlyPort: Int }
+        let keyName = "snapshotDecodedOnlyPort"
+        let file = directory.file("s.json")
+        try Data(#"{"\#(keyName)": 9000}"#.utf8).write(to: file)
+        let store = DefaultsStore(fileURL: file, layers: [.arguments(["--snapshot-decoded-only-port", "abc"])])
+        #expect(DefaultsKeyNames.knownType(of: keyName) == nil)
+        #expect(try store.decode(DecodedOnly.self, strictly: false) == DecodedOnly(snapshotDecodedOnlyPort: 9000))
+        let printed = "\(store.snapshot())"
+        #expect(printed.contains("\(keyName): 9000 from store (arguments: abc, skipped: does not decode as Int)"), "\(printed)")
+    }
 }

@@ -7,19 +7,45 @@ import Foundation
 /// Made by the type's own `init(from:)` over a decoder that answers zero, `false`, the empty
 /// string, empty arrays and dictionaries and absent optionals (numbers, strings, booleans, arrays
 /// and dictionaries of them, `Date`, `Data`, structs of these), with `URL`, `Duration` and
-/// `CaseIterable` types (an enum's first case) given directly. An enum with raw values that is not
-/// `CaseIterable` has a placeholder only if its raw value 0 (or "") is one of its cases: past one
-/// without, the problems after it are not listed.
+/// `CaseIterable` types (an enum's first case) given directly, and an enum with raw values whose
+/// raw value 0 (or "") is not a case given its first case (`firstCase(ofRawValueEnum:)`). Past a
+/// type of which none of these makes a value (a type that checks its values in `init(from:)`, a
+/// raw-value enum of one case or of more than 256), the decoding stops.
+///
+/// A placeholder cannot be taken from the values the store holds for the key: it is needed only
+/// when none of them decodes as the type (one that does answers), and a raw-value enum decodes
+/// exactly the raw values its `init(rawValue:)` accepts.
 enum ConfigurationPlaceholder {
     static func make<Value: Decodable>(_: Value.Type) -> Value? {
         if Value.self == URL.self { return URL(fileURLWithPath: "/") as? Value }
         if Value.self == Duration.self { return Duration.zero as? Value }
         if let cases = Value.self as? any CaseIterable.Type, let first = firstCase(of: cases) as? Value { return first }
-        return try? Value(from: PlaceholderDecoder())
+        if let value = try? Value(from: PlaceholderDecoder()) { return value }
+        if let rawRepresentable = Value.self as? any RawRepresentable.Type {
+            return firstCase(ofRawValueEnum: rawRepresentable) as? Value
+        }
+        return nil
     }
 
     private static func firstCase<Cases: CaseIterable>(of _: Cases.Type) -> Cases? {
         Cases.allCases.first
+    }
+
+    /// The first declared case of an enum with raw values (`enum Level: String { case low, high }`,
+    /// whose cases nothing outside it can name), or `nil`.
+    ///
+    /// The one place that relies on Swift's type layout (docs/ABI/TypeLayout.rst, "C-Like Enums"):
+    /// an enum whose cases carry no values, as every enum with raw values is, is stored as a tag
+    /// numbered from 0 in declaration order, in one byte for 2 to 256 cases. So a 0 byte read as
+    /// such a type is its first case (of another type of one byte, a value too: 0, `false`, the
+    /// first case of an enum it holds). The value is used only for its `rawValue`, and the
+    /// placeholder is made by the type's own `init(rawValue:)`, which must accept it. A type of no
+    /// bytes is not read so: an enum with no cases is one, and reading one traps. So an enum of
+    /// one case (no bytes), or of more than 256 (two), has no placeholder here.
+    private static func firstCase<Enum: RawRepresentable>(ofRawValueEnum _: Enum.Type) -> Enum? {
+        guard MemoryLayout<Enum>.size == 1 else { return nil }
+        let tagZero = withUnsafeBytes(of: UInt8(0)) { $0.load(as: Enum.self) }
+        return Enum(rawValue: tagZero.rawValue)
     }
 }
 

@@ -29,8 +29,10 @@ extension DefaultsStore {
     /// - The error lists every failing property (`DefaultsError.configurationProblems`), naming the
     ///   key, the layer and where it holds the value, never a secret's value. For a type whose
     ///   properties are numbers, strings, booleans, arrays and dictionaries of them, `URL`,
-    ///   `Duration`, `CaseIterable` enums and structs of these, all are listed; for other types at
-    ///   least the first.
+    ///   `Duration`, enums with raw values (`String`, integer or other; of 2 to 256 cases, or any
+    ///   number if `CaseIterable`) and structs of these, all are listed. For other types at least
+    ///   the first: where a property fails whose type gives no value to go on with (one that checks
+    ///   its value in `init(from:)`), the properties after it are not checked, and the error says so.
     /// - The values are read at one instant (`snapshot()`), never half of a change.
     ///
     /// - Parameters:
