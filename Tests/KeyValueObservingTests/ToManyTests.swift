@@ -1,6 +1,11 @@
 import KeyValueObserving
 import Testing
 
+final class Nested: KeyValueObservable {
+    @Observed var grid: [[Int]] = [[0]]
+    @Observed var anys: [Any] = ["last"]
+}
+
 final class Queue: KeyValueObservable {
     @Observed var items = ["a", "b", "c"]
     var count: Int { items.count }
@@ -57,6 +62,24 @@ struct ToManyTests {
         queue.insert(["end"], at: RangeSet(6..<7), into: \.items)
         #expect(queue.items.last == "end")
         token.invalidate()
+    }
+
+    /// The one-element form was added beside the array form: a call that compiled before it means
+    /// what it meant, for elements that are arrays themselves or `Any` (an array literal could be
+    /// either form's argument).
+    @Test func anArrayLiteralStillInsertsItsElementsWhereItCouldBeOneElement() {
+        let nested = Nested()
+        nested.insert([], at: 0, into: \.grid)
+        #expect(nested.grid == [[0]])
+        nested.insert([[1, 2]], at: 0, into: \.grid)
+        #expect(nested.grid == [[1, 2], [0]])
+        nested.insert([1, 2], at: 0, into: \.anys)
+        #expect(nested.anys.count == 3)
+        #expect(nested.anys.first as? Int == 1)
+        let one: Any = [3, 4]
+        nested.insert(one, at: 0, into: \.anys)
+        #expect(nested.anys.count == 4)
+        #expect(nested.anys.first as? [Int] == [3, 4])
     }
 
     @Test func removingOneElementAtAnIndexReportsARemovalOfIt() {

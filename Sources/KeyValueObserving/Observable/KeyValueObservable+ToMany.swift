@@ -36,7 +36,12 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     /// playlist.insert("Intro", at: 0, into: \.tracks)
     /// ```
     ///
+    /// Where an array literal could be either (the elements are arrays themselves, or `Any`), the
+    /// array form wins, as it did before this form existed: `insert([1, 2], at: 0, into: \.anys)`
+    /// inserts two elements. Insert one such element as `insert([[1, 2]], at: 0, into: \.grid)`.
+    ///
     /// - Complexity: O(*n*) in the length of the array.
+    @_disfavoredOverload
     public func insert<Element>(
         _ newElement: Element,
         at index: Int,
