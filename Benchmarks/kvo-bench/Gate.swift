@@ -165,7 +165,7 @@ func runGate(
             verdict = "ok, cheaper: lower the threshold (gate --update)"
         } else if value > gated.instructionsPerOp + max(creepAllowance, gated.instructionsPerOp * creepAllowanceFraction) {
             // Within the tolerance, but dearer than the threshold: a regression the tolerance hides
-            // (the thresholds are only ever lowered, so this is a slower hot path, not noise).
+            // (a threshold is raised only for an intended cost, so this is a slower hot path, not noise).
             verdict = "ok, but \(String(format: "%.1f", value - gated.instructionsPerOp)) Ir/op over the threshold"
             creeping.append(gated.scenario)
         } else {

@@ -68,7 +68,8 @@ let usage = """
       --cacert PATH   (etcd) a PEM file of private certificate authorities trusted for https
                       members, in addition to the system's trust store
       --arg ARG       a program's command-line argument (repeat for each: --arg --speed=2 --arg
-                      --verbose), read as the program's arguments layer would
+                      --verbose), read as the program's arguments layer would; like a VALUE of
+                      write, visible to every user of the machine: never pass a secret's value
       --env-prefix P  the environment layer: this tool's variables named P_KEY_NAME (the tool cannot
                       see another process's environment: run it with the same variables)
       --directory D   the directory layer: one file per key (Kubernetes' and Docker's mounted

@@ -196,6 +196,20 @@ struct ConfigurationTests {
         #expect(ConfigurationPlaceholder.make(Numbered.self) == .high)
         #expect(ConfigurationPlaceholder.make(Nested.self)?.named == .zulu)
         #expect(ConfigurationPlaceholder.make(Single.self) == nil)
+        // A struct of one byte is never read from a 0 byte: its computed rawValue would run on a
+        // value its initialiser never made (here it would stop the test).
+        struct Checked: RawRepresentable, Decodable, Equatable {
+            let stored: UInt8
+            var rawValue: UInt8 {
+                precondition(stored != 0, "read from a value init(rawValue:) never made")
+                return stored
+            }
+            init?(rawValue: UInt8) {
+                guard rawValue != 0 else { return nil }
+                stored = rawValue
+            }
+        }
+        #expect(ConfigurationPlaceholder.make(Checked.self) == nil)
     }
 
     /// Past a failing property of a type that gives no value to go on with (not an enum: a struct

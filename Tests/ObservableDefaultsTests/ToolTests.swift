@@ -444,6 +444,7 @@ struct ToolLayerTests {
             "\(help)")
         #expect(help.contains("never write a secret this way"), "\(help)")
         #expect(help.contains("KEY (a key's name, not a value) is secret"), "\(help)")
+        #expect(help.contains("like a VALUE of write, visible to every user of the machine: never pass a secret's value"), "\(help)")
     }
 
     /// A directory layer is secret: `read KEY` of a key it answers for prints `<redacted>` (its

@@ -38,7 +38,8 @@ extension KeyValueObservableProtocol where Self: KeyValueObservable {
     ///
     /// Where an array literal could be either (the elements are arrays themselves, or `Any`), the
     /// array form wins, as it did before this form existed: `insert([1, 2], at: 0, into: \.anys)`
-    /// inserts two elements. Insert one such element as `insert([[1, 2]], at: 0, into: \.grid)`.
+    /// inserts two elements, and `insert([], at: 0, into: \.grid)` on a `[[Int]]` property inserts
+    /// none. Insert one such element as `insert([[1, 2]], at: 0, into: \.grid)`.
     ///
     /// - Complexity: O(*n*) in the length of the array.
     @_disfavoredOverload

@@ -29,6 +29,8 @@ open class KeyValueObservable {
     @usableFromInline
     final let _kvoRegistry = Atomic<Unmanaged<_ObserverRegistry>?>(nil)
 
+    /// Not `@inlinable`: the optimiser never lays an instance out statically, so every instance is
+    /// in a heap block whose size the C library can tell (`_registryCreatingIfNeeded`).
     public init() {}
 
     /// The computed keys of this class and, for each, the keys its value is computed from (the
@@ -125,8 +127,12 @@ open class KeyValueObservable {
         if let registry = _kvoRegistry.load(ordering: .acquiring) {
             return registry.takeUnretainedValue()
         }
-        // `self` escaped into an opaque call to get here, so it is on the heap, in a block of the
-        // C library's allocator (`_kvo_allocation_size`).
+        // `self` is in a block of the C library's allocator (`_kvo_allocation_size`), as every
+        // object the runtime allocates: not promoted to the stack (it escaped into this call, which
+        // clients cannot inline) nor laid out statically by the optimiser, which takes only
+        // objects whose initialiser it can see (`init()` below is not `@inlinable`, and must not
+        // become so) and whose stored properties are constants it can fold (`_kvoRegistry` is an
+        // `Atomic`).
         let size = _kvo_allocation_size(UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque()))
         let created = Unmanaged.passRetained(_ObserverRegistry(storageEnd: Int(size)))
         let (exchanged, original) = _kvoRegistry.compareExchange(

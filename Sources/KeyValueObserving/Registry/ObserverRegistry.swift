@@ -78,8 +78,7 @@ final class _ObserverRegistry: @unchecked Sendable {
 
     /// Whether `size` bytes at `offset` lie within `object`, this registry's object, after its
     /// header: where a set may write through an `@Observed` property's storage offset
-    /// (`Observed._storageOffset`). For a literal key path only the end is compared at run time;
-    /// the rest is constant.
+    /// (`Observed._storageOffset`). Two compares: the offset is a constant, `storageEnd` is loaded.
     @inlinable
     @inline(__always)
     func holdsStorage(of object: AnyObject, at offset: Int, size: Int) -> Bool {

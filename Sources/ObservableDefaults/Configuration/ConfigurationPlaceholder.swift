@@ -37,14 +37,17 @@ enum ConfigurationPlaceholder {
     /// The one place that relies on Swift's type layout (docs/ABI/TypeLayout.rst, "C-Like Enums"):
     /// an enum whose cases carry no values, as every enum with raw values is, is stored as a tag
     /// numbered from 0 in declaration order, in one byte for 2 to 256 cases. So a 0 byte read as
-    /// such a type is its first case (of another type of one byte, a value too: 0, `false`, the
-    /// first case of an enum it holds). The value is used only for its `rawValue`, and the
-    /// placeholder is made by the type's own `init(rawValue:)`, which must accept it. A type of no
-    /// bytes is not read so: an enum with no cases is one, and reading one traps. So an enum of
-    /// one case (no bytes), or of more than 256 (two), has no placeholder here.
+    /// such a type is its first case. Only an enum is read so: another type of one byte (a struct
+    /// whose `rawValue` is computed, say) would have its code run on a value its initialiser never
+    /// made, so the reflection of the value read must say it is an enum (and the type must not
+    /// reflect itself, which would run its code too). The value is used only for its `rawValue`,
+    /// and the placeholder is made by the type's own `init(rawValue:)`, which must accept it. A type
+    /// of no bytes is not read so: an enum with no cases is one, and reading one traps. So an enum
+    /// of one case (no bytes), or of more than 256 (two), has no placeholder here.
     private static func firstCase<Enum: RawRepresentable>(ofRawValueEnum _: Enum.Type) -> Enum? {
-        guard MemoryLayout<Enum>.size == 1 else { return nil }
+        guard MemoryLayout<Enum>.size == 1, !(Enum.self is any CustomReflectable.Type) else { return nil }
         let tagZero = withUnsafeBytes(of: UInt8(0)) { $0.load(as: Enum.self) }
+        guard Mirror(reflecting: tagZero).displayStyle == .enum else { return nil }
         return Enum(rawValue: tagZero.rawValue)
     }
 }

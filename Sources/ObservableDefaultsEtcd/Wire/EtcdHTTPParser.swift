@@ -97,7 +97,7 @@ package struct EtcdHTTPParser {
                     phase = .chunkSize
                 } else if let length = headers["content-length"] {
                     guard let count = Int(length.trimmed(" \t")), count >= 0 else {
-                        throw EtcdHTTPFailure(.malformed, "invalid Content-Length \(length.prefix(100))")
+                        throw EtcdHTTPFailure(.malformed, "invalid Content-Length (a value of \(length.utf8.count) bytes, not a count)")
                     }
                     try checkBody(adding: count, "its Content-Length is \(count)")
                     phase = .fixed(remaining: count)
@@ -124,7 +124,7 @@ package struct EtcdHTTPParser {
                 consume(end + 2)
                 let digits = line.split(separator: ";", maxSplits: 1).first.map { $0.trimmed(" \t") } ?? ""
                 guard let size = Int(digits, radix: 16), size >= 0 else {
-                    throw EtcdHTTPFailure(.malformed, "invalid HTTP chunk size \(line.prefix(100))")
+                    throw EtcdHTTPFailure(.malformed, "invalid HTTP chunk size (a line of \(line.utf8.count) bytes, not hexadecimal)")
                 }
                 try checkBody(adding: size, "a chunk of \(size) bytes")
                 phase = size == 0 ? .trailers : .chunkData(remaining: size)
@@ -217,7 +217,7 @@ package struct EtcdHTTPParser {
         let statusLine = lines.isEmpty ? "" : String(lines.removeFirst())
         let parts = statusLine.split(separator: " ", maxSplits: 2)
         guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), let status = Int(parts[1]), (100..<600).contains(status) else {
-            throw EtcdHTTPFailure(.malformed, "not an HTTP/1.x status line: \(statusLine.prefix(100))")
+            throw EtcdHTTPFailure(.malformed, "not an HTTP/1.x status line (a line of \(statusLine.utf8.count) bytes)")
         }
         var headers: [String: String] = [:]
         for line in lines {

@@ -167,10 +167,15 @@ package enum EtcdJSON {
         return ["create_request": create]
     }
 
-    /// The error of a failed reply: `{"error": …, "message": …, "code": N}`.
+    /// The error of a failed reply: `{"error": …, "message": …, "code": N}`. A reply without one
+    /// (a proxy's page, one that echoes the request) is described by its size and fields, never
+    /// quoted: it could hold a value in base64.
     package static func serverError(_ body: [UInt8]) -> (message: String, code: Int?) {
-        guard let reply = try? decode(body) else { return (String(decoding: body.prefix(300), as: UTF8.self), nil) }
-        let message = (reply["message"] as? String) ?? (reply["error"] as? String) ?? String(decoding: body.prefix(300), as: UTF8.self)
+        guard let reply = try? decode(body) else { return ("a reply of \(body.count) bytes that is not etcd's JSON", nil) }
+        let fields = reply.keys.sorted().joined(separator: ", ")
+        let message =
+            (reply["message"] as? String) ?? (reply["error"] as? String)
+            ?? "no message (a reply of \(body.count) bytes with the fields \(fields.isEmpty ? "none" : fields))"
         return (message, (try? int64(reply, "code")).map { Int($0) })
     }
 }

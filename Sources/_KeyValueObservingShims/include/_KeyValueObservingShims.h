@@ -124,16 +124,18 @@ static inline void _kvo_futex_wake_one(uint32_t *word) { syscall(SYS_futex, word
 
 /// The usable size of the heap block at `object`, an object the Swift runtime allocated with the C
 /// library's `malloc` (or `aligned_alloc`): the bound within which a set may write through an
-/// `@Observed` property's storage offset. 0 where the C library cannot tell: then no set of an
-/// observed object may.
+/// `@Observed` property's storage offset.
 #if defined(__APPLE__)
 #include <malloc/malloc.h>
 static inline size_t _kvo_allocation_size(const void *object) { return malloc_size(object); }
-#elif defined(__linux__)
+#elif defined(__linux__) || defined(__wasi__)
 #include <malloc.h>
 static inline size_t _kvo_allocation_size(const void *object) { return malloc_usable_size((void *)object); }
+#elif defined(__FreeBSD__)
+#include <malloc_np.h>
+static inline size_t _kvo_allocation_size(const void *object) { return malloc_usable_size(object); }
 #else
-static inline size_t _kvo_allocation_size(const void *object) { return 0; }
+#error "KeyValueObserving needs the C library to tell the size of a heap block (Linux, Darwin, FreeBSD, WASI)"
 #endif
 
 static inline void *_kvo_get_thread_recorder(void) { return _kvo_thread_slots()[0]; }

@@ -107,7 +107,10 @@ struct WireFormatTests {
         let (message, code) = EtcdJSON.serverError(Array(#"{"error":"etcdserver: x","message":"etcdserver: x","code":16}"#.utf8))
         #expect(message == "etcdserver: x")
         #expect(code == 16)
-        #expect(EtcdJSON.serverError(Array("plain text".utf8)).message == "plain text")
+        // A reply that is not etcd's error is described, never quoted (it could echo a value).
+        #expect(EtcdJSON.serverError(Array("plain text".utf8)).message == "a reply of 10 bytes that is not etcd's JSON")
+        let echoed = EtcdJSON.serverError(Array(#"{"key":"c2VjcmV0","value":"c2VjcmV0LXZhbHVl"}"#.utf8)).message
+        #expect(echoed == "no message (a reply of 45 bytes with the fields key, value)", "\(echoed)")
     }
 
     // MARK: Lines
@@ -228,6 +231,27 @@ struct WireFormatTests {
         var untilClose = EtcdHTTPParser(maximumBodySize: 4)
         _ = try untilClose.feed(Array("HTTP/1.1 200 OK\r\n\r\nabcd".utf8))
         #expect(try untilClose.finish() == [.end])
+    }
+
+    /// A reply out of step with its framing (whose "head" or "chunk size" is then body, values in
+    /// base64) is described by the size of what did not parse, never quoted.
+    @Test func aMalformedHeadOrChunkLineIsNotQuoted() {
+        let value = "c2VjcmV0LXZhbHVlLW9mLWEta2V5"
+        let replies = [
+            "\(value) 200 OK\r\nContent-Length: 0\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Length: \(value)\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\(value)\r\n",
+        ]
+        for reply in replies {
+            var parser = EtcdHTTPParser()
+            do {
+                _ = try parser.feed(Array(reply.utf8))
+                Issue.record("accepted: \(reply)")
+            } catch {
+                #expect(!"\(error)".contains(value.prefix(8)), "\(error)")
+                #expect("\(error)".contains("bytes"), "\(error)")
+            }
+        }
     }
 
     /// A head (or a line) over the limit is refused whether its end arrived or not, so that every
