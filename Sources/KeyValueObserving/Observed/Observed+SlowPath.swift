@@ -120,6 +120,6 @@ extension Observed {
 func _storageNotInPlace(of key: AnyKeyPath, on object: AnyObject) -> Never {
     fatalError(
         "@Observed: the storage of \(_KeyNames.name(of: key)) on \(type(of: object)) is not within the object where "
-            + "its key path projects it, so its set cannot notify; report this with your Swift version"
+            + "its key path projects it, and a set through its offset would write elsewhere; report this with your Swift version"
     )
 }

@@ -61,7 +61,7 @@ final class _ObserverRegistry: @unchecked Sendable {
     /// (`holdsStorage`).
     @usableFromInline let storageEnd: Int
 
-    /// A registry for `object`, whose heap block ends `storageEnd` bytes after its start.
+    /// A registry for an object whose heap block ends `storageEnd` bytes after its start.
     init(storageEnd: Int) {
         self.storageEnd = storageEnd
     }
