@@ -56,7 +56,7 @@ final class _ObserverRegistry: @unchecked Sendable {
     /// without the lock (`ObserverRegistry+ReadPath.swift`): no table until a set needs it after a
     /// change of the observed keys. Published only with the lock held.
     @usableFromInline let setTables = _EpochPublished<_ObserverSetTable>()
-    /// The size of the object's heap block, in bytes from its start (0 if unknown): an `@Observed`
+    /// The size of the object's heap block, in bytes from its start: an `@Observed`
     /// property's storage must end within it for a set to write through the storage offset
     /// (`holdsStorage`).
     @usableFromInline let storageEnd: Int

@@ -172,10 +172,15 @@ package enum EtcdJSON {
     /// quoted: it could hold a value in base64.
     package static func serverError(_ body: [UInt8]) -> (message: String, code: Int?) {
         guard let reply = try? decode(body) else { return ("a reply of \(body.count) bytes that is not etcd's JSON", nil) }
+        return (message(of: reply, size: body.count), (try? int64(reply, "code")).map { Int($0) })
+    }
+
+    /// The message of an error reply (its `message`, else its `error` as text), or, where it has
+    /// none, the names of its fields and its `size` if given: never their values, which may be
+    /// keys' values in base64.
+    static func message(of reply: Object, size: Int? = nil) -> String {
+        if let message = (reply["message"] as? String) ?? (reply["error"] as? String) { return message }
         let fields = reply.keys.sorted().joined(separator: ", ")
-        let message =
-            (reply["message"] as? String) ?? (reply["error"] as? String)
-            ?? "no message (a reply of \(body.count) bytes with the fields \(fields.isEmpty ? "none" : fields))"
-        return (message, (try? int64(reply, "code")).map { Int($0) })
+        return "no message (a reply \(size.map { "of \($0) bytes " } ?? "")with the fields \(fields.isEmpty ? "none" : fields))"
     }
 }

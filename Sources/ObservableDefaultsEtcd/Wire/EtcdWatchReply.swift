@@ -33,7 +33,6 @@ package enum EtcdWatchReply: Equatable {
     private static func errorMessage(_ reply: EtcdJSON.Object) -> String {
         if let error = reply["error"] as? EtcdJSON.Object, let message = error["message"] as? String { return message }
         // Not the reply itself: it may carry values (secrets') in base64.
-        return (reply["message"] as? String) ?? (reply["error"] as? String)
-            ?? "no message (a reply with the fields \(reply.keys.sorted().joined(separator: ", ")))"
+        return EtcdJSON.message(of: reply)
     }
 }
